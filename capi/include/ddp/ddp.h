@@ -1,0 +1,18 @@
+/**
+ * @file ddp.h
+ * @brief libddp: PyTorch Lightning's distributed-data-parallel layer for C.
+ *
+ * Include this one header to get the whole public API.
+ */
+#ifndef DDP_DDP_H
+#define DDP_DDP_H
+
+#include "ddp/ddp_export.h"
+#include "ddp/version.h"
+#include "ddp/common.h"
+#include "ddp/tensor.h"
+#include "ddp/env.h"
+#include "ddp/group.h"
+#include "ddp/collectives.h"
+
+#endif /* DDP_DDP_H */

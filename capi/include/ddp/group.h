@@ -1,0 +1,100 @@
+/**
+ * @file group.h
+ * @brief Process groups: Lightning's init_dist_connection and new_subgroups.
+ *
+ * ddp_group_init joins every rank of the job through a TCPStore hosted by
+ * rank 0 at the environment's MASTER_ADDR:MASTER_PORT (the rendezvous that
+ * torchrun and SLURM jobs use), counts the ranks in, and connects the
+ * backend: "gloo" (CPU tensors over TCP) or "nccl" (CUDA tensors).
+ *
+ * Failure model: a collective that runs past its timeout fails with
+ * DDP_E_TIMEOUT; a peer that died or whose connection broke gives
+ * DDP_E_PEER_FAILED. Either failure is published to the other ranks through
+ * the store, so that every rank of the group stops with the same status
+ * (not only the neighbours of the dead rank), and the group is broken from
+ * then on: every later call on it returns DDP_E_STATE. Free it and create a
+ * new one.
+ *
+ * Threading: a group may move between threads but is not for concurrent use;
+ * all ranks must issue the same collectives in the same order.
+ * Signals: the first ddp_group_init ignores SIGPIPE if its disposition is
+ * still the default, so that a write to a dead peer's socket cannot kill the
+ * process (Python does the same).
+ */
+#ifndef DDP_GROUP_H
+#define DDP_GROUP_H
+
+#include "ddp/common.h"
+#include "ddp/env.h"
+
+DDP_EXTERN_C_BEGIN
+
+typedef struct ddp_group ddp_group;
+
+#define DDP_GROUP_OPTIONS_VERSION 1
+
+/** Options of ddp_group_init. Initialise with DDP_GROUP_OPTIONS_INIT or ddp_group_options_init. */
+typedef struct ddp_group_options {
+  unsigned int version;   /**< DDP_GROUP_OPTIONS_VERSION */
+  const char *backend;    /**< "gloo", "nccl", or NULL: "nccl" for a CUDA device, else "gloo" */
+  int64_t timeout_ms;     /**< rendezvous and every collective; 0: 1800000 (30 min, Lightning's default) */
+  ddp_device device;      /**< device of the tensors this group works on (CPU) */
+} ddp_group_options;
+
+#define DDP_GROUP_OPTIONS_INIT {DDP_GROUP_OPTIONS_VERSION, NULL, 0, {DDP_DEVICE_CPU, 0}}
+
+/**
+ * Fills @p opts with the defaults of @p version.
+ * @return DDP_OK, or DDP_E_INVALID_ARGUMENT for NULL or an unknown version.
+ */
+DDP_API ddp_status ddp_group_options_init(ddp_group_options *opts, unsigned int version);
+
+/**
+ * Joins the process group of this job (collective: every rank calls it).
+ *
+ * @param[out] out new reference; NULL on error.
+ * @param env      cluster environment (borrowed, may be freed afterwards);
+ *                 NULL: ddp_env_detect().
+ * @param opts     NULL for defaults.
+ * @return DDP_OK; DDP_E_TIMEOUT when not every rank arrived in time (the
+ *         message says how many of how many did) or rank 0's store could not
+ *         be reached; DDP_E_IO when rank 0 cannot listen on MASTER_PORT;
+ *         DDP_E_UNSUPPORTED for nccl without CUDA; DDP_E_INVALID_ARGUMENT.
+ */
+DDP_API ddp_status ddp_group_init(ddp_group **out, const ddp_env *env, const ddp_group_options *opts);
+
+/**
+ * torch.distributed.new_subgroups: splits @p parent into consecutive blocks
+ * of @p group_size ranks and returns the block this rank belongs to
+ * (collective over @p parent, in the same order on every rank).
+ *
+ * @param parent      the group to split (borrowed; may be freed before the subgroup).
+ * @param group_size  ranks per subgroup; 0: one subgroup per node (the
+ *                    environment's local world size). Must divide the size.
+ * @param[out] out    new reference; NULL on error.
+ */
+DDP_API ddp_status ddp_group_new_subgroups(ddp_group *parent, int group_size, ddp_group **out);
+
+/** @return this process's rank in @p g, -1 for an invalid handle. */
+DDP_API int ddp_group_rank(const ddp_group *g);
+/** @return the number of ranks in @p g, -1 for an invalid handle. */
+DDP_API int ddp_group_size(const ddp_group *g);
+/** @return "gloo" or "nccl" (static); "" for an invalid handle. */
+DDP_API const char *ddp_group_backend(const ddp_group *g);
+/** @return the group's timeout in milliseconds, -1 for an invalid handle. */
+DDP_API int64_t ddp_group_timeout_ms(const ddp_group *g);
+/** Changes the timeout of later collectives on @p g (> 0). */
+DDP_API ddp_status ddp_group_set_timeout(ddp_group *g, int64_t timeout_ms);
+/** @return 1 when an earlier timeout or peer failure broke @p g, else 0. */
+DDP_API int ddp_group_is_broken(const ddp_group *g);
+
+/**
+ * Frees @p g; NULL is accepted. Works still pending on it must have been
+ * freed first. Freeing a broken group never blocks (its backend's stuck
+ * thread is abandoned rather than joined).
+ */
+DDP_API void ddp_group_free(ddp_group *g);
+
+DDP_EXTERN_C_END
+
+#endif /* DDP_GROUP_H */

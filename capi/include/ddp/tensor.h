@@ -1,0 +1,92 @@
+/**
+ * @file tensor.h
+ * @brief Tensors: n-dimensional arrays the collectives work on.
+ *
+ * A ::ddp_tensor is an opaque handle to a LibTorch tensor. It is either a
+ * zero-copy view of the caller's memory (ddp_tensor_from_blob) or owned by
+ * libddp (ddp_tensor_new, and every tensor a collective hands out).
+ * Tensors are always contiguous.
+ *
+ * Threading: a tensor may move between threads; it is not for concurrent use.
+ */
+#ifndef DDP_TENSOR_H
+#define DDP_TENSOR_H
+
+#include "ddp/common.h"
+
+DDP_EXTERN_C_BEGIN
+
+typedef struct ddp_tensor ddp_tensor;
+
+/**
+ * Wraps caller memory as a CPU tensor without copying.
+ *
+ * @param[out] out   new reference; set to NULL on error.
+ * @param data       the caller's memory, at least numel * ddp_dtype_size(dtype)
+ *                   bytes, suitably aligned for @p dtype. It must outlive the
+ *                   tensor; collectives read and write it in place.
+ * @param dtype      element type.
+ * @param shape      @p ndim sizes, each >= 0 (may be NULL when ndim == 0).
+ * @param ndim       number of dimensions; 0 makes a scalar (one element).
+ * @return DDP_OK, or DDP_E_INVALID_ARGUMENT (NULL data with elements, a
+ *         negative size, an unknown dtype).
+ */
+DDP_API ddp_status ddp_tensor_from_blob(ddp_tensor **out, void *data, ddp_dtype dtype,
+                                        const int64_t *shape, size_t ndim);
+
+/**
+ * Allocates a zero-filled tensor owned by libddp.
+ *
+ * @param[out] out   new reference; set to NULL on error.
+ * @param dtype      element type.
+ * @param shape      @p ndim sizes, each >= 0.
+ * @param ndim       number of dimensions; 0 makes a scalar.
+ * @param device     where the memory lives; DDP_DEVICE_CUDA needs a CUDA build
+ *                   and device (DDP_E_UNSUPPORTED otherwise).
+ * @return DDP_OK, DDP_E_INVALID_ARGUMENT, DDP_E_UNSUPPORTED or DDP_E_NOMEM.
+ */
+DDP_API ddp_status ddp_tensor_new(ddp_tensor **out, ddp_dtype dtype, const int64_t *shape,
+                                  size_t ndim, ddp_device device);
+
+/** Frees the handle (and the memory if libddp owns it); NULL is accepted. */
+DDP_API void ddp_tensor_free(ddp_tensor *t);
+
+/**
+ * @return the first element's address (borrowed, lives as long as @p t; device
+ *         memory for CUDA tensors); NULL for NULL, a freed handle, or no elements.
+ */
+DDP_API void *ddp_tensor_data(const ddp_tensor *t);
+
+/** @return number of dimensions, 0 for a scalar or an invalid handle. */
+DDP_API size_t ddp_tensor_ndim(const ddp_tensor *t);
+
+/**
+ * @return the sizes, ddp_tensor_ndim(t) of them (borrowed, lives as long as
+ *         @p t); NULL for a scalar or an invalid handle.
+ */
+DDP_API const int64_t *ddp_tensor_shape(const ddp_tensor *t);
+
+/** @return the element type (DDP_FLOAT32 for an invalid handle). */
+DDP_API ddp_dtype ddp_tensor_dtype(const ddp_tensor *t);
+
+/** @return the number of elements (1 for a scalar, 0 for an invalid handle). */
+DDP_API int64_t ddp_tensor_numel(const ddp_tensor *t);
+
+/** @return the number of bytes of data (numel * element size). */
+DDP_API size_t ddp_tensor_nbytes(const ddp_tensor *t);
+
+/** @return the device the tensor lives on (CPU for an invalid handle). */
+DDP_API ddp_device ddp_tensor_device(const ddp_tensor *t);
+
+/**
+ * Copies the tensor's elements (from any device) into host memory.
+ *
+ * @param t       the source.
+ * @param dst     host memory of at least @p nbytes.
+ * @param nbytes  must equal ddp_tensor_nbytes(t), else DDP_E_INVALID_ARGUMENT.
+ */
+DDP_API ddp_status ddp_tensor_copy_to(const ddp_tensor *t, void *dst, size_t nbytes);
+
+DDP_EXTERN_C_END
+
+#endif /* DDP_TENSOR_H */

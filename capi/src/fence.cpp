@@ -1,0 +1,41 @@
+#include "fence.h"
+
+#include <new>
+
+#include "comm/failure.h"
+#include "common/error.h"
+
+namespace ddp::capi {
+namespace {
+thread_local std::string t_last_error;
+}
+
+void set_last_error(const std::string& message) { t_last_error = message; }
+const char* last_error() { return t_last_error.c_str(); }
+void clear_last_error() { t_last_error.clear(); }
+
+ddp_status store_current_exception() {
+  try {
+    throw;
+  } catch (const Error& e) {
+    set_last_error(e.what());
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    set_last_error("out of memory");
+    return DDP_E_NOMEM;
+  } catch (const std::exception& e) {
+    std::string what = short_what(e);
+    if (what.find("out of memory") != std::string::npos || what.find("DefaultCPUAllocator") != std::string::npos) {
+      set_last_error(what);
+      return DDP_E_NOMEM;
+    }
+    ddp_status s = classify_exception(e);
+    set_last_error(what);
+    return s;
+  } catch (...) {
+    set_last_error("unknown exception inside libddp");
+    return DDP_E_INTERNAL;
+  }
+}
+
+}  // namespace ddp::capi

@@ -1,0 +1,31 @@
+// The one exception fence of the C API: every exported body runs inside
+// fence(), which maps any C++ exception to a ddp_status and stores its
+// message as the calling thread's last error. Nothing crosses the boundary.
+#pragma once
+
+#include <string>
+
+#include "ddp/common.h"
+
+namespace ddp::capi {
+
+void set_last_error(const std::string& message);
+ddp_status store_current_exception();  // call only inside a catch block
+
+template <typename F>
+ddp_status fence(F&& body) noexcept {
+  try {
+    body();
+    return DDP_OK;
+  } catch (...) {
+    return store_current_exception();
+  }
+}
+
+// For bad arguments detected in the C layer itself.
+inline ddp_status invalid(const std::string& message) {
+  set_last_error(message);
+  return DDP_E_INVALID_ARGUMENT;
+}
+
+}  // namespace ddp::capi

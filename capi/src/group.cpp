@@ -1,0 +1,70 @@
+#include "ddp/group.h"
+
+#include "common/error.h"
+#include "handles.h"
+
+using namespace ddp::capi;
+
+extern "C" {
+
+ddp_status ddp_group_options_init(ddp_group_options* opts, unsigned int version) {
+  if (!opts) return invalid("ddp_group_options_init: opts is NULL");
+  if (version != DDP_GROUP_OPTIONS_VERSION)
+    return invalid("ddp_group_options_init: unknown version " + std::to_string(version) +
+                   " (this libddp knows " + std::to_string(DDP_GROUP_OPTIONS_VERSION) + ")");
+  *opts = ddp_group_options DDP_GROUP_OPTIONS_INIT;
+  return DDP_OK;
+}
+
+ddp_status ddp_group_init(ddp_group** out, const ddp_env* env, const ddp_group_options* opts) {
+  if (!out) return invalid("ddp_group_init: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    ddp::GroupOptions o;
+    if (opts) {
+      ddp::check_arg(opts->version == DDP_GROUP_OPTIONS_VERSION,
+                     "ddp_group_init: unknown options version " + std::to_string(opts->version));
+      if (opts->backend) o.backend = opts->backend;
+      ddp::check_arg(opts->timeout_ms >= 0, "ddp_group_init: timeout_ms " +
+                                                std::to_string(opts->timeout_ms) + " is negative");
+      if (opts->timeout_ms > 0) o.timeout = ddp::Millis(opts->timeout_ms);
+      o.device = opts->device;
+    }
+    ddp::ClusterEnv e = env ? require(env, "env")->env
+                            : ddp::detect_cluster_env(ddp::process_env_lookup());
+    auto h = std::make_unique<ddp_group>();
+    h->group = ddp::Group::init(e, o);
+    h->local_world_size = e.local_world_size;
+    hand_out(out, std::move(h));
+  });
+}
+
+ddp_status ddp_group_new_subgroups(ddp_group* parent, int group_size, ddp_group** out) {
+  if (!out) return invalid("ddp_group_new_subgroups: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto* p = require(parent, "parent");
+    ddp::check_arg(group_size >= 0, "group_size " + std::to_string(group_size) + " is negative");
+    auto h = std::make_unique<ddp_group>();
+    h->group = p->group->new_subgroup(group_size);
+    h->local_world_size = h->group->size();
+    hand_out(out, std::move(h));
+  });
+}
+
+int ddp_group_rank(const ddp_group* g) { return live(g) ? g->group->rank() : -1; }
+int ddp_group_size(const ddp_group* g) { return live(g) ? g->group->size() : -1; }
+const char* ddp_group_backend(const ddp_group* g) {
+  if (!live(g)) return "";
+  return g->group->backend_name() == "nccl" ? "nccl" : "gloo";
+}
+int64_t ddp_group_timeout_ms(const ddp_group* g) {
+  return live(g) ? static_cast<int64_t>(g->group->timeout().count()) : -1;
+}
+ddp_status ddp_group_set_timeout(ddp_group* g, int64_t timeout_ms) {
+  return fence([&] { require(g, "group")->group->set_timeout(ddp::Millis(timeout_ms)); });
+}
+int ddp_group_is_broken(const ddp_group* g) { return live(g) && g->group->broken() ? 1 : 0; }
+void ddp_group_free(ddp_group* g) { release(g); }
+
+}  // extern "C"

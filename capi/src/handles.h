@@ -1,0 +1,86 @@
+// The structs behind the C API's opaque handles, and the registry that lets
+// every entry point reject NULL, freed and foreign pointers with
+// DDP_E_INVALID_ARGUMENT instead of crashing.
+#pragma once
+
+#include <memory>
+#include <type_traits>
+#include <string>
+#include <vector>
+
+#include "comm/collectives.h"
+#include "comm/group.h"
+#include "env/cluster_env.h"
+#include "fence.h"
+
+struct ddp_tensor {
+  at::Tensor t;
+  std::vector<int64_t> shape;  // borrowed by ddp_tensor_shape
+};
+
+struct ddp_buffer {
+  std::vector<uint8_t> bytes;
+};
+
+struct ddp_env {
+  ddp::ClusterEnv env;
+};
+
+struct ddp_group {
+  std::unique_ptr<ddp::Group> group;
+  int local_world_size = 1;
+};
+
+struct ddp_work {
+  ddp::PendingPtr pending;
+};
+
+namespace ddp::capi {
+
+enum class Kind { Tensor, Buffer, Env, Group, Work };
+
+void registry_add(const void* p, Kind k);
+void registry_remove(const void* p);
+bool registry_has(const void* p, Kind k);
+
+template <typename T> constexpr Kind kind_of();
+template <> constexpr Kind kind_of<ddp_tensor>() { return Kind::Tensor; }
+template <> constexpr Kind kind_of<ddp_buffer>() { return Kind::Buffer; }
+template <> constexpr Kind kind_of<ddp_env>() { return Kind::Env; }
+template <> constexpr Kind kind_of<ddp_group>() { return Kind::Group; }
+template <> constexpr Kind kind_of<ddp_work>() { return Kind::Work; }
+
+const char* kind_name(Kind k);
+
+// True when `p` is a live handle of type T.
+template <typename T>
+bool live(const T* p) {
+  return p && registry_has(p, kind_of<std::remove_const_t<T>>());
+}
+
+// Throws DDP_E_INVALID_ARGUMENT naming `what` unless `p` is live.
+void require_live_impl(const void* p, Kind k, const char* what);
+template <typename T>
+T* require(T* p, const char* what) {
+  require_live_impl(p, kind_of<std::remove_const_t<T>>(), what);
+  return p;
+}
+
+// Hands a new handle to the caller: registers it and stores it in *out.
+template <typename T>
+void hand_out(T** out, std::unique_ptr<T> h) {
+  registry_add(h.get(), kind_of<T>());
+  *out = h.release();
+}
+
+// Frees a handle if it is live (NULL and unknown pointers are ignored).
+template <typename T>
+void release(T* p) {
+  if (!live(p)) return;
+  registry_remove(p);
+  delete p;
+}
+
+std::unique_ptr<ddp_tensor> wrap_tensor(at::Tensor t);
+
+}  // namespace ddp::capi

@@ -1,0 +1,51 @@
+#include "ddp/tensor.h"
+
+#include "handles.h"
+#include "tensor/tensors.h"
+
+using namespace ddp::capi;
+
+extern "C" {
+
+ddp_status ddp_tensor_from_blob(ddp_tensor** out, void* data, ddp_dtype dtype, const int64_t* shape,
+                                size_t ndim) {
+  if (!out) return invalid("ddp_tensor_from_blob: out is NULL");
+  *out = nullptr;
+  return fence([&] { hand_out(out, wrap_tensor(ddp::tensor_from_blob(data, dtype, shape, ndim))); });
+}
+
+ddp_status ddp_tensor_new(ddp_tensor** out, ddp_dtype dtype, const int64_t* shape, size_t ndim,
+                          ddp_device device) {
+  if (!out) return invalid("ddp_tensor_new: out is NULL");
+  *out = nullptr;
+  return fence([&] { hand_out(out, wrap_tensor(ddp::tensor_zeros(dtype, shape, ndim, device))); });
+}
+
+void ddp_tensor_free(ddp_tensor* t) { release(t); }
+
+void* ddp_tensor_data(const ddp_tensor* t) {
+  return live(t) && t->t.numel() > 0 ? t->t.data_ptr() : nullptr;
+}
+size_t ddp_tensor_ndim(const ddp_tensor* t) { return live(t) ? t->shape.size() : 0; }
+const int64_t* ddp_tensor_shape(const ddp_tensor* t) {
+  return live(t) && !t->shape.empty() ? t->shape.data() : nullptr;
+}
+ddp_dtype ddp_tensor_dtype(const ddp_tensor* t) {
+  if (!live(t)) return DDP_FLOAT32;
+  ddp_dtype d = DDP_FLOAT32;
+  fence([&] { d = ddp::from_scalar_type(t->t.scalar_type()); });
+  return d;
+}
+int64_t ddp_tensor_numel(const ddp_tensor* t) { return live(t) ? t->t.numel() : 0; }
+size_t ddp_tensor_nbytes(const ddp_tensor* t) {
+  return live(t) ? static_cast<size_t>(t->t.numel()) * t->t.element_size() : 0;
+}
+ddp_device ddp_tensor_device(const ddp_tensor* t) {
+  return live(t) ? ddp::device_of(t->t) : ddp_device{DDP_DEVICE_CPU, 0};
+}
+
+ddp_status ddp_tensor_copy_to(const ddp_tensor* t, void* dst, size_t nbytes) {
+  return fence([&] { ddp::tensor_copy_to_host(require(t, "tensor")->t, dst, nbytes); });
+}
+
+}  // extern "C"

@@ -1,0 +1,27 @@
+// Creating c10d backends. Each backend lives in its own translation unit:
+// the NCCL one is compiled only when CUDA and NCCL headers are present.
+#pragma once
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <string>
+
+#include "comm/group.h"
+
+namespace ddp {
+
+struct BackendSpec {
+  c10::intrusive_ptr<c10d::Store> store;  // already prefixed for this group
+  int rank = 0;
+  int size = 1;
+  Millis timeout{0};
+  std::string master_addr;  // used to pick the network interface
+  ddp_device device{DDP_DEVICE_CPU, 0};
+};
+
+c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec);
+// DDP_E_UNSUPPORTED when built without NCCL or run without a CUDA device.
+c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const BackendSpec& spec);
+bool nccl_compiled_in();
+
+}  // namespace ddp

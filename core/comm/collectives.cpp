@@ -1,0 +1,250 @@
+#include "comm/collectives.h"
+
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/tensor.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <cstring>
+
+#include "comm/failure.h"
+#include "common/error.h"
+
+namespace ddp {
+namespace {
+
+constexpr int64_t kMaxGatherDims = 16;
+
+void check_tensor(Group& g, const at::Tensor& t, const char* op) {
+  check_arg(t.defined(), std::string(op) + ": tensor is undefined");
+  ddp_device d = g.device();
+  bool cuda = d.type == DDP_DEVICE_CUDA;
+  check_arg(cuda ? t.is_cuda() : t.is_cpu(),
+            std::string(op) + ": tensor is on " + t.device().str() + " but the group's backend " +
+                g.backend_name() + " works on " + (cuda ? "cuda" : "cpu") + " tensors");
+  check_arg(t.is_contiguous(), std::string(op) + ": tensor must be contiguous");
+}
+
+void check_root(Group& g, int root, const char* op, const char* what) {
+  check_arg(root >= 0 && root < g.size(), std::string(op) + ": " + what + " " +
+                                              std::to_string(root) + " is outside [0, " +
+                                              std::to_string(g.size()) + ")");
+}
+
+// Starts a c10d operation; synchronous failures (bad dtype and the like)
+// happen before any communication, so they leave the group usable.
+template <typename F>
+c10::intrusive_ptr<c10d::Work> start(Group& g, const char* op, F&& f) {
+  c10d::Backend& b = g.backend_for(op);
+  try {
+    return f(b);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = short_what(e);
+    ddp_status s = what.find("type") != std::string::npos ? DDP_E_UNSUPPORTED : DDP_E_BACKEND;
+    fail(s, std::string(op) + " on rank " + std::to_string(g.rank()) + " (" + g.backend_name() +
+                "): " + what);
+  }
+}
+
+c10d::ReduceOp to_c10d(ReduceOp op, bool native_avg) {
+  switch (op) {
+    case ReduceOp::Sum: return c10d::ReduceOp(c10d::ReduceOp::SUM);
+    case ReduceOp::Mean:
+      return native_avg ? c10d::ReduceOp(c10d::ReduceOp::AVG) : c10d::ReduceOp(c10d::ReduceOp::SUM);
+    case ReduceOp::Min: return c10d::ReduceOp(c10d::ReduceOp::MIN);
+    case ReduceOp::Max: return c10d::ReduceOp(c10d::ReduceOp::MAX);
+    case ReduceOp::Product: return c10d::ReduceOp(c10d::ReduceOp::PRODUCT);
+  }
+  fail(DDP_E_INVALID_ARGUMENT, "unknown reduce op");
+}
+
+// Lightning's sync_ddp: where the backend has no AVG (gloo), SUM and divide.
+// Integers: true division, then truncation toward zero on the copy back.
+void divide_by_world(const at::Tensor& t, int world) {
+  if (at::isFloatingType(t.scalar_type()))
+    t.div_(world);
+  else
+    t.copy_(t / world);
+}
+
+bool native_avg(Group& g) { return g.backend_name() == "nccl"; }
+
+PendingPtr make(Group& g, const char* op, c10::intrusive_ptr<c10d::Work> w, Pending::Step then = nullptr) {
+  return std::make_unique<Pending>(g, op, std::move(w), std::move(then));
+}
+
+c10::intrusive_ptr<c10d::Work> start_all_gather(Group& g, const char* op, const at::Tensor& in,
+                                                at::Tensor& out) {
+  std::vector<int64_t> shape{g.size()};
+  shape.insert(shape.end(), in.sizes().begin(), in.sizes().end());
+  out = at::empty(shape, in.options());
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int i = 0; i < g.size(); ++i) outs[0].push_back(out.select(0, i));
+  std::vector<at::Tensor> ins{in};
+  return start(g, op, [&](c10d::Backend& b) { return b.allgather(outs, ins); });
+}
+
+}  // namespace
+
+PendingPtr barrier(Group& g) {
+  return make(g, "barrier", start(g, "barrier", [](c10d::Backend& b) { return b.barrier(); }));
+}
+
+PendingPtr broadcast(Group& g, const at::Tensor& t, int src) {
+  check_tensor(g, t, "broadcast");
+  check_root(g, src, "broadcast", "src");
+  std::vector<at::Tensor> ts{t};
+  c10d::BroadcastOptions o;
+  o.rootRank = src;
+  return make(g, "broadcast", start(g, "broadcast", [&](c10d::Backend& b) { return b.broadcast(ts, o); }));
+}
+
+PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
+  check_root(g, src, "broadcast_bytes", "src");
+  bool is_src = g.rank() == src;
+  check_arg(!is_src || data || len == 0, "broadcast_bytes: data is NULL on src with len > 0");
+  auto cpu = at::TensorOptions().dtype(at::kLong);
+  at::Tensor length = at::full({1}, is_src ? static_cast<int64_t>(len) : 0, cpu);
+  at::Tensor payload;
+  if (is_src) {
+    payload = at::empty({static_cast<int64_t>(len)}, at::TensorOptions().dtype(at::kByte));
+    if (len) std::memcpy(payload.data_ptr(), data, len);
+  }
+  auto to_dev = [&g](const at::Tensor& t) {
+    return g.device().type == DDP_DEVICE_CUDA ? t.to(at::Device(at::kCUDA, g.device().index)) : t;
+  };
+  at::Tensor dev_length = to_dev(length);
+  std::vector<at::Tensor> ts{dev_length};
+  c10d::BroadcastOptions o;
+  o.rootRank = src;
+  auto w = start(g, "broadcast_bytes", [&](c10d::Backend& b) { return b.broadcast(ts, o); });
+  return make(g, "broadcast_bytes", w, [=](Pending& p, Clock::time_point deadline) mutable {
+    int64_t n = dev_length.cpu().item<int64_t>();
+    if (n < 0) fail(DDP_E_INTERNAL, "broadcast_bytes: received a negative length");
+    if (!payload.defined()) payload = at::empty({n}, at::TensorOptions().dtype(at::kByte));
+    at::Tensor dev_payload = to_dev(payload);
+    if (n > 0) {
+      std::vector<at::Tensor> pts{dev_payload};
+      auto w2 = start(p.group(), "broadcast_bytes", [&](c10d::Backend& b) { return b.broadcast(pts, o); });
+      p.wait_work(w2, deadline);
+    }
+    at::Tensor host = dev_payload.cpu();
+    auto* bytes = static_cast<const uint8_t*>(host.data_ptr());
+    p.bytes.assign(bytes, bytes + n);
+  });
+}
+
+PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op) {
+  check_tensor(g, t, "all_reduce");
+  std::vector<at::Tensor> ts{t};
+  c10d::AllreduceOptions o;
+  o.reduceOp = to_c10d(op, native_avg(g));
+  auto w = start(g, "all_reduce", [&](c10d::Backend& b) { return b.allreduce(ts, o); });
+  Pending::Step then;
+  if (op == ReduceOp::Mean && !native_avg(g)) {
+    int world = g.size();
+    then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
+  }
+  return make(g, "all_reduce", w, then);
+}
+
+PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
+  check_tensor(g, t, "reduce");
+  check_root(g, dst, "reduce", "dst");
+  std::vector<at::Tensor> ts{t};
+  c10d::ReduceOptions o;
+  o.reduceOp = to_c10d(op, native_avg(g));
+  o.rootRank = dst;
+  auto w = start(g, "reduce", [&](c10d::Backend& b) { return b.reduce(ts, o); });
+  Pending::Step then;
+  if (op == ReduceOp::Mean && !native_avg(g) && g.rank() == dst) {
+    int world = g.size();
+    then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
+  }
+  return make(g, "reduce", w, then);
+}
+
+PendingPtr all_gather(Group& g, const at::Tensor& in) {
+  check_tensor(g, in, "all_gather");
+  at::Tensor out;
+  auto w = start_all_gather(g, "all_gather", in, out);
+  auto p = make(g, "all_gather", w);
+  p->tensors = {out};
+  return p;
+}
+
+PendingPtr all_gather_uneven(Group& g, const at::Tensor& in) {
+  const char* op = "all_gather_uneven";
+  check_tensor(g, in, op);
+  check_arg(in.dim() <= kMaxGatherDims, std::string(op) + ": at most " +
+                                            std::to_string(kMaxGatherDims) + " dimensions");
+  // Step 1: everyone's ndim, dtype and sizes (one small gather).
+  std::vector<int64_t> meta(2 + kMaxGatherDims, -1);
+  meta[0] = in.dim();
+  meta[1] = static_cast<int64_t>(in.scalar_type());
+  for (int64_t d = 0; d < in.dim(); ++d) meta[2 + d] = in.size(d);
+  at::Tensor meta_t = at::tensor(meta, at::TensorOptions().dtype(at::kLong)).to(in.device());
+  at::Tensor metas;
+  auto w = start_all_gather(g, op, meta_t, metas);
+  return make(g, op, w, [in, metas, op](Pending& p, Clock::time_point deadline) {
+    Group& g = p.group();
+    at::Tensor m = metas.cpu();
+    auto* mp = m.data_ptr<int64_t>();
+    const int64_t width = 2 + kMaxGatherDims;
+    int64_t ndim = in.dim();
+    std::vector<int64_t> max_size(in.sizes().begin(), in.sizes().end());
+    bool all_equal = true;
+    for (int r = 0; r < g.size(); ++r) {
+      const int64_t* row = mp + r * width;
+      check_arg(row[0] == ndim, std::string(op) + ": rank " + std::to_string(r) + " has " +
+                                    std::to_string(row[0]) + " dimensions, rank " +
+                                    std::to_string(g.rank()) + " has " + std::to_string(ndim) +
+                                    " (all ranks need the same ndim)");
+      check_arg(row[1] == mp[1], std::string(op) + ": ranks disagree on the dtype");
+      for (int64_t d = 0; d < ndim; ++d) {
+        if (row[2 + d] != in.size(d)) all_equal = false;
+        max_size[d] = std::max(max_size[d], row[2 + d]);
+      }
+    }
+    // Step 2: pad to the per-dimension maximum, gather, trim.
+    at::Tensor padded = in;
+    if (!all_equal) {
+      std::vector<int64_t> pad;  // constant_pad_nd wants (last dim first) pairs
+      for (int64_t d = ndim - 1; d >= 0; --d) {
+        pad.push_back(0);
+        pad.push_back(max_size[d] - in.size(d));
+      }
+      padded = at::constant_pad_nd(in, pad, 0).contiguous();
+    }
+    at::Tensor stacked;
+    auto w2 = start_all_gather(g, op, padded, stacked);
+    p.wait_work(w2, deadline);
+    p.tensors.clear();
+    for (int r = 0; r < g.size(); ++r) {
+      at::Tensor t = stacked.select(0, r);
+      const int64_t* row = mp + r * width;
+      for (int64_t d = 0; d < ndim && !all_equal; ++d) t = t.narrow(d, 0, row[2 + d]);
+      p.tensors.push_back(all_equal ? t : t.contiguous());
+    }
+  });
+}
+
+PendingPtr reduce_boolean_decision(Group& g, bool decision, bool all) {
+  at::Tensor t = at::full({1}, decision ? 1 : 0, at::TensorOptions().dtype(at::kLong));
+  if (g.device().type == DDP_DEVICE_CUDA) t = t.to(at::Device(at::kCUDA, g.device().index));
+  std::vector<at::Tensor> ts{t};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
+  const char* op = "reduce_boolean_decision";
+  auto w = start(g, op, [&](c10d::Backend& b) { return b.allreduce(ts, o); });
+  int world = g.size();
+  return make(g, op, w, [t, all, world](Pending& p, Clock::time_point) {
+    int64_t sum = t.cpu().item<int64_t>();
+    p.decision = all ? sum == world : sum > 0;
+  });
+}
+
+}  // namespace ddp

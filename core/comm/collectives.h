@@ -1,0 +1,77 @@
+// Lightning's distributed utilities on a Group: every collective starts
+// asynchronously and returns a Pending; blocking calls are start + wait.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "comm/group.h"
+
+namespace c10d {
+class Work;
+}
+
+namespace ddp {
+
+enum class ReduceOp { Sum, Mean, Min, Max, Product };
+
+// An operation in flight. Some collectives run in several steps (the length
+// before the bytes, the shapes before the data); their later steps are posted
+// from wait(), so every rank must wait on its pendings in the same order it
+// started them.
+class Pending {
+ public:
+  using Step = std::function<void(Pending&, Clock::time_point deadline)>;
+
+  Pending(Group& group, std::string op, c10::intrusive_ptr<c10d::Work> work, Step then);
+  ~Pending();
+
+  // Waits for completion (and runs the remaining steps). timeout: nullopt =
+  // the group's timeout. A timeout or a peer failure breaks the group.
+  void wait(std::optional<Millis> timeout = std::nullopt);
+  bool done() const { return done_; }
+  // True once the current communication step finished (no waiting).
+  bool test();
+
+  // Results, valid after wait().
+  std::vector<at::Tensor> tensors;
+  std::vector<uint8_t> bytes;
+  bool decision = false;
+
+  // Used by the steps: waits for `work` until `deadline`, classifying failures.
+  void wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_point deadline);
+  Group& group() { return group_; }
+  const std::string& op() const { return op_; }
+
+ private:
+  Group& group_;
+  std::string op_;
+  c10::intrusive_ptr<c10d::Work> work_;
+  Step then_;
+  bool done_ = false;
+};
+
+using PendingPtr = std::unique_ptr<Pending>;
+
+PendingPtr barrier(Group& g);
+PendingPtr broadcast(Group& g, const at::Tensor& t, int src);
+// Lightning's broadcast(obj), as bytes: the length first, then the payload.
+// `data` is read on src only; the result is in Pending::bytes on every rank.
+PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src);
+// In place. MEAN on gloo is SUM then division by the world size (Lightning's
+// sync_ddp); on integer tensors the quotient is truncated toward zero.
+PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op);
+PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op);
+// Result: tensors[0] of shape (world, ...in.shape).
+PendingPtr all_gather(Group& g, const at::Tensor& in);
+// Lightning's gather_all_tensors: same ndim, any sizes. Result: one tensor
+// per rank, each with that rank's shape.
+PendingPtr all_gather_uneven(Group& g, const at::Tensor& in);
+// Lightning's reduce_boolean_decision: all=true -> every rank said yes.
+PendingPtr reduce_boolean_decision(Group& g, bool decision, bool all);
+
+}  // namespace ddp

@@ -1,0 +1,38 @@
+#include "comm/failure.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/error.h"
+
+namespace ddp {
+namespace {
+bool contains(const std::string& haystack, const char* needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+}  // namespace
+
+std::string short_what(const std::exception& e) {
+  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
+  std::string s = e.what();
+  auto nl = s.find("\nException raised from");
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+ddp_status classify_exception(const std::exception& e) {
+  if (auto* de = dynamic_cast<const Error*>(&e)) return de->status();
+  std::string msg = short_what(e);
+  std::string lower(msg);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (contains(lower, "timed out") || contains(lower, "timeout")) return DDP_E_TIMEOUT;
+  if (dynamic_cast<const c10::DistNetworkError*>(&e) || contains(lower, "connection") ||
+      contains(lower, "broken pipe") || contains(lower, "closed by peer") ||
+      contains(lower, "socket") || contains(lower, "read error") || contains(lower, "write error"))
+    return DDP_E_PEER_FAILED;
+  return DDP_E_BACKEND;
+}
+
+}  // namespace ddp

@@ -1,0 +1,3 @@
+#pragma once
+// See ../README.md: declarations only, for c10d's ProcessGroupGloo.hpp.
+#include "gloo/context.h"

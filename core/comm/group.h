@@ -1,0 +1,73 @@
+// A process group: the ranks of one job (or a subgroup of it) joined over a
+// c10d backend, plus the failure state that turns a dead or stalled peer
+// into a clear status on every rank instead of a hang.
+//
+// LibTorch types stay behind a pimpl so that this header is cheap to include.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "ddp/common.h"
+#include "env/cluster_env.h"
+
+namespace c10d {
+class Backend;
+class Store;
+}  // namespace c10d
+
+namespace ddp {
+
+using Millis = std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+struct GroupOptions {
+  std::string backend;         // "" = auto: "nccl" for a CUDA device, else "gloo"
+  Millis timeout{1800 * 1000};  // every collective and the rendezvous
+  ddp_device device{DDP_DEVICE_CPU, 0};
+};
+
+class Group {
+ public:
+  // Lightning's init_dist_connection: TCPStore at master_addr:master_port
+  // (hosted by rank 0), every rank counted in, then the backend connects.
+  static std::unique_ptr<Group> init(const ClusterEnv& env, const GroupOptions& opts);
+
+  // torch.distributed.new_subgroups: consecutive blocks of `group_size` ranks
+  // (0: one block per node, i.e. local_world_size). Returns the block this
+  // rank belongs to. Every rank of this group must call it, in the same order.
+  std::unique_ptr<Group> new_subgroup(int group_size);
+
+  ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  int rank() const;
+  int size() const;
+  const std::string& backend_name() const;
+  Millis timeout() const;
+  void set_timeout(Millis timeout);
+  ddp_device device() const;
+
+  // The backend, after checking that the group is still usable; `op` names
+  // the caller in the DDP_E_STATE message.
+  c10d::Backend& backend_for(const char* op);
+
+  // Failure state. A timeout or a dead peer breaks the group for good: the
+  // failure is published to the other ranks through the store, and every
+  // later call fails with DDP_E_STATE.
+  bool broken() const;
+  [[noreturn]] void fail_and_publish(ddp_status status, const std::string& message);
+  // Polls the store for a failure published by another rank; throws it
+  // (with its original status) when there is one.
+  void throw_if_peer_reported();
+
+  struct Impl;
+
+ private:
+  explicit Group(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddp

@@ -1,0 +1,85 @@
+// Waiting for c10d work without ever hanging: the wait is cut into short
+// slices; between them the rank checks its deadline and asks the store
+// whether another rank already failed (a peer two hops away from a dead rank
+// would otherwise block until the backend's own timeout).
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <algorithm>
+
+#include "comm/collectives.h"
+#include "comm/failure.h"
+#include "common/error.h"
+
+namespace ddp {
+namespace {
+constexpr Millis kWaitSlice{100};
+
+std::string who(Group& g) {
+  return "rank " + std::to_string(g.rank()) + " of " + std::to_string(g.size());
+}
+}  // namespace
+
+Pending::Pending(Group& group, std::string op, c10::intrusive_ptr<c10d::Work> work, Step then)
+    : group_(group), op_(std::move(op)), work_(std::move(work)), then_(std::move(then)) {}
+
+Pending::~Pending() = default;
+
+bool Pending::test() {
+  if (done_) return true;
+  return !work_ || work_->isCompleted();
+}
+
+void Pending::wait(std::optional<Millis> timeout) {
+  if (done_) return;
+  Millis budget = timeout.value_or(group_.timeout());
+  check_arg(budget.count() >= 0, op_ + ": negative timeout");
+  auto deadline = Clock::now() + budget;
+  if (work_) wait_work(work_, deadline);
+  if (then_) {
+    Step step = std::move(then_);
+    then_ = nullptr;
+    step(*this, deadline);
+  }
+  done_ = true;
+}
+
+void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_point deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+    Millis slice = std::max(Millis(1), std::min(kWaitSlice, left));
+    std::exception_ptr failure;
+    bool finished = false;
+    try {
+      work->wait(slice);
+      finished = true;
+    } catch (...) {
+      // Either our slice ran out ("Operation timed out!", work not complete)
+      // or the operation itself failed (work complete, exception set).
+      if (work->isCompleted()) {
+        failure = work->exception();
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        ddp_status s = classify_exception(e);
+        std::string msg = op_ + " failed on " + who(group_) + ": " + short_what(e);
+        if (s == DDP_E_TIMEOUT || s == DDP_E_PEER_FAILED) group_.fail_and_publish(s, msg);
+        fail(s, msg);
+      }
+    }
+    if (finished) return;
+    group_.throw_if_peer_reported();
+    if (Clock::now() >= deadline) {
+      group_.fail_and_publish(
+          DDP_E_TIMEOUT, op_ + " timed out on " + who(group_) +
+                             " (a peer is slow, stopped, or did not call the same collective)");
+    }
+  }
+}
+
+}  // namespace ddp

@@ -1,0 +1,31 @@
+// The one exception type the core throws. It carries the C status code that
+// the C API's exception fence hands to the caller, so a failure is classified
+// once, where it is understood, and never re-guessed from message text above.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "ddp/common.h"
+
+namespace ddp {
+
+class Error : public std::runtime_error {
+ public:
+  Error(ddp_status status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  ddp_status status() const noexcept { return status_; }
+
+ private:
+  ddp_status status_;
+};
+
+[[noreturn]] inline void fail(ddp_status status, const std::string& message) {
+  throw Error(status, message);
+}
+
+inline void check_arg(bool ok, const std::string& message) {
+  if (!ok) fail(DDP_E_INVALID_ARGUMENT, message);
+}
+
+}  // namespace ddp

@@ -1,0 +1,107 @@
+#include "tensor/tensors.h"
+
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace ddp {
+namespace {
+struct DtypeInfo {
+  ddp_dtype dtype;
+  at::ScalarType scalar;
+  size_t size;
+  const char* name;
+};
+constexpr DtypeInfo kDtypes[] = {
+    {DDP_FLOAT32, at::kFloat, 4, "float32"},  {DDP_FLOAT64, at::kDouble, 8, "float64"},
+    {DDP_FLOAT16, at::kHalf, 2, "float16"},   {DDP_BFLOAT16, at::kBFloat16, 2, "bfloat16"},
+    {DDP_INT8, at::kChar, 1, "int8"},         {DDP_UINT8, at::kByte, 1, "uint8"},
+    {DDP_INT32, at::kInt, 4, "int32"},        {DDP_INT64, at::kLong, 8, "int64"},
+    {DDP_BOOL, at::kBool, 1, "bool"},
+};
+
+const DtypeInfo* find(ddp_dtype d) {
+  for (auto& i : kDtypes)
+    if (i.dtype == d) return &i;
+  return nullptr;
+}
+
+std::vector<int64_t> checked_shape(const int64_t* shape, size_t ndim) {
+  check_arg(ndim == 0 || shape, "shape is NULL with ndim " + std::to_string(ndim));
+  check_arg(ndim <= 64, "ndim " + std::to_string(ndim) + " exceeds 64");
+  std::vector<int64_t> s(shape, shape + ndim);
+  for (size_t i = 0; i < ndim; ++i)
+    check_arg(s[i] >= 0, "shape[" + std::to_string(i) + "] = " + std::to_string(s[i]) + " is negative");
+  return s;
+}
+}  // namespace
+
+bool valid_dtype(ddp_dtype d) { return find(d) != nullptr; }
+size_t dtype_size(ddp_dtype d) { auto* i = find(d); return i ? i->size : 0; }
+const char* dtype_name(ddp_dtype d) { auto* i = find(d); return i ? i->name : "unknown"; }
+
+at::ScalarType to_scalar_type(ddp_dtype d) {
+  auto* i = find(d);
+  check_arg(i != nullptr, "unknown dtype " + std::to_string(static_cast<int>(d)));
+  return i->scalar;
+}
+
+ddp_dtype from_scalar_type(at::ScalarType t) {
+  for (auto& i : kDtypes)
+    if (i.scalar == t) return i.dtype;
+  fail(DDP_E_UNSUPPORTED, std::string("dtype ") + c10::toString(t) + " has no libddp equivalent");
+}
+
+ddp_device device_of(const at::Tensor& t) {
+  if (t.is_cuda()) return ddp_device{DDP_DEVICE_CUDA, t.get_device()};
+  return ddp_device{DDP_DEVICE_CPU, 0};
+}
+
+at::Tensor tensor_from_blob(void* data, ddp_dtype dtype, const int64_t* shape, size_t ndim) {
+  auto st = to_scalar_type(dtype);
+  auto s = checked_shape(shape, ndim);
+  int64_t numel = 1;
+  for (auto v : s) numel *= v;
+  check_arg(data || numel == 0, "data is NULL for a tensor of " + std::to_string(numel) + " elements");
+  check_arg(!data || reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0,
+            "data is not aligned to " + std::to_string(dtype_size(dtype)) + " bytes for " +
+                dtype_name(dtype));
+  static char empty_storage[8];
+  return at::from_blob(data ? data : empty_storage, s, at::TensorOptions().dtype(st));
+}
+
+at::Tensor tensor_zeros(ddp_dtype dtype, const int64_t* shape, size_t ndim, ddp_device device) {
+  auto st = to_scalar_type(dtype);
+  auto s = checked_shape(shape, ndim);
+  at::TensorOptions o = at::TensorOptions().dtype(st);
+  if (device.type == DDP_DEVICE_CUDA) {
+    o = o.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.index)));
+  } else {
+    check_arg(device.type == DDP_DEVICE_CPU, "unknown device type " + std::to_string(device.type));
+  }
+  try {
+    return at::zeros(s, o);
+  } catch (const c10::Error& e) {
+    if (device.type == DDP_DEVICE_CUDA)
+      fail(DDP_E_UNSUPPORTED, std::string("cannot allocate on cuda:") + std::to_string(device.index) +
+                                  ": " + e.what_without_backtrace());
+    throw;
+  }
+}
+
+void tensor_copy_to_host(const at::Tensor& t, void* dst, size_t nbytes) {
+  size_t have = t.numel() * t.element_size();
+  check_arg(nbytes == have, "copy_to: nbytes " + std::to_string(nbytes) + " != tensor size " +
+                                std::to_string(have) + " bytes");
+  check_arg(dst || nbytes == 0, "copy_to: dst is NULL");
+  if (nbytes == 0) return;
+  at::Tensor host = t.is_cpu() ? t.contiguous() : t.cpu().contiguous();
+  std::memcpy(dst, host.data_ptr(), nbytes);
+}
+
+}  // namespace ddp
