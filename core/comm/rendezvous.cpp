@@ -21,15 +21,22 @@ void count_in(c10d::Store& store, int size, Millis timeout, const std::string& w
   try {
     store.wait({"complete"}, timeout);
   } catch (const std::exception& e) {
-    if (classify_exception(e) != DDP_E_TIMEOUT) throw;
-    int64_t now = 0;
-    try {
-      now = store.add("arrived", 0);
-    } catch (...) {
+    if (classify_exception(e) == DDP_E_TIMEOUT) {
+      int64_t now = arrived;
+      try {
+        now = store.add("arrived", 0);
+      } catch (...) {
+      }
+      fail(DDP_E_TIMEOUT, "rendezvous at " + where + " timed out after " +
+                              std::to_string(timeout.count()) + " ms: " + std::to_string(now) +
+                              " of " + std::to_string(size) + " ranks arrived");
     }
-    fail(DDP_E_TIMEOUT, "rendezvous at " + where + " timed out after " +
-                            std::to_string(timeout.count()) + " ms: " + std::to_string(now) +
-                            " of " + std::to_string(size) + " ranks arrived");
+    // The store went away: rank 0 gave up first (its clock started earlier)
+    // or died. Either way the rendezvous did not complete in time.
+    fail(DDP_E_TIMEOUT, "rendezvous at " + where + " failed: the store hosted by rank 0 closed " +
+                            "while this rank waited (rank 0 timed out or died); when last seen " +
+                            std::to_string(arrived) + " of " + std::to_string(size) +
+                            " ranks arrived (" + short_what(e) + ")");
   }
 }
 

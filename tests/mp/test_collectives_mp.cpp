@@ -1,0 +1,72 @@
+// Multi-process tests: real ranks, real Gloo on loopback.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "launcher.h"
+
+using ddptest::run_ranks;
+using ddptest::worker_path;
+
+namespace {
+
+std::string unique_tag() {
+  static int n = 0;
+  return std::to_string(getpid()) + "-" + std::to_string(++n);
+}
+
+// Runs the scenario and checks that every rank passed and none is left over.
+ddptest::RunResult run(int world, const std::string& scenario, std::vector<std::string> env = {},
+                       double limit = 120, std::vector<int> skip = {}) {
+  std::string tag = unique_tag();
+  env.push_back("DDP_TEST_TAG=" + tag);
+  auto res = run_ranks(world, {worker_path(), scenario}, env, limit, skip);
+  EXPECT_FALSE(res.timed_out) << res.summary();
+  EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived the test";
+  return res;
+}
+
+void expect_all_ok(const ddptest::RunResult& res, std::vector<int> except = {}) {
+  for (size_t r = 0; r < res.ranks.size(); ++r) {
+    bool skip = false;
+    for (int e : except) skip |= e == static_cast<int>(r);
+    if (skip) continue;
+    EXPECT_EQ(res.ranks[r].exit_code, 0) << "rank " << r << "\n" << res.summary();
+    EXPECT_EQ(res.ranks[r].signal, 0) << "rank " << r << "\n" << res.summary();
+  }
+}
+
+class Worlds : public ::testing::TestWithParam<int> {};
+
+TEST_P(Worlds, EveryCollectiveEveryDtype) { expect_all_ok(run(GetParam(), "collectives")); }
+
+TEST_P(Worlds, TimeoutWhenOneRankSkipsACollective) {
+  expect_all_ok(run(GetParam(), "timeout", {"DDP_TEST_TIMEOUT_MS=2000"}, 60));
+}
+
+TEST_P(Worlds, PeerKilledMidAllReduceGivesPeerFailed) {
+  auto res = run(GetParam(), "peer_death", {"DDP_TEST_VICTIM=1"}, 60);
+  EXPECT_EQ(res.ranks[1].signal, 9) << res.summary();
+  expect_all_ok(res, {1});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Worlds, ::testing::Values(2, 4));
+
+TEST(Collectives, BadArgumentsAreRejectedAndTheGroupSurvives) { expect_all_ok(run(2, "invalid")); }
+
+TEST(Collectives, StoreHostKilledGivesPeerFailedEverywhere) {
+  auto res = run(4, "peer_death", {"DDP_TEST_VICTIM=0"}, 60);
+  EXPECT_EQ(res.ranks[0].signal, 9) << res.summary();
+  expect_all_ok(res, {0});
+}
+
+TEST(Rendezvous, TimeoutSaysHowManyRanksArrived) {
+  auto res = run(3, "rendezvous_timeout",
+                 {"DDP_TEST_TIMEOUT_MS=2000", "DDP_TEST_EXPECT=2 of 3 ranks arrived"}, 60, {2});
+  expect_all_ok(res, {2});
+}
+
+TEST(Subgroups, OnePerNode) { expect_all_ok(run(4, "subgroups", {"LOCAL_WORLD_SIZE=2"})); }
+TEST(Subgroups, ExplicitSize) { expect_all_ok(run(4, "subgroups", {"DDP_TEST_GROUP_SIZE=4"})); }
+
+}  // namespace
