@@ -8,10 +8,9 @@
 #
 # Inputs: DDP_PYTHON (default: <repo>/.venv/bin/python) or DDP_TORCH_ROOT.
 
+set(DDP_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
+    "Python with the pinned torch (LibTorch, and the peers of parity tests and benchmarks)")
 if(NOT DDP_TORCH_ROOT)
-  if(NOT DDP_PYTHON)
-    set(DDP_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python")
-  endif()
   execute_process(
     COMMAND "${DDP_PYTHON}" -c
       "import os, torch; print(os.path.dirname(torch.__file__)); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(torch.__version__)"
@@ -33,6 +32,7 @@ if(NOT DEFINED DDP_TORCH_CXX11_ABI)
   set(DDP_TORCH_CXX11_ABI 1)
 endif()
 set(DDP_TORCH_ROOT "${DDP_TORCH_ROOT}" CACHE PATH "torch package directory" FORCE)
+set(DDP_TORCH_CXX11_ABI "${DDP_TORCH_CXX11_ABI}" CACHE STRING "torch C++11 ABI flag" FORCE)
 set(DDP_TORCH_LIBDIR "${DDP_TORCH_ROOT}/lib")
 message(STATUS "libddp: LibTorch ${DDP_TORCH_VERSION} from ${DDP_TORCH_ROOT}")
 

@@ -1,0 +1,72 @@
+"""Minimal ctypes access to libddp for the parity tests (test code only;
+the real Python binding is the SWIG one)."""
+import ctypes
+import os
+
+import torch
+
+DTYPES = {
+    torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3,
+    torch.int8: 4, torch.uint8: 5, torch.int32: 6, torch.int64: 7, torch.bool: 8,
+}
+SUM, MEAN, MIN, MAX, PRODUCT = range(5)
+
+
+class DDPError(RuntimeError):
+    pass
+
+
+class Lib:
+    def __init__(self, path=None):
+        path = path or os.environ["DDP_LIB"]
+        self.lib = ctypes.CDLL(path)
+        L = self.lib
+        vp, i64p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)
+        L.ddp_last_error_message.restype = ctypes.c_char_p
+        L.ddp_env_new.argtypes = [ctypes.POINTER(vp), ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        L.ddp_group_init.argtypes = [ctypes.POINTER(vp), vp, vp]
+        L.ddp_tensor_from_blob.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_int, i64p, ctypes.c_size_t]
+        L.ddp_tensor_free.argtypes = [vp]
+        L.ddp_tensor_data.argtypes = [vp]
+        L.ddp_tensor_data.restype = vp
+        L.ddp_tensor_ndim.argtypes = [vp]
+        L.ddp_tensor_ndim.restype = ctypes.c_size_t
+        L.ddp_tensor_shape.argtypes = [vp]
+        L.ddp_tensor_shape.restype = i64p
+        L.ddp_tensor_nbytes.argtypes = [vp]
+        L.ddp_tensor_nbytes.restype = ctypes.c_size_t
+        L.ddp_tensor_copy_to.argtypes = [vp, vp, ctypes.c_size_t]
+        L.ddp_all_reduce.argtypes = [vp, vp, ctypes.c_int]
+        L.ddp_all_gather_uneven.argtypes = [vp, vp, ctypes.POINTER(vp)]
+        L.ddp_all_gather.argtypes = [vp, vp, ctypes.POINTER(vp)]
+        L.ddp_group_free.argtypes = [vp]
+        L.ddp_env_free.argtypes = [vp]
+
+    def check(self, status, what):
+        if status != 0:
+            raise DDPError(f"{what}: status {status}: {self.lib.ddp_last_error_message().decode()}")
+
+    def group(self, rank, world, port):
+        env, g = ctypes.c_void_p(), ctypes.c_void_p()
+        self.check(self.lib.ddp_env_new(ctypes.byref(env), rank, world, rank, world, 0, b"127.0.0.1", port), "env")
+        self.check(self.lib.ddp_group_init(ctypes.byref(g), env, None), "group_init")
+        self.lib.ddp_env_free(env)
+        return g
+
+    def wrap(self, t):
+        """A ddp_tensor viewing torch tensor t's memory (t must stay alive)."""
+        assert t.is_contiguous()
+        h = ctypes.c_void_p()
+        shape = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
+        self.check(self.lib.ddp_tensor_from_blob(ctypes.byref(h), t.data_ptr(), DTYPES[t.dtype], shape, t.dim()),
+                   "from_blob")
+        return h
+
+    def to_torch(self, h, dtype):
+        nd = self.lib.ddp_tensor_ndim(h)
+        sh = self.lib.ddp_tensor_shape(h)
+        shape = [sh[i] for i in range(nd)]
+        out = torch.empty(shape, dtype=dtype)
+        self.check(self.lib.ddp_tensor_copy_to(h, out.data_ptr(), self.lib.ddp_tensor_nbytes(h)), "copy_to")
+        return out
