@@ -208,3 +208,79 @@ TEST(CApi, VersionStatusAndTensors) {
 }
 
 }  // namespace
+
+namespace {
+
+bool have_cuda_device() {
+  ddp_tensor* t = nullptr;
+  int64_t one[1] = {1};
+  ddp_device cuda = {DDP_DEVICE_CUDA, 0};
+  bool ok = ddp_tensor_new(&t, DDP_FLOAT32, one, 1, cuda) == DDP_OK;
+  ddp_tensor_free(t);
+  return ok;
+}
+
+ddp_status single_rank_group(const char* backend, ddp_device device, ddp_group** g) {
+  ddp_env* env = nullptr;
+  ddp_env_new(&env, 0, 1, 0, 1, 0, "127.0.0.1", 0);
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.backend = backend;
+  o.device = device;
+  o.timeout_ms = 20000;
+  ddp_status s = ddp_group_init(g, env, &o);
+  ddp_env_free(env);
+  return s;
+}
+
+TEST(Nccl, NeedsACudaDevice) {
+  ddp_group* g = nullptr;
+  ddp_device cpu = DDP_DEVICE_CPU_INIT;
+  EXPECT_EQ(single_rank_group("nccl", cpu, &g), DDP_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ddp_last_error_message()).find("CUDA"), std::string::npos) << ddp_last_error_message();
+  EXPECT_EQ(single_rank_group("mpi", cpu, &g), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(g, nullptr);
+  if (!have_cuda_device()) {
+    ddp_device cuda = {DDP_DEVICE_CUDA, 0};
+    EXPECT_EQ(single_rank_group(nullptr, cuda, &g), DDP_E_UNSUPPORTED) << ddp_last_error_message();
+    EXPECT_EQ(g, nullptr);
+  }
+}
+
+TEST(Nccl, AllReduceOnTheGpu) {
+  if (!have_cuda_device()) GTEST_SKIP() << "no CUDA device on this machine: the NCCL path runs only where a GPU is lent";
+  ddp_group* g = nullptr;
+  ddp_device cuda = {DDP_DEVICE_CUDA, 0};
+  ASSERT_EQ(single_rank_group(nullptr, cuda, &g), DDP_OK) << ddp_last_error_message();
+  EXPECT_STREQ(ddp_group_backend(g), "nccl");
+  int64_t s[1] = {4};
+  ddp_tensor* t = nullptr;
+  ASSERT_EQ(ddp_tensor_new(&t, DDP_FLOAT32, s, 1, cuda), DDP_OK);
+  EXPECT_EQ(ddp_all_reduce(g, t, DDP_MEAN), DDP_OK) << ddp_last_error_message();
+  float host[4] = {1, 1, 1, 1};
+  EXPECT_EQ(ddp_tensor_copy_to(t, host, sizeof(host)), DDP_OK);
+  EXPECT_EQ(host[0], 0.0f);
+  int dec = 0;
+  EXPECT_EQ(ddp_reduce_boolean_decision(g, 1, 1, &dec), DDP_OK) << ddp_last_error_message();
+  EXPECT_EQ(dec, 1);
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
+TEST(Gloo, SingleRankGroupWithAnyFreePort) {
+  ddp_group* g = nullptr;
+  ddp_device cpu = DDP_DEVICE_CPU_INIT;
+  ASSERT_EQ(single_rank_group(nullptr, cpu, &g), DDP_OK) << ddp_last_error_message();
+  EXPECT_STREQ(ddp_group_backend(g), "gloo");
+  EXPECT_EQ(ddp_group_timeout_ms(g), 20000);
+  float x[2] = {3, 5};
+  int64_t s[1] = {2};
+  ddp_tensor* t = nullptr;
+  ASSERT_EQ(ddp_tensor_from_blob(&t, x, DDP_FLOAT32, s, 1), DDP_OK);
+  EXPECT_EQ(ddp_all_reduce(g, t, DDP_MEAN), DDP_OK);
+  EXPECT_EQ(x[1], 5.0f);
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+  ddp_group_free(g);  // double free of a freed handle is ignored
+}
+
+}  // namespace

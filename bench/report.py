@@ -1,0 +1,31 @@
+"""Prints a benchmark table from JSON lines (impl, bytes, p50_us, p90_us):
+latency, algbw, busbw (ring all-reduce: algbw * 2(n-1)/n) and the ratio of
+each implementation's p50 to the baseline's."""
+import json
+import sys
+
+
+def main(path, world, baseline):
+    rows = [json.loads(l) for l in open(path) if l.startswith("{")]
+    by = {}
+    for r in rows:
+        by.setdefault(r["bytes"], {})[r["impl"]] = r
+    impls = sorted({r["impl"] for r in rows}, key=lambda i: (i != "capi", i != baseline, i))
+    print(f"{'bytes':>10} {'impl':>18} {'p50 us':>10} {'p90 us':>10} {'algbw GB/s':>11} {'busbw GB/s':>11} "
+          f"{'p50 / ' + baseline:>14} {'p50 - ' + baseline + ' us':>16}")
+    for size in sorted(by):
+        base = by[size].get(baseline)
+        for impl in impls:
+            r = by[size].get(impl)
+            if not r:
+                continue
+            alg = size / (r["p50_us"] * 1e-6) / 1e9
+            bus = alg * 2 * (world - 1) / world
+            ratio = f"{r['p50_us'] / base['p50_us']:.3f}" if base else "-"
+            diff = f"{r['p50_us'] - base['p50_us']:+.1f}" if base else "-"
+            print(f"{size:>10} {impl:>18} {r['p50_us']:>10.1f} {r['p90_us']:>10.1f} {alg:>11.3f} {bus:>11.3f} "
+                  f"{ratio:>14} {diff:>16}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "c10d")
