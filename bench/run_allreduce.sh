@@ -21,5 +21,13 @@ run_ranks() {  # run_ranks <cmd...>: one process per rank, rank 0's stdout kept
 export WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 OMP_NUM_THREADS=1
 MASTER_PORT=$(port) RAW_PORT=$(port) run_ranks "$build/bench/bench_allreduce"
 TORCH_PORT=$(port) run_ranks "$py" "$here/bench/bench_allreduce_torch.py"
+echo "== all_reduce, $world ranks over loopback (gloo) =="
 "$py" "$here/bench/report.py" "$out" "$world" c10d
+# One rank: no network, so what is left is the C layer's own cost per call.
+: >"$out"
+world=1
+echo
+echo "== all_reduce, 1 rank (the C API's own overhead; no network) =="
+WORLD_SIZE=1 BENCH_MAX_MB=1 MASTER_PORT=$(port) RAW_PORT=$(port) run_ranks "$build/bench/bench_allreduce"
+"$py" "$here/bench/report.py" "$out" 1 c10d
 rm -f "$out"
