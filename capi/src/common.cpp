@@ -29,6 +29,7 @@ const char* ddp_status_string(ddp_status s) {
     case DDP_E_UNSUPPORTED: return "unsupported";
     case DDP_E_IO: return "i/o error";
     case DDP_E_INTERNAL: return "internal error";
+    case DDP_E_WORKER_FAILED: return "worker failed";
     default: return "unknown status";
   }
 }

@@ -1,6 +1,12 @@
 #include "comm/group.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <optional>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -43,6 +49,23 @@ c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& name, const Ba
   fail(DDP_E_INVALID_ARGUMENT, "unknown backend '" + name + "' (expected \"gloo\" or \"nccl\")");
 }
 
+// A launcher (ddp_spawn, ddprun) that bound MASTER_PORT hands rank 0 the
+// listening socket, so the port cannot be taken between choosing and using
+// it. Used once: a second group in the same process binds on its own.
+std::optional<int> take_inherited_listen_fd(int port) {
+  const char* v = std::getenv("DDP_MASTER_LISTEN_FD");
+  if (!v) return std::nullopt;
+  int fd = std::atoi(v);
+  unsetenv("DDP_MASTER_LISTEN_FD");
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (fd < 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return std::nullopt;
+  int bound = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                       : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  if (bound != port) return std::nullopt;  // not ours to use
+  return fd;
+}
+
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const ClusterEnv& env, Millis timeout,
                                                  const std::string& where) {
   c10d::TCPStoreOptions so;
@@ -51,6 +74,7 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const ClusterEnv& env, Millis t
   so.numWorkers = env.world_size;
   so.waitWorkers = false;
   so.timeout = timeout;
+  if (so.isServer) so.masterListenFd = take_inherited_listen_fd(env.master_port);
   try {
     return c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
   } catch (const std::exception& e) {

@@ -48,8 +48,26 @@ std::string RunResult::summary() const {
   return o.str();
 }
 
+namespace {
+RunResult run_processes(int world, const std::vector<std::string>& argv,
+                        const std::vector<std::string>& env, double limit_s,
+                        const std::vector<int>& skip, bool rank_env);
+}
+
 RunResult run_ranks(int world, const std::vector<std::string>& argv, const std::vector<std::string>& env,
                     double limit_s, const std::vector<int>& skip) {
+  return run_processes(world, argv, env, limit_s, skip, true);
+}
+
+RunResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                      double limit_s) {
+  return run_processes(1, argv, env, limit_s, {}, false);
+}
+
+namespace {
+RunResult run_processes(int world, const std::vector<std::string>& argv,
+                        const std::vector<std::string>& env, double limit_s,
+                        const std::vector<int>& skip, bool rank_env) {
   RunResult res;
   res.ranks.resize(world);
   int port = free_port();
@@ -73,10 +91,12 @@ RunResult run_ranks(int world, const std::vector<std::string>& argv, const std::
       int per_node = world;
       for (auto& kv : env)
         if (kv.rfind("LOCAL_WORLD_SIZE=", 0) == 0) per_node = std::atoi(kv.c_str() + 17);
-      std::vector<std::string> e = {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
-                                    "WORLD_SIZE=" + std::to_string(world), "RANK=" + std::to_string(r),
-                                    "LOCAL_RANK=" + std::to_string(r % per_node),
-                                    "NODE_RANK=" + std::to_string(r / per_node), "OMP_NUM_THREADS=1"};
+      std::vector<std::string> e = {"OMP_NUM_THREADS=1"};
+      if (rank_env)
+        e.insert(e.end(), {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                           "WORLD_SIZE=" + std::to_string(world), "RANK=" + std::to_string(r),
+                           "LOCAL_RANK=" + std::to_string(r % per_node),
+                           "NODE_RANK=" + std::to_string(r / per_node)});
       e.insert(e.end(), env.begin(), env.end());
       for (auto& kv : e) putenv(strdup(kv.c_str()));
       std::vector<char*> args;
@@ -124,6 +144,7 @@ RunResult run_ranks(int world, const std::vector<std::string>& argv, const std::
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
+}  // namespace
 
 bool any_process_tagged(const std::string& tag) {
   std::string needle = "DDP_TEST_TAG=" + tag;

@@ -30,6 +30,11 @@ RunResult run_ranks(int world, const std::vector<std::string>& argv,
                     const std::vector<std::string>& env = {}, double limit_s = 120,
                     const std::vector<int>& skip = {});
 
+// Runs one program (argv[0] is its path) with extra env, capturing its
+// output; result.ranks has one entry.
+RunResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                      double limit_s);
+
 // The worker executable next to the test binary.
 std::string worker_path();
 

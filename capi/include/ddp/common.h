@@ -42,7 +42,11 @@ enum {
   /** An operating-system level I/O error (files, sockets, ports in use). */
   DDP_E_IO = -8,
   /** A bug in libddp; please report it with the message. */
-  DDP_E_INTERNAL = -9
+  DDP_E_INTERNAL = -9,
+  /** A worker process started by ddp_spawn exited with an error or was
+   *  killed; the message lists every rank's exit code or signal and names
+   *  the first failure as the root cause. */
+  DDP_E_WORKER_FAILED = -10
 };
 
 /**

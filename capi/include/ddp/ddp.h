@@ -14,5 +14,6 @@
 #include "ddp/env.h"
 #include "ddp/group.h"
 #include "ddp/collectives.h"
+#include "ddp/launch.h"
 
 #endif /* DDP_DDP_H */

@@ -1,0 +1,208 @@
+#include "launch/spawn.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "common/error.h"
+
+extern char** environ;
+
+namespace ddp::launch {
+namespace {
+
+// Which ddp_spawn call of the program this is. A popen worker re-runs the
+// program from main(); the call whose index matches DDP_SPAWN_CALL runs the
+// worker body, earlier calls return at once.
+std::atomic<int> g_calls{0};
+
+constexpr const char* kCallVar = "DDP_SPAWN_CALL";
+constexpr const char* kDirVar = "DDP_SPAWN_DIR";
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void write_file_atomically(const std::string& path, const std::vector<uint8_t>& data) {
+  std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail(DDP_E_IO, "cannot write " + tmp + ": " + std::strerror(errno));
+  bool ok = data.empty() || std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  ok = (std::fflush(f) == 0) && ok;
+  ok = (fsync(fileno(f)) == 0) && ok;
+  std::fclose(f);
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
+    fail(DDP_E_IO, "cannot write " + path + ": " + std::strerror(errno));
+}
+
+std::vector<std::string> read_cmdline() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> argv;
+  size_t start = 0;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i] == '\0') {
+      argv.push_back(all.substr(start, i - start));
+      start = i + 1;
+    }
+  return argv;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) fail(DDP_E_IO, "cannot read /proc/self/exe");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// The parent's environment with the worker's rendezvous variables on top.
+std::vector<std::string> worker_env(const SpawnOptions& o, int rank, int port, int listen_fd,
+                                    int call, const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> set = {
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", std::to_string(port)},
+      {"WORLD_SIZE", std::to_string(o.nprocs)},
+      {"RANK", std::to_string(rank)},
+      {"LOCAL_RANK", std::to_string(rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nprocs)},
+      {"NODE_RANK", "0"},
+      {"GROUP_RANK", "0"},  // with the above: a TorchElastic-style env, detected first
+      {kCallVar, std::to_string(call)},
+      {kDirVar, dir},
+  };
+  if (!std::getenv("OMP_NUM_THREADS")) set.push_back({"OMP_NUM_THREADS", "1"});
+  if (rank == 0) set.push_back({"DDP_MASTER_LISTEN_FD", std::to_string(listen_fd)});
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    bool overridden = key == "DDP_MASTER_LISTEN_FD";
+    for (auto& s : set) overridden |= s.first == key;
+    if (!overridden) env.push_back(kv);
+  }
+  for (auto& s : set) env.push_back(s.first + "=" + s.second);
+  return env;
+}
+
+[[noreturn]] void run_worker_and_exit(const WorkerBody& body, const std::string& dir) {
+  WorkerContext ctx;
+  ctx.rank = std::atoi(std::getenv("RANK"));
+  ctx.world_size = std::atoi(std::getenv("WORLD_SIZE"));
+  ctx.local_rank = std::atoi(std::getenv("LOCAL_RANK"));
+  auto arg = read_file(dir + "/arg.bin");
+  int rc = 1;
+  try {
+    rc = body(ctx, arg);
+    if (ctx.rank == 0 && ctx.has_result) write_file_atomically(dir + "/result.bin", ctx.result);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] worker failed: %s\n", ctx.rank, e.what());
+    rc = rc ? rc : 1;
+  }
+  std::fflush(nullptr);
+  // _exit: no static destructors while backend threads may still run.
+  _exit(rc);
+}
+
+void remove_dir(const std::string& dir) {
+  for (const char* f : {"/arg.bin", "/result.bin", "/result.bin.tmp"}) unlink((dir + f).c_str());
+  rmdir(dir.c_str());
+}
+
+}  // namespace
+
+SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* arg, size_t arg_len) {
+  int call = g_calls.fetch_add(1);
+  if (const char* want = std::getenv(kCallVar)) {
+    // We are a popen worker of call `want`.
+    int target = std::atoi(want);
+    if (call == target) run_worker_and_exit(body, std::getenv(kDirVar) ? std::getenv(kDirVar) : "");
+    SpawnOutcome skipped;
+    skipped.ran_here = false;
+    return skipped;
+  }
+  check_arg(o.nprocs >= 1 && o.nprocs <= 4096, "nprocs " + std::to_string(o.nprocs) + " is outside [1, 4096]");
+  check_arg(arg != nullptr || arg_len == 0, "arg is NULL with arg_len " + std::to_string(arg_len));
+  check_arg(o.master_port >= 0 && o.master_port <= 65535,
+            "master_port " + std::to_string(o.master_port) + " is outside [0, 65535]");
+  if (o.method == StartMethod::Fork) {
+    int threads = thread_count();
+    if (threads != 1)
+      fail(DDP_E_STATE, "start method fork: this process has " + std::to_string(threads) +
+                            " threads, and a forked child inherits locks held by them; use "
+                            "DDP_START_POPEN (the default)");
+  }
+
+  char tmpl[] = "/tmp/ddp-spawn-XXXXXX";
+  if (!mkdtemp(tmpl)) fail(DDP_E_IO, std::string("mkdtemp: ") + std::strerror(errno));
+  std::string dir = tmpl;
+  std::vector<uint8_t> arg_bytes(static_cast<const uint8_t*>(arg),
+                                 static_cast<const uint8_t*>(arg) + arg_len);
+  int port = 0, listen_fd = -1;
+  try {
+    write_file_atomically(dir + "/arg.bin", arg_bytes);
+    listen_fd = listen_socket(o.master_addr, o.master_port, &port);
+  } catch (...) {
+    remove_dir(dir);
+    throw;
+  }
+
+  std::vector<ChildSpec> children;
+  auto argv = read_cmdline();
+  std::string exe = self_exe();
+  for (int r = 0; r < o.nprocs; ++r) {
+    ChildSpec c;
+    c.rank = r;
+    c.env = worker_env(o, r, port, listen_fd, call, dir);
+    if (r == 0) c.keep_fds.push_back(listen_fd);
+    if (o.method == StartMethod::Popen) {
+      c.argv = argv;
+      if (c.argv.empty()) c.argv.push_back(exe);
+      c.argv[0] = exe;  // exec the same binary, whatever argv[0] said
+    } else {
+      c.body = [&body, &arg_bytes, &dir, r, listen_fd]() -> int {
+        if (r != 0) close(listen_fd);
+        WorkerContext ctx;
+        ctx.rank = std::atoi(std::getenv("RANK"));
+        ctx.world_size = std::atoi(std::getenv("WORLD_SIZE"));
+        ctx.local_rank = ctx.rank;
+        int rc = body(ctx, arg_bytes);
+        if (ctx.rank == 0 && ctx.has_result) write_file_atomically(dir + "/result.bin", ctx.result);
+        return rc;
+      };
+    }
+    children.push_back(std::move(c));
+  }
+
+  SupervisorOptions so;
+  so.grace = o.grace;
+  so.job_timeout = o.timeout;
+  JobResult job;
+  try {
+    job = run_job(children, so);
+  } catch (...) {
+    close(listen_fd);
+    remove_dir(dir);
+    throw;
+  }
+  close(listen_fd);
+  SpawnOutcome out;
+  if (job.ok()) {
+    std::ifstream f(dir + "/result.bin", std::ios::binary);
+    if (f) out.rank0_result = read_file(dir + "/result.bin");
+  }
+  remove_dir(dir);
+  if (job.timed_out)
+    fail(DDP_E_TIMEOUT, "ddp_spawn: the job ran past its " + std::to_string(o.timeout.count()) +
+                            " ms timeout. " + job.summary());
+  if (!job.ok()) fail(DDP_E_WORKER_FAILED, "ddp_spawn: " + job.summary());
+  return out;
+}
+
+}  // namespace ddp::launch

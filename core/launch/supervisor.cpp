@@ -1,0 +1,320 @@
+#include "launch/supervisor.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace ddp::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+struct Running {
+  pid_t pid = -1;
+  int out_fd = -1;
+  std::string partial;
+};
+
+// Everything exec needs is prepared before fork: after fork only
+// async-signal-safe calls are made on the exec path.
+struct ExecArgs {
+  std::vector<std::string> storage_argv, storage_env;
+  std::vector<char*> argv, envp;
+  explicit ExecArgs(const ChildSpec& c) : storage_argv(c.argv), storage_env(c.env) {
+    for (auto& a : storage_argv) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : storage_env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+  }
+};
+
+void child_common_setup(pid_t parent, int out_fd, const std::vector<int>& keep_fds) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(125);  // the parent died before prctl
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  if (out_fd >= 0) {
+    dup2(out_fd, 1);
+    dup2(out_fd, 2);
+  }
+  for (int fd : keep_fds) {
+    int flags = fcntl(fd, F_GETFD);
+    if (flags >= 0) fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
+  }
+}
+
+pid_t start_child(const ChildSpec& c, int* out_read_fd) {
+  int p[2] = {-1, -1};
+  if (c.capture_output && pipe2(p, O_CLOEXEC) != 0)
+    fail(DDP_E_IO, std::string("pipe: ") + std::strerror(errno));
+  ExecArgs args(c);
+  pid_t parent = getpid();
+  fflush(nullptr);  // or buffered output is written twice
+  pid_t pid = fork();
+  if (pid < 0) {
+    if (p[0] >= 0) { close(p[0]); close(p[1]); }
+    fail(DDP_E_IO, std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    child_common_setup(parent, p[1], c.keep_fds);
+    if (c.body) {
+      // fork start method: the caller guaranteed a single-threaded parent.
+      clearenv();
+      for (auto& kv : c.env) putenv(const_cast<char*>(kv.c_str()));
+      int rc = 1;
+      try {
+        rc = c.body();
+      } catch (...) {
+        rc = 1;
+      }
+      fflush(nullptr);
+      _exit(rc);
+    }
+    execve(args.argv[0], args.argv.data(), args.envp.data());
+    const char msg[] = "ddp launcher: execve failed\n";
+    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+    _exit(127);
+  }
+  if (p[1] >= 0) close(p[1]);
+  if (p[0] >= 0) fcntl(p[0], F_SETFL, O_NONBLOCK);
+  *out_read_fd = p[0];
+  return pid;
+}
+
+void emit_lines(int rank, Running& r, const SupervisorOptions& o, bool flush) {
+  size_t start = 0, nl;
+  while ((nl = r.partial.find('\n', start)) != std::string::npos) {
+    if (o.on_line) o.on_line(rank, r.partial.substr(start, nl - start));
+    start = nl + 1;
+  }
+  r.partial.erase(0, start);
+  if (flush && !r.partial.empty()) {
+    if (o.on_line) o.on_line(rank, r.partial);
+    r.partial.clear();
+  }
+}
+
+void drain(int rank, Running& r, const SupervisorOptions& o) {
+  if (r.out_fd < 0) return;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = read(r.out_fd, buf, sizeof(buf));
+    if (n > 0) {
+      r.partial.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) {  // writer closed: the child (and its children) ended
+      close(r.out_fd);
+      r.out_fd = -1;
+    }
+    break;
+  }
+  emit_lines(rank, r, o, r.out_fd < 0);
+}
+
+}  // namespace
+
+std::string ChildStatus::describe() const {
+  if (!ended) return "still running";
+  if (signal) return "signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
+  return "exit code " + std::to_string(exit_code);
+}
+
+std::string JobResult::summary() const {
+  std::ostringstream o;
+  if (first_failure >= 0) {
+    const auto& f = children[first_failure];
+    o << "root cause: rank " << f.rank << " (pid " << f.pid << ") failed first with " << f.describe()
+      << " after " << f.seconds << " s";
+  } else if (timed_out) {
+    o << "the job ran past its timeout and was stopped";
+  } else if (stop_signal) {
+    o << "stopped by " << signal_name(stop_signal);
+  } else {
+    o << "all workers succeeded";
+  }
+  o << ". Workers:";
+  for (size_t i = 0; i < children.size(); ++i) {
+    const auto& c = children[i];
+    o << " rank " << c.rank << " (pid " << c.pid << "): " << c.describe();
+    if (static_cast<int>(i) == first_failure) o << " [first failure]";
+    else if (c.stopped_by_us) o << " [stopped by the launcher]";
+    o << ";";
+  }
+  return o.str();
+}
+
+int thread_count() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+  return -1;
+}
+
+int listen_socket(const std::string& addr, int port, int* port_out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  std::string service = std::to_string(port);
+  // Listen on every interface, like TCPStore's own server does.
+  (void)addr;
+  int rc = getaddrinfo(nullptr, service.c_str(), &hints, &res);
+  if (rc != 0) fail(DDP_E_IO, std::string("getaddrinfo: ") + gai_strerror(rc));
+  int fd = -1, err = 0;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    if (ai->ai_family != AF_INET6 && ai->ai_family != AF_INET) continue;
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (ai->ai_family == AF_INET6) {
+      int zero = 0;  // dual stack: IPv4 clients too
+      setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    }
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 2048) == 0) break;
+    err = errno;
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd < 0) {
+    if (err == EADDRINUSE)
+      fail(DDP_E_IO, "port " + std::to_string(port) + " is already in use; choose another MASTER_PORT");
+    fail(DDP_E_IO, "cannot listen on port " + std::to_string(port) + ": " + std::strerror(err));
+  }
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  *port_out = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                       : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return fd;
+}
+
+JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& o) {
+  JobResult res;
+  std::vector<Running> run(specs.size());
+  auto t0 = Clock::now();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    try {
+      run[i].pid = start_child(specs[i], &run[i].out_fd);
+    } catch (...) {
+      for (size_t j = 0; j < i; ++j) {
+        kill(run[j].pid, SIGKILL);
+        waitpid(run[j].pid, nullptr, 0);
+        if (run[j].out_fd >= 0) close(run[j].out_fd);
+      }
+      throw;
+    }
+    ChildStatus st;
+    st.rank = specs[i].rank;
+    st.pid = run[i].pid;
+    res.children.push_back(st);
+  }
+
+  bool stopping = false;
+  Clock::time_point kill_at{};
+  auto begin_stop = [&](int sig) {
+    if (stopping) return;
+    stopping = true;
+    kill_at = Clock::now() + o.grace;
+    for (size_t i = 0; i < run.size(); ++i) {
+      if (res.children[i].ended) continue;
+      res.children[i].stopped_by_us = true;
+      kill(run[i].pid, sig);
+    }
+  };
+
+  size_t alive = run.size();
+  while (alive > 0 || [&] {
+    for (auto& r : run)
+      if (r.out_fd >= 0) return true;
+    return false;
+  }()) {
+    std::vector<pollfd> pfds;
+    std::vector<size_t> owner;
+    for (size_t i = 0; i < run.size(); ++i)
+      if (run[i].out_fd >= 0) {
+        pfds.push_back({run[i].out_fd, POLLIN, 0});
+        owner.push_back(i);
+      }
+    if (!pfds.empty()) {
+      poll(pfds.data(), pfds.size(), static_cast<int>(o.poll.count()));
+    } else {
+      usleep(static_cast<useconds_t>(o.poll.count() * 1000));
+    }
+    for (size_t k = 0; k < owner.size(); ++k) drain(specs[owner[k]].rank, run[owner[k]], o);
+
+    for (size_t i = 0; i < run.size(); ++i) {
+      auto& st = res.children[i];
+      if (st.ended) continue;
+      int status = 0;
+      pid_t w = waitpid(run[i].pid, &status, WNOHANG);
+      if (w != run[i].pid) continue;
+      st.ended = true;
+      st.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (WIFSIGNALED(status)) st.signal = WTERMSIG(status);
+      else st.exit_code = WEXITSTATUS(status);
+      --alive;
+      if (!st.ok() && res.first_failure < 0 && !st.stopped_by_us) {
+        res.first_failure = static_cast<int>(i);
+        begin_stop(SIGTERM);
+      }
+      // A child that ended leaves its pipe to be drained; if a grandchild
+      // keeps it open we stop reading once every child has ended.
+    }
+    if (alive == 0) {
+      for (size_t i = 0; i < run.size(); ++i) {
+        drain(specs[i].rank, run[i], o);
+        if (run[i].out_fd >= 0) {
+          close(run[i].out_fd);
+          run[i].out_fd = -1;
+          emit_lines(specs[i].rank, run[i], o, true);
+        }
+      }
+      break;
+    }
+    auto now = Clock::now();
+    if (o.stop_request && o.stop_request->load() && !stopping) {
+      res.stop_signal = o.stop_request->load();
+      begin_stop(res.stop_signal);
+    }
+    if (o.job_timeout.count() > 0 && now - t0 > o.job_timeout && !stopping) {
+      res.timed_out = true;
+      begin_stop(SIGTERM);
+    }
+    if (stopping && now > kill_at) {
+      for (size_t i = 0; i < run.size(); ++i)
+        if (!res.children[i].ended) kill(run[i].pid, SIGKILL);
+    }
+  }
+  return res;
+}
+
+}  // namespace ddp::launch

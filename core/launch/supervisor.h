@@ -1,0 +1,79 @@
+// Starting worker processes and watching them until they end. Shared by
+// ddp_spawn (popen and fork) and ddprun. The rules that make a launcher
+// never hang and never leak a process:
+//   - every child gets PR_SET_PDEATHSIG(SIGKILL): it dies with its parent;
+//   - the first child to fail (non-zero exit or a signal) is the root cause;
+//     the others get SIGTERM, then SIGKILL after a grace period;
+//   - an optional job timeout, and an external stop request (a signal the
+//     launcher caught), end the job the same way.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ddp::launch {
+
+using Millis = std::chrono::milliseconds;
+
+struct ChildSpec {
+  int rank = 0;                       // label for messages (global rank)
+  std::vector<std::string> env;       // full environment, "K=V"
+  std::vector<std::string> argv;      // exec this (argv[0] is the path) ...
+  std::function<int()> body;          // ... or run this in a forked child
+  std::vector<int> keep_fds;          // fds the child inherits (others close-on-exec)
+  bool capture_output = false;        // pipe stdout+stderr to on_line
+};
+
+struct ChildStatus {
+  int rank = 0;
+  pid_t pid = -1;
+  int exit_code = -1;  // valid when signal == 0 and ended
+  int signal = 0;
+  bool ended = false;
+  bool stopped_by_us = false;  // we signalled it after another failure/stop
+  double seconds = 0;          // from job start to end
+  bool ok() const { return ended && signal == 0 && exit_code == 0; }
+  std::string describe() const;  // "exit code 3", "signal 9 (SIGKILL)"
+};
+
+struct JobResult {
+  std::vector<ChildStatus> children;  // in start order
+  int first_failure = -1;             // index into children, -1: none
+  bool timed_out = false;
+  int stop_signal = 0;                // the external stop request, if any
+  bool ok() const { return first_failure < 0 && !timed_out && stop_signal == 0; }
+  // "rank 1 (pid 42): exit code 3 [root cause]; rank 0 (pid 41): signal 15 (SIGTERM, stopped) ..."
+  std::string summary() const;
+};
+
+struct SupervisorOptions {
+  Millis grace{5000};        // SIGTERM -> SIGKILL
+  Millis job_timeout{0};     // 0: none
+  Millis poll{20};           // how often to look at children
+  // Receives each complete output line of a capturing child.
+  std::function<void(int rank, const std::string& line)> on_line;
+  // Set (e.g. by a signal handler) to ask for an orderly stop; its value is
+  // the signal forwarded to the children.
+  const std::atomic<int>* stop_request = nullptr;
+};
+
+// Starts every child, supervises them to the end, and returns how each ended.
+// Throws ddp::Error (DDP_E_IO) when a child cannot be started; children
+// already started are killed first.
+JobResult run_job(const std::vector<ChildSpec>& children, const SupervisorOptions& opts);
+
+// Threads of this process (from /proc/self/status); fork is only safe at 1.
+int thread_count();
+
+// A listening TCP socket on addr:port (port 0: any free port). The caller
+// owns the fd; *port_out receives the bound port. Binding happens once and
+// the socket is handed to rank 0's store, so no other process can take the
+// port in between (the race of bind-then-close).
+int listen_socket(const std::string& addr, int port, int* port_out);
+
+}  // namespace ddp::launch

@@ -1,0 +1,122 @@
+/*
+ * A C program that launches its own workers with ddp_spawn. Its mode (argv[1])
+ * picks a scenario; tests/launch/test_launch.cpp runs it and checks the outcome.
+ *   ok [popen|fork] N    : N workers all_reduce their ranks; rank 0 returns the sum
+ *   twice N              : two ddp_spawn calls in one program
+ *   fail_rank0 N         : rank 0 returns 7, the others wait in a barrier
+ *   kill_rank1 N         : rank 1 SIGKILLs itself
+ *   fork_threads         : DDP_START_FORK after starting a thread: refused
+ *   timeout N            : the workers sleep past the job timeout
+ *   port PORT N          : use an explicit master_port (maybe in use)
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ddp/ddp.h>
+
+static int sum_ranks(ddp_worker *w, const void *arg, size_t len) {
+  ddp_group *g = NULL;
+  if (ddp_group_init(&g, NULL, NULL) != DDP_OK) {
+    fprintf(stderr, "[rank %d] group_init: %s\n", ddp_worker_rank(w), ddp_last_error_message());
+    return 3;
+  }
+  int64_t v = ddp_worker_rank(w);
+  ddp_tensor *t = NULL;
+  ddp_tensor_from_blob(&t, &v, DDP_INT64, NULL, 0);
+  if (ddp_all_reduce(g, t, DDP_SUM) != DDP_OK) return 4;
+  char msg[128];
+  snprintf(msg, sizeof msg, "%.*s sum=%lld world=%d", (int)len, (const char *)arg, (long long)v,
+           ddp_worker_world_size(w));
+  if (ddp_worker_rank(w) == 0) ddp_worker_set_result(w, msg, strlen(msg));
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+  return 0;
+}
+
+static int fail_rank0(ddp_worker *w, const void *arg, size_t len) {
+  (void)arg; (void)len;
+  if (ddp_worker_rank(w) == 0) return 7;
+  ddp_group *g = NULL;
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.timeout_ms = 600000;
+  if (ddp_group_init(&g, NULL, &o) != DDP_OK) return 3; /* rank 0 never comes */
+  ddp_barrier(g);
+  return 0;
+}
+
+static int kill_rank1(ddp_worker *w, const void *arg, size_t len) {
+  (void)arg; (void)len;
+  if (ddp_worker_rank(w) == 1) raise(SIGKILL);
+  sleep(600);
+  return 0;
+}
+
+static int sleeper(ddp_worker *w, const void *arg, size_t len) {
+  (void)w; (void)arg; (void)len;
+  sleep(600);
+  return 0;
+}
+
+static void *idle_thread(void *p) { (void)p; sleep(600); return NULL; }
+
+static ddp_status st;
+
+static int report(ddp_status s, ddp_buffer *result) {
+  printf("status=%s\n", ddp_status_string(s));
+  if (s != DDP_OK) printf("message=%s\n", ddp_last_error_message());
+  if (result) printf("result=%.*s\n", (int)ddp_buffer_size(result), (const char *)ddp_buffer_data(result));
+  ddp_buffer_free(result);
+  fflush(stdout);
+  return s == DDP_OK ? 0 : 1;
+}
+
+/* The comma operator runs the spawn before `result` is read. */
+#define RUN(call) (st = (call), report(st, result))
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "ok";
+  ddp_spawn_options o = DDP_SPAWN_OPTIONS_INIT;
+  o.nprocs = 2;
+  o.grace_ms = 2000;
+  ddp_buffer *result = NULL;
+  const char *greeting = "hello";
+  if (!strcmp(mode, "ok")) {
+    if (argc > 2 && !strcmp(argv[2], "fork")) o.start_method = DDP_START_FORK;
+    if (argc > 3) o.nprocs = atoi(argv[3]);
+    return RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
+  }
+  if (!strcmp(mode, "twice")) {
+    if (argc > 2) o.nprocs = atoi(argv[2]);
+    int rc = RUN(ddp_spawn(&o, sum_ranks, "first", 5, &result));
+    result = NULL;
+    return rc | RUN(ddp_spawn(&o, sum_ranks, "second", 6, &result));
+  }
+  if (!strcmp(mode, "fail_rank0")) {
+    if (argc > 2) o.nprocs = atoi(argv[2]);
+    return RUN(ddp_spawn(&o, fail_rank0, NULL, 0, &result));
+  }
+  if (!strcmp(mode, "kill_rank1")) {
+    if (argc > 2) o.nprocs = atoi(argv[2]);
+    return RUN(ddp_spawn(&o, kill_rank1, NULL, 0, &result));
+  }
+  if (!strcmp(mode, "fork_threads")) {
+    pthread_t th;
+    pthread_create(&th, NULL, idle_thread, NULL);
+    o.start_method = DDP_START_FORK;
+    return RUN(ddp_spawn(&o, sum_ranks, NULL, 0, &result));
+  }
+  if (!strcmp(mode, "timeout")) {
+    o.timeout_ms = 1500;
+    return RUN(ddp_spawn(&o, sleeper, NULL, 0, &result));
+  }
+  if (!strcmp(mode, "port")) {
+    o.master_port = atoi(argv[2]);
+    return RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
+  }
+  fprintf(stderr, "unknown mode %s\n", mode);
+  return 2;
+}

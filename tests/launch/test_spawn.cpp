@@ -1,0 +1,106 @@
+// ddp_spawn from a C program: popen and fork, results, failures, timeouts,
+// and never a process left behind.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "../mp/launcher.h"
+
+namespace {
+
+std::string spawn_prog() {
+  std::string w = ddptest::worker_path();
+  return w.substr(0, w.rfind('/')) + "/launch/spawn_prog";
+}
+
+struct Outcome {
+  ddptest::RankResult r;
+  double seconds;
+};
+
+Outcome run(std::vector<std::string> args, double limit = 60) {
+  static int n = 0;
+  std::string tag = "spawn-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+  args.insert(args.begin(), spawn_prog());
+  auto res = ddptest::run_program(args, {"DDP_TEST_TAG=" + tag}, limit);
+  EXPECT_FALSE(res.timed_out) << res.summary();
+  EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived ddp_spawn";
+  return {res.ranks[0], res.seconds};
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(Spawn, PopenReturnsRankZerosResult) {
+  for (const char* n : {"2", "4"}) {
+    auto o = run({"ok", "popen", n});
+    EXPECT_EQ(o.r.exit_code, 0) << o.r.output;
+    std::string want = std::string("result=hello sum=") + (n[0] == '2' ? "1" : "6") + " world=" + n;
+    EXPECT_TRUE(has(o.r.output, want)) << o.r.output;
+  }
+}
+
+TEST(Spawn, ForkReturnsRankZerosResult) {
+  auto o = run({"ok", "fork", "4"});
+  EXPECT_EQ(o.r.exit_code, 0) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "result=hello sum=6 world=4")) << o.r.output;
+}
+
+TEST(Spawn, TwoCallsInOneProgram) {
+  auto o = run({"twice", "2"});
+  EXPECT_EQ(o.r.exit_code, 0) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "result=first sum=1 world=2")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "result=second sum=1 world=2")) << o.r.output;
+}
+
+TEST(Spawn, ErrorOnRankZeroOnlyEndsEveryRankAndNamesTheRootCause) {
+  auto o = run({"fail_rank0", "3"});
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "status=worker failed")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "root cause: rank 0")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "exit code 7 [first failure]")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "rank 2")) << o.r.output;
+  EXPECT_LT(o.seconds, 20) << "the others must be stopped, not left to their 600 s timeout";
+}
+
+TEST(Spawn, KilledWorkerIsReportedWithItsSignal) {
+  auto o = run({"kill_rank1", "3"});
+  EXPECT_TRUE(has(o.r.output, "root cause: rank 1")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "signal 9 (SIGKILL) [first failure]")) << o.r.output;
+  EXPECT_LT(o.seconds, 20);
+}
+
+TEST(Spawn, ForkIsRefusedOnceThreadsExist) {
+  auto o = run({"fork_threads"});
+  EXPECT_TRUE(has(o.r.output, "status=invalid state")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "DDP_START_POPEN")) << o.r.output;
+}
+
+TEST(Spawn, JobTimeoutStopsEveryWorker) {
+  auto o = run({"timeout"});
+  EXPECT_TRUE(has(o.r.output, "status=timeout")) << o.r.output;
+  EXPECT_LT(o.seconds, 15);
+}
+
+TEST(Spawn, MasterPortInUseIsAClearError) {
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  listen(fd, 1);
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin6_port);
+  auto o = run({"port", std::to_string(port)});
+  close(fd);
+  EXPECT_TRUE(has(o.r.output, "status=i/o error")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, std::to_string(port) + " is already in use")) << o.r.output;
+  // And an explicit free port works.
+  auto ok = run({"port", std::to_string(ddptest::free_port())});
+  EXPECT_TRUE(has(ok.r.output, "status=ok")) << ok.r.output;
+}
+
+}  // namespace
