@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <cstdlib>
+#include <atomic>
 #include <optional>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -74,6 +75,10 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const ClusterEnv& env, Millis t
   so.numWorkers = env.world_size;
   so.waitWorkers = false;
   so.timeout = timeout;
+  // Under torchrun/ddprun the agent already hosts the store on MASTER_PORT
+  // and says so; every rank, rank 0 included, is then a client (as in torch).
+  const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (agent_store && std::string(agent_store) == "True") so.isServer = false;
   if (so.isServer) so.masterListenFd = take_inherited_listen_fd(env.master_port);
   try {
     return c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
@@ -144,7 +149,13 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   impl->timeout = opts.timeout;
   impl->device = opts.device;
   impl->master_addr = env.master_addr;
-  impl->prefix = "ddp/world";
+  // Keys are namespaced per restart and per init in this process, so that
+  // a store that outlives one group (an agent's, across restarts, or a
+  // second ddp_group_init) never mixes two groups' counters.
+  static std::atomic<int> inits{0};
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  impl->prefix = "ddp/world/r" + std::string(restart ? restart : "0") + "/g" +
+                 std::to_string(inits.fetch_add(1));
 
   std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   auto tcp = connect_store(env, opts.timeout, where);

@@ -83,7 +83,9 @@ std::vector<std::string> worker_env(const SpawnOptions& o, int rank, int port, i
   for (char** e = environ; e && *e; ++e) {
     std::string kv = *e;
     std::string key = kv.substr(0, kv.find('='));
-    bool overridden = key == "DDP_MASTER_LISTEN_FD";
+    // A launcher above us (ddprun, torchrun) told its own workers to use its
+    // store; our workers have their own rank 0 store instead.
+    bool overridden = key == "DDP_MASTER_LISTEN_FD" || key == "TORCHELASTIC_USE_AGENT_STORE";
     for (auto& s : set) overridden |= s.first == key;
     if (!overridden) env.push_back(kv);
   }

@@ -23,10 +23,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+}  // namespace
+
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
+
+namespace {
 
 struct Running {
   pid_t pid = -1;
@@ -154,6 +158,8 @@ std::string JobResult::summary() const {
     o << "the job ran past its timeout and was stopped";
   } else if (stop_signal) {
     o << "stopped by " << signal_name(stop_signal);
+  } else if (stopped_by_check) {
+    o << "stopped because the job failed elsewhere";
   } else {
     o << "all workers succeeded";
   }
@@ -240,6 +246,7 @@ JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& 
 
   bool stopping = false;
   Clock::time_point kill_at{};
+  Clock::time_point next_check = t0 + o.check_interval;
   auto begin_stop = [&](int sig) {
     if (stopping) return;
     stopping = true;
@@ -304,6 +311,13 @@ JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& 
     if (o.stop_request && o.stop_request->load() && !stopping) {
       res.stop_signal = o.stop_request->load();
       begin_stop(res.stop_signal);
+    }
+    if (o.should_stop && !stopping && now >= next_check) {
+      next_check = now + o.check_interval;
+      if (o.should_stop()) {
+        res.stopped_by_check = true;
+        begin_stop(SIGTERM);
+      }
     }
     if (o.job_timeout.count() > 0 && now - t0 > o.job_timeout && !stopping) {
       res.timed_out = true;

@@ -46,7 +46,8 @@ struct JobResult {
   int first_failure = -1;             // index into children, -1: none
   bool timed_out = false;
   int stop_signal = 0;                // the external stop request, if any
-  bool ok() const { return first_failure < 0 && !timed_out && stop_signal == 0; }
+  bool stopped_by_check = false;      // should_stop() asked for it
+  bool ok() const { return first_failure < 0 && !timed_out && stop_signal == 0 && !stopped_by_check; }
   // "rank 1 (pid 42): exit code 3 [root cause]; rank 0 (pid 41): signal 15 (SIGTERM, stopped) ..."
   std::string summary() const;
 };
@@ -60,12 +61,19 @@ struct SupervisorOptions {
   // Set (e.g. by a signal handler) to ask for an orderly stop; its value is
   // the signal forwarded to the children.
   const std::atomic<int>* stop_request = nullptr;
+  // Polled every `check_interval`; returning true stops the job (children
+  // get SIGTERM, then SIGKILL), e.g. when another node's worker failed.
+  std::function<bool()> should_stop;
+  Millis check_interval{1000};
 };
 
 // Starts every child, supervises them to the end, and returns how each ended.
 // Throws ddp::Error (DDP_E_IO) when a child cannot be started; children
 // already started are killed first.
 JobResult run_job(const std::vector<ChildSpec>& children, const SupervisorOptions& opts);
+
+// "SIGKILL" for 9, and so on.
+std::string signal_name(int sig);
 
 // Threads of this process (from /proc/self/status); fork is only safe at 1.
 int thread_count();

@@ -398,10 +398,80 @@ void scenario_subgroups() {
   ddp_group_free(g);
 }
 
+// DDP_TEST_VICTIM SIGSTOPs itself in the middle of a loop of all_reduces;
+// the others, with a 5 s timeout, must get DDP_E_TIMEOUT within 10 s. Rank 0
+// then SIGKILLs the stopped rank (its pid comes through the group).
+void scenario_stall() {
+  int timeout_ms = env_int("DDP_TEST_TIMEOUT_MS", 5000);
+  ddp_group* g = join(timeout_ms);
+  int rank = ddp_group_rank(g);
+  int victim = env_int("DDP_TEST_VICTIM", 1);
+  int64_t pid = getpid();
+  ddp_tensor* pt = nullptr;
+  WOK(ddp_tensor_from_blob(&pt, &pid, DDP_INT64, nullptr, 0));
+  WOK(ddp_broadcast(g, pt, victim));  // everyone learns the victim's pid
+  std::vector<float> x(1 << 16, 1.0f);
+  int64_t s[1] = {static_cast<int64_t>(x.size())};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, s, 1));
+  ddp_status st = DDP_OK;
+  double el = 0;
+  for (int it = 0; it < 100000 && st == DDP_OK; ++it) {
+    if (rank == victim && it == 3) raise(SIGSTOP);
+    auto t0 = std::chrono::steady_clock::now();
+    st = ddp_all_reduce(g, t, DDP_SUM);
+    el = seconds_since(t0);
+  }
+  std::fprintf(stderr, "[rank %d] all_reduce -> %s after %.2f s: %s\n", rank, ddp_status_string(st), el,
+               ddp_last_error_message());
+  WCHECK(st == DDP_E_TIMEOUT, "expected DDP_E_TIMEOUT, got %s", ddp_status_string(st));
+  WCHECK(el < 10.0, "took %.2f s", el);
+  if (rank == 0) kill(static_cast<pid_t>(pid), SIGKILL);
+  ddp_tensor_free(t);
+  ddp_tensor_free(pt);
+  ddp_group_free(g);
+}
+
+// Rank 0 fails right after joining; the others wait in a barrier (10 min timeout).
+void scenario_exit_rank0() {
+  ddp_group* g = join(600000);
+  if (ddp_group_rank(g) == 0) std::_Exit(7);
+  ddp_barrier(g);
+}
+
+// For --max-restarts: rank 1 dies in the first round only; the second round
+// must run normally and see TORCHELASTIC_RESTART_COUNT=1.
+void scenario_die_first_round() {
+  ddp_group* g = join(60000);
+  int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  int restart = env_int("TORCHELASTIC_RESTART_COUNT", -1);
+  if (restart == 0 && rank == 1) raise(SIGKILL);
+  int64_t v = 1;
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, &v, DDP_INT64, nullptr, 0));
+  ddp_status st = ddp_all_reduce(g, t, DDP_SUM);
+  if (restart == 0) std::_Exit(st == DDP_OK ? 0 : 5);  // the peer died: fail this round
+  WOK(st);
+  WCHECK(v == world, "sum %lld", (long long)v);
+  std::printf("restart_count=%d rank=%d sum=%lld\n", restart, rank, (long long)v);
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
+// Sleeps (for the signal tests).
+void scenario_sleep() {
+  std::printf("sleeping\n");
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(600));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   g_rank = env_int("RANK", -1);
+  // Under ddprun a failure makes the launcher SIGTERM the others; tests that
+  // check what the survivors saw let them finish on their own instead.
+  if (std::getenv("DDP_TEST_IGNORE_SIGTERM")) signal(SIGTERM, SIG_IGN);
   if (argc < 2) {
     std::fprintf(stderr, "usage: mp_worker <scenario>\n");
     return 2;
@@ -413,6 +483,10 @@ int main(int argc, char** argv) {
       {"peer_death", scenario_peer_death},
       {"rendezvous_timeout", scenario_rendezvous_timeout},
       {"subgroups", scenario_subgroups},
+      {"stall", scenario_stall},
+      {"exit_rank0", scenario_exit_rank0},
+      {"die_first_round", scenario_die_first_round},
+      {"sleep", scenario_sleep},
   };
   auto it = scenarios.find(argv[1]);
   if (it == scenarios.end()) {

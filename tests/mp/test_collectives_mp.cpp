@@ -52,6 +52,12 @@ TEST_P(Worlds, PeerKilledMidAllReduceGivesPeerFailed) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Worlds, ::testing::Values(2, 4));
 
+TEST(Collectives, StoppedRankGivesTimeoutWithinTwiceTheTimeout) {
+  auto res = run(3, "stall", {"DDP_TEST_TIMEOUT_MS=5000", "DDP_TEST_VICTIM=1"}, 60);
+  EXPECT_EQ(res.ranks[1].signal, 9) << res.summary();
+  expect_all_ok(res, {1});
+}
+
 TEST(Collectives, BadArgumentsAreRejectedAndTheGroupSurvives) { expect_all_ok(run(2, "invalid")); }
 
 TEST(Collectives, StoreHostKilledGivesPeerFailedEverywhere) {

@@ -1,0 +1,371 @@
+#include "launch/ddprun.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "comm/failure.h"
+#include "comm/group_impl.h"
+#include "common/error.h"
+#include "launch/ddprun_args.h"
+#include "launch/supervisor.h"
+
+extern char** environ;
+
+namespace ddp::launch {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+std::string now_iso() {
+  char buf[64];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (c == '\n') o += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
+    else o += c;
+  }
+  return o;
+}
+
+std::string find_in_path(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return prog;
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + prog;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  fail(DDP_E_INVALID_ARGUMENT, "program '" + prog + "' was not found on PATH");
+}
+
+// torchrun's worker environment.
+std::vector<std::string> worker_env(const DdprunArgs& a, int local_rank, int port, int restart) {
+  int world = a.nnodes * a.nproc_per_node;
+  int rank = a.node_rank * a.nproc_per_node + local_rank;
+  std::vector<std::pair<std::string, std::string>> set = {
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"RANK", std::to_string(rank)},
+      {"GROUP_RANK", std::to_string(a.node_rank)},
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_NAME", "default"},
+      {"LOCAL_WORLD_SIZE", std::to_string(a.nproc_per_node)},
+      {"WORLD_SIZE", std::to_string(world)},
+      {"GROUP_WORLD_SIZE", std::to_string(a.nnodes)},
+      {"ROLE_WORLD_SIZE", std::to_string(world)},
+      {"MASTER_ADDR", a.master_addr},
+      {"MASTER_PORT", std::to_string(port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(a.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", a.run_id},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+  };
+  if (!std::getenv("OMP_NUM_THREADS") && a.nproc_per_node > 1) set.push_back({"OMP_NUM_THREADS", "1"});
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    bool overridden = key == "TORCHELASTIC_ERROR_FILE" || key == "DDP_MASTER_LISTEN_FD";
+    for (auto& s : set) overridden |= s.first == key;
+    if (!overridden) env.push_back(kv);
+  }
+  for (auto& s : set) env.push_back(s.first + "=" + s.second);
+  return env;
+}
+
+struct Failure {
+  int rank, local_rank, node;
+  ChildStatus status;
+  std::string time;
+};
+
+void write_error_file(const std::string& path, const std::vector<Failure>& failures, int restarts,
+                      const std::string& message) {
+  if (path.empty()) return;
+  std::ostringstream o;
+  o << "{\"message\": \"" << json_escape(message) << "\", \"restart_count\": " << restarts << ", \"failures\": [";
+  for (size_t i = 0; i < failures.size(); ++i) {
+    const auto& f = failures[i];
+    o << (i ? ", " : "") << "{\"rank\": " << f.rank << ", \"local_rank\": " << f.local_rank
+      << ", \"node_rank\": " << f.node << ", \"host\": \"" << json_escape(hostname()) << "\", \"pid\": "
+      << f.status.pid << ", \"exitcode\": " << (f.status.signal ? -f.status.signal : f.status.exit_code)
+      << ", \"signal\": " << (f.status.signal ? "\"" + signal_name(f.status.signal) + "\"" : "null")
+      << ", \"time\": \"" << f.time << "\", \"root_cause\": " << (i == 0 ? "true" : "false") << "}";
+  }
+  o << "]}\n";
+  std::string tmp = path + ".tmp";
+  std::ofstream f(tmp);
+  f << o.str();
+  f.close();
+  if (!f || std::rename(tmp.c_str(), path.c_str()) != 0)
+    std::cerr << "ddprun: cannot write the error file " << path << "\n";
+}
+
+void print_failure_summary(const std::vector<Failure>& failures, const std::string& prog, int restarts) {
+  std::ostringstream o;
+  o << "============================================================\n"
+    << prog << " FAILED (restarts used: " << restarts << ")\n"
+    << "------------------------------------------------------------\n";
+  for (size_t i = 0; i < failures.size(); ++i) {
+    const auto& f = failures[i];
+    o << (i == 0 ? "Root Cause (first observed failure):\n" : (i == 1 ? "Other failures:\n" : ""))
+      << "[" << i << "]:\n"
+      << "  time      : " << f.time << "\n"
+      << "  host      : " << hostname() << "\n"
+      << "  rank      : " << f.rank << " (local_rank: " << f.local_rank << ", node: " << f.node << ")\n"
+      << "  exitcode  : " << (f.status.signal ? -f.status.signal : f.status.exit_code) << " (pid: " << f.status.pid
+      << ")\n"
+      << "  error     : " << (f.status.signal ? "signal " + std::to_string(f.status.signal) + " (" +
+                                                    signal_name(f.status.signal) + ")"
+                                              : "exit code " + std::to_string(f.status.exit_code))
+      << "\n";
+  }
+  o << "============================================================\n";
+  std::cerr << o.str() << std::flush;
+}
+
+// Failures of one round, root cause first; stopped-by-us workers are not failures.
+std::vector<Failure> failures_of(const JobResult& job, const DdprunArgs& a) {
+  std::vector<Failure> out;
+  auto add = [&](size_t i) {
+    const auto& c = job.children[i];
+    out.push_back({c.rank, c.rank - a.node_rank * a.nproc_per_node, a.node_rank, c, now_iso()});
+  };
+  if (job.first_failure >= 0) add(static_cast<size_t>(job.first_failure));
+  for (size_t i = 0; i < job.children.size(); ++i)
+    if (static_cast<int>(i) != job.first_failure && job.children[i].ended && !job.children[i].ok() &&
+        !job.children[i].stopped_by_us)
+      add(i);
+  return out;
+}
+
+class Agent {
+ public:
+  explicit Agent(DdprunArgs a) : a_(std::move(a)) {}
+
+  int run() {
+    install_signal_handlers();
+    connect_store();
+    auto argv = worker_argv(a_);
+    argv[0] = find_in_path(argv[0]);
+    std::string label = "ddprun " + a_.command.front();
+    for (int restart = 0;; ++restart) {
+      auto round = c10::make_intrusive<c10d::PrefixStore>(
+          "ddprun/" + a_.run_id + "/round" + std::to_string(restart), store_);
+      count_in(*round, a_.nnodes, rdzv_timeout(), a_.master_addr + ":" + std::to_string(port_));
+      JobResult job = run_round(*round, argv, restart);
+      if (job.stop_signal) {
+        publish_failure(*round, "node " + std::to_string(a_.node_rank) + " stopped by " + signal_name(job.stop_signal));
+        std::cerr << "ddprun: stopped by " << signal_name(job.stop_signal) << "; workers ended\n";
+        return 128 + job.stop_signal;
+      }
+      std::string why;
+      if (!job.ok() && !job.stopped_by_check) {
+        auto failures = failures_of(job, a_);
+        last_failures_ = failures;
+        publish_failure(*round, job.summary());
+        why = job.summary();
+      } else if (job.stopped_by_check || !wait_for_all_nodes(*round, &why)) {
+        if (why.empty()) why = read_failure(*round);
+      } else {
+        return 0;  // every node's workers succeeded
+      }
+      if (restart < a_.max_restarts) {
+        std::cerr << "ddprun: round " << restart << " failed (" << why << "); restarting all workers ("
+                  << restart + 1 << " of " << a_.max_restarts << ")\n";
+        continue;
+      }
+      if (!last_failures_.empty()) print_failure_summary(last_failures_, label, restart);
+      else std::cerr << "ddprun: the job failed on another node: " << why << "\n";
+      write_error_file(a_.error_file, last_failures_, restart, why);
+      return 1;
+    }
+  }
+
+ private:
+  Millis rdzv_timeout() const { return Millis(static_cast<int64_t>(a_.rdzv_timeout_s * 1000)); }
+  Millis monitor() const { return Millis(std::max<int64_t>(10, static_cast<int64_t>(a_.monitor_interval_s * 1000))); }
+
+  // Node 0 hosts the agent store (which the workers use too, as torchrun's
+  // do); the others connect, retrying until the rendezvous deadline.
+  void connect_store() {
+    c10d::TCPStoreOptions so;
+    so.isServer = a_.node_rank == 0;
+    so.numWorkers = std::nullopt;
+    so.waitWorkers = false;
+    so.timeout = rdzv_timeout();
+    if (so.isServer) {
+      int port = 0;
+      listen_fd_ = listen_socket(a_.master_addr, a_.master_port, &port);
+      so.masterListenFd = listen_fd_;
+      a_.master_port = port;
+    }
+    so.port = static_cast<uint16_t>(a_.master_port);
+    std::string host = so.isServer ? "127.0.0.1" : a_.master_addr;
+    try {
+      store_ = c10::make_intrusive<c10d::TCPStore>(host, so);
+    } catch (const std::exception& e) {
+      fail(DDP_E_TIMEOUT, "node " + std::to_string(a_.node_rank) + " could not reach the rendezvous at " +
+                              a_.master_addr + ":" + std::to_string(a_.master_port) + " within " +
+                              std::to_string(a_.rdzv_timeout_s) + " s: " + short_what(e));
+    }
+    port_ = a_.master_port;
+  }
+
+  JobResult run_round(c10d::Store& round, const std::vector<std::string>& argv, int restart) {
+    std::vector<ChildSpec> children;
+    for (int lr = 0; lr < a_.nproc_per_node; ++lr) {
+      ChildSpec c;
+      c.rank = a_.node_rank * a_.nproc_per_node + lr;
+      c.argv = argv;
+      c.env = worker_env(a_, lr, port_, restart);
+      c.capture_output = true;
+      children.push_back(std::move(c));
+    }
+    SupervisorOptions so;
+    so.grace = Millis(static_cast<int64_t>(a_.grace_period_s * 1000));
+    so.stop_request = &g_stop_signal;
+    so.check_interval = monitor();
+    int first_rank = a_.node_rank * a_.nproc_per_node;
+    so.on_line = [this, first_rank](int rank, const std::string& line) {
+      if (!a_.local_ranks_filter.empty()) {
+        bool shown = false;
+        for (int lr : a_.local_ranks_filter) shown |= lr == rank - first_rank;
+        if (!shown) return;
+      }
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      std::string out = "[rank" + std::to_string(rank) + "]: " + line + "\n";
+      fwrite(out.data(), 1, out.size(), stdout);
+      fflush(stdout);
+    };
+    if (a_.nnodes > 1) so.should_stop = [this, &round] { return failure_published(round); };
+    return run_job(children, so);
+  }
+
+  bool failure_published(c10d::Store& round) {
+    try {
+      return round.check({"failed"});
+    } catch (const std::exception&) {
+      return true;  // the store (node 0) is gone: the job cannot go on
+    }
+  }
+
+  void publish_failure(c10d::Store& round, const std::string& why) {
+    try {
+      round.set("failed", std::vector<uint8_t>(why.begin(), why.end()));
+    } catch (...) {
+    }
+  }
+
+  std::string read_failure(c10d::Store& round) {
+    try {
+      auto v = round.get("failed");
+      return std::string(v.begin(), v.end());
+    } catch (const std::exception& e) {
+      return "lost the rendezvous store: " + short_what(e);
+    }
+  }
+
+  // This node's workers succeeded: wait until every node's did, or one failed.
+  bool wait_for_all_nodes(c10d::Store& round, std::string* why) {
+    if (a_.nnodes == 1) return true;
+    try {
+      round.add("done", 1);
+      for (;;) {
+        if (g_stop_signal.load()) {
+          *why = "stopped by " + signal_name(g_stop_signal.load());
+          return false;
+        }
+        if (round.check({"failed"})) {
+          *why = read_failure(round);
+          return false;
+        }
+        if (round.add("done", 0) >= a_.nnodes) {
+          // Node 0 hosts the store: it leaves last.
+          if (a_.node_rank == 0) wait_for_goodbyes(round);
+          else round.add("left", 1);
+          return true;
+        }
+        std::this_thread::sleep_for(monitor());
+      }
+    } catch (const std::exception& e) {
+      *why = "lost the rendezvous store: " + short_what(e);
+      return false;
+    }
+  }
+
+  void wait_for_goodbyes(c10d::Store& round) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (round.add("left", 0) < a_.nnodes - 1 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(Millis(20));
+  }
+
+  DdprunArgs a_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::mutex out_mutex_;
+  std::vector<Failure> last_failures_;
+};
+
+}  // namespace
+
+int ddprun_main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& s : args)
+    if (s == "-h" || s == "--help") {
+      std::cout << ddprun_usage();
+      return 0;
+    }
+  DdprunArgs a;
+  try {
+    a = parse_ddprun_args(args);
+  } catch (const std::exception& e) {
+    std::cerr << "ddprun: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    return Agent(std::move(a)).run();
+  } catch (const std::exception& e) {
+    std::cerr << "ddprun: " << short_what(e) << "\n";
+    return 1;
+  }
+}
+
+}  // namespace ddp::launch

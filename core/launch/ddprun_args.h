@@ -1,0 +1,36 @@
+// ddprun's command line: torchrun's flags, so that existing job scripts work.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ddp::launch {
+
+struct DdprunArgs {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;  // 0 with --standalone: any free port
+  int max_restarts = 0;
+  double monitor_interval_s = 0.1;
+  double rdzv_timeout_s = 900;
+  double grace_period_s = 5;
+  std::string run_id = "none";
+  std::vector<int> local_ranks_filter;  // empty: every rank's output
+  std::string error_file;               // also from TORCHELASTIC_ERROR_FILE
+  bool no_python = false;
+  bool module = false;
+  std::string python = "python3";
+  std::vector<std::string> command;  // the program and its arguments
+};
+
+// Throws ddp::Error(DDP_E_INVALID_ARGUMENT) naming the bad flag.
+DdprunArgs parse_ddprun_args(const std::vector<std::string>& argv);
+
+std::string ddprun_usage();
+
+// The argv the workers run: python for *.py and -m, else the program itself.
+std::vector<std::string> worker_argv(const DdprunArgs& a);
+
+}  // namespace ddp::launch

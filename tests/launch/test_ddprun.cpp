@@ -1,0 +1,179 @@
+// ddprun: torchrun's flags and environment, supervision, restarts, signals,
+// two nodes on one machine, and no process left behind.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <future>
+#include <string>
+
+#include "../mp/launcher.h"
+
+namespace {
+
+std::string bin_dir() {
+  std::string w = ddptest::worker_path();
+  return w.substr(0, w.rfind('/'));
+}
+std::string ddprun() { return bin_dir() + "/../tools/ddprun"; }
+std::string worker() { return ddptest::worker_path(); }
+
+std::string new_tag() {
+  static int n = 0;
+  return "ddprun-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+struct Run {
+  ddptest::RankResult r;
+  double seconds;
+};
+
+Run ddprun_run(std::vector<std::string> args, std::vector<std::string> env = {}, double limit = 90,
+               std::string tag = "") {
+  bool own_tag = tag.empty();
+  if (own_tag) tag = new_tag();
+  args.insert(args.begin(), ddprun());
+  env.push_back("DDP_TEST_TAG=" + tag);
+  auto res = ddptest::run_program(args, env, limit);
+  EXPECT_FALSE(res.timed_out) << res.summary();
+  if (own_tag) EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived ddprun";
+  return {res.ranks[0], res.seconds};
+}
+
+TEST(Ddprun, RunsEveryCollectiveOnFourRanksWithPrefixedOutput) {
+  auto o = ddprun_run({"--standalone", "--nproc-per-node", "4", worker(), "collectives"});
+  EXPECT_EQ(o.r.exit_code, 0) << o.r.output;
+}
+
+TEST(Ddprun, WorkerEnvironmentIsTorchrunsAndOutputIsPrefixedAndFiltered) {
+  std::string script = testing::TempDir() + "/ddprun_env.sh";
+  std::ofstream(script) << "#!/bin/sh\necho \"env RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE "
+                           "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK "
+                           "RESTART=$TORCHELASTIC_RESTART_COUNT MAX=$TORCHELASTIC_MAX_RESTARTS "
+                           "RUN=$TORCHELASTIC_RUN_ID OMP=$OMP_NUM_THREADS ADDR=$MASTER_ADDR\"\n";
+  chmod(script.c_str(), 0755);
+  auto o = ddprun_run({"--standalone", "--nproc_per_node=3", "--run-id", "job7", "--max-restarts=2", script});
+  EXPECT_EQ(o.r.exit_code, 0) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "[rank2]: env RANK=2 LOCAL_RANK=2 WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 GROUP_RANK=0 "
+                              "RESTART=0 MAX=2 RUN=job7 OMP=1 ADDR=127.0.0.1"))
+      << o.r.output;
+  auto f = ddprun_run({"--standalone", "--nproc-per-node", "3", "--local-ranks-filter", "1", script});
+  EXPECT_TRUE(has(f.r.output, "[rank1]: env")) << f.r.output;
+  EXPECT_FALSE(has(f.r.output, "[rank0]")) << f.r.output;
+  EXPECT_FALSE(has(f.r.output, "[rank2]")) << f.r.output;
+}
+
+TEST(Ddprun, KilledRankGivesPeerFailedAndANonZeroExitNamingSignal9) {
+  std::string err = testing::TempDir() + "/ddprun_error.json";
+  unlink(err.c_str());
+  auto o = ddprun_run({"--standalone", "--nproc-per-node", "3", "--error-file", err, worker(), "peer_death"},
+                      {"DDP_TEST_VICTIM=1", "DDP_TEST_IGNORE_SIGTERM=1"});
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "Root Cause")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "rank      : 1")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "signal 9 (SIGKILL)")) << o.r.output;
+  // The survivors saw the death as DDP_E_PEER_FAILED, within seconds.
+  EXPECT_TRUE(has(o.r.output, "[rank0]: [rank 0] all_reduce -> peer failed")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "[rank2]: [rank 2] all_reduce -> peer failed")) << o.r.output;
+  std::ifstream f(err);
+  std::string json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(has(json, "\"rank\": 1")) << json;
+  EXPECT_TRUE(has(json, "\"signal\": \"SIGKILL\"")) << json;
+  EXPECT_TRUE(has(json, "\"root_cause\": true")) << json;
+}
+
+TEST(Ddprun, ErrorOnRankZeroOnlyEndsEveryRank) {
+  auto o = ddprun_run({"--standalone", "--nproc-per-node", "3", "--grace-period", "1", worker(), "exit_rank0"});
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "rank      : 0 (local_rank: 0")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "exit code 7")) << o.r.output;
+  EXPECT_LT(o.seconds, 30);
+}
+
+TEST(Ddprun, MaxRestartsRestartsAllWorkersOnAFreshRendezvous) {
+  auto o = ddprun_run({"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", worker(), "die_first_round"});
+  EXPECT_EQ(o.r.exit_code, 0) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "[rank0]: restart_count=1 rank=0 sum=2")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "[rank1]: restart_count=1 rank=1 sum=2")) << o.r.output;
+  // Without a restart the same job fails.
+  auto f = ddprun_run({"--standalone", "--nproc-per-node", "2", worker(), "die_first_round"});
+  EXPECT_EQ(f.r.exit_code, 1) << f.r.output;
+}
+
+TEST(Ddprun, SigtermEndsWorkersWithExitCode143) {
+  std::string tag = new_tag();
+  std::string cmd = ddprun() + " --standalone --nproc-per-node 3 --grace-period 2 " + worker() +
+                    " sleep & P=$!; sleep 2; kill -TERM $P; wait $P; echo ddprun_exit=$?";
+  auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 60);
+  EXPECT_TRUE(has(res.ranks[0].output, "[rank2]: sleeping")) << res.ranks[0].output;
+  EXPECT_TRUE(has(res.ranks[0].output, "ddprun_exit=143")) << res.ranks[0].output;
+  EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived ddprun";
+}
+
+TEST(Ddprun, MasterPortInUseIsAClearError) {
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  listen(fd, 1);
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::string port = std::to_string(ntohs(a.sin6_port));
+  auto o = ddprun_run({"--nproc-per-node", "2", "--master-port", port, worker(), "collectives"});
+  close(fd);
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, port + " is already in use")) << o.r.output;
+}
+
+TEST(Ddprun, UnreachableMasterFailsAfterTheRendezvousTimeout) {
+  std::string port = std::to_string(ddptest::free_port());
+  auto o = ddprun_run({"--nnodes", "2", "--node-rank", "1", "--master-port", port, "--rdzv-timeout", "2",
+                       "--nproc-per-node", "1", worker(), "collectives"});
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "could not reach the rendezvous")) << o.r.output;
+  EXPECT_LT(o.seconds, 15);
+}
+
+// Two ddprun instances as two nodes on loopback; node 0 starts 2 s late.
+TEST(Ddprun, TwoNodesOnOneMachineWithALateNode) {
+  std::string port = std::to_string(ddptest::free_port());
+  std::string tag = new_tag();
+  auto node = [&](int rank, int delay_s) {
+    std::string cmd = "sleep " + std::to_string(delay_s) + "; exec " + ddprun() +
+                      " --nnodes 2 --node-rank " + std::to_string(rank) + " --master-port " + port +
+                      " --rdzv-timeout 30 --nproc-per-node 2 " + worker() + " collectives";
+    return ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 120);
+  };
+  auto n1 = std::async(std::launch::async, node, 1, 0);
+  auto n0 = std::async(std::launch::async, node, 0, 2);
+  auto r0 = n0.get(), r1 = n1.get();
+  EXPECT_EQ(r0.ranks[0].exit_code, 0) << r0.summary();
+  EXPECT_EQ(r1.ranks[0].exit_code, 0) << r1.summary();
+  EXPECT_FALSE(ddptest::any_process_tagged(tag));
+}
+
+TEST(Ddprun, FailureOnOneNodeStopsTheOther) {
+  std::string port = std::to_string(ddptest::free_port());
+  std::string tag = new_tag();
+  auto node = [&](int rank) {
+    std::string cmd = ddprun() + " --nnodes 2 --node-rank " + std::to_string(rank) + " --master-port " + port +
+                      " --nproc-per-node 2 --grace-period 1 " + worker() + " exit_rank0";
+    return ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 120);
+  };
+  auto n1 = std::async(std::launch::async, node, 1);
+  auto n0 = std::async(std::launch::async, node, 0);
+  auto r0 = n0.get(), r1 = n1.get();
+  EXPECT_EQ(r0.ranks[0].exit_code, 1) << r0.summary();
+  EXPECT_EQ(r1.ranks[0].exit_code, 1) << r1.summary();
+  EXPECT_TRUE(has(r0.ranks[0].output, "exit code 7")) << r0.summary();
+  EXPECT_LT(r0.seconds, 60);
+  EXPECT_FALSE(ddptest::any_process_tagged(tag));
+}
+
+}  // namespace
