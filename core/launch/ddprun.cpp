@@ -189,6 +189,7 @@ class Agent {
       auto round = c10::make_intrusive<c10d::PrefixStore>(
           "ddprun/" + a_.run_id + "/round" + std::to_string(restart), store_);
       count_in(*round, a_.nnodes, rdzv_timeout(), a_.master_addr + ":" + std::to_string(port_));
+      beats_.clear();
       JobResult job = run_round(*round, argv, restart);
       if (job.stop_signal) {
         publish_failure(*round, "node " + std::to_string(a_.node_rank) + " stopped by " + signal_name(job.stop_signal));
@@ -274,8 +275,32 @@ class Agent {
       fwrite(out.data(), 1, out.size(), stdout);
       fflush(stdout);
     };
-    if (a_.nnodes > 1) so.should_stop = [this, &round] { return failure_published(round); };
+    if (a_.nnodes > 1) so.should_stop = [this, &round] { return !nodes_alive(round) || failure_published(round); };
     return run_job(children, so);
+  }
+
+  // Agents beat a counter each check; a node whose counter stands still for
+  // --agent-timeout has lost its agent (and, with PDEATHSIG, its workers):
+  // the others must not wait for it forever.
+  bool nodes_alive(c10d::Store& round) {
+    try {
+      round.add("hb/" + std::to_string(a_.node_rank), 1);
+      auto now = std::chrono::steady_clock::now();
+      if (beats_.empty()) beats_.assign(a_.nnodes, {-1, now});
+      for (int n = 0; n < a_.nnodes; ++n) {
+        if (n == a_.node_rank) continue;
+        int64_t v = round.add("hb/" + std::to_string(n), 0);
+        if (v != beats_[n].first) beats_[n] = {v, now};
+        else if (now - beats_[n].second > Millis(static_cast<int64_t>(a_.agent_timeout_s * 1000))) {
+          publish_failure(round, "the agent of node " + std::to_string(n) + " stopped responding for " +
+                                     std::to_string(a_.agent_timeout_s) + " s");
+          return false;
+        }
+      }
+      return true;
+    } catch (const std::exception&) {
+      return false;  // node 0's store is gone
+    }
   }
 
   bool failure_published(c10d::Store& round) {
@@ -312,7 +337,7 @@ class Agent {
           *why = "stopped by " + signal_name(g_stop_signal.load());
           return false;
         }
-        if (round.check({"failed"})) {
+        if (!nodes_alive(round) || round.check({"failed"})) {
           *why = read_failure(round);
           return false;
         }
@@ -342,6 +367,7 @@ class Agent {
   int port_ = 0;
   std::mutex out_mutex_;
   std::vector<Failure> last_failures_;
+  std::vector<std::pair<int64_t, std::chrono::steady_clock::time_point>> beats_;
 };
 
 }  // namespace

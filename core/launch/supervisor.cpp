@@ -54,6 +54,9 @@ struct ExecArgs {
 void child_common_setup(pid_t parent, int out_fd, const std::vector<int>& keep_fds) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(125);  // the parent died before prctl
+  // Its own process group, so that stopping a worker also reaches whatever
+  // it started (a shell script's commands, a data loader's processes).
+  setpgid(0, 0);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -103,10 +106,17 @@ pid_t start_child(const ChildSpec& c, int* out_read_fd) {
     (void)ignored;
     _exit(127);
   }
+  setpgid(pid, pid);  // also here: no window in which a signal misses the group
   if (p[1] >= 0) close(p[1]);
   if (p[0] >= 0) fcntl(p[0], F_SETFL, O_NONBLOCK);
   *out_read_fd = p[0];
   return pid;
+}
+
+// The worker and its process group (what it started itself).
+void signal_worker(pid_t pid, int sig) {
+  kill(-pid, sig);
+  kill(pid, sig);
 }
 
 void emit_lines(int rank, Running& r, const SupervisorOptions& o, bool flush) {
@@ -254,7 +264,7 @@ JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& 
     for (size_t i = 0; i < run.size(); ++i) {
       if (res.children[i].ended) continue;
       res.children[i].stopped_by_us = true;
-      kill(run[i].pid, sig);
+      signal_worker(run[i].pid, sig);
     }
   };
 
@@ -288,6 +298,7 @@ JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& 
       st.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       if (WIFSIGNALED(status)) st.signal = WTERMSIG(status);
       else st.exit_code = WEXITSTATUS(status);
+      kill(-run[i].pid, SIGKILL);  // anything the worker left behind in its group
       --alive;
       if (!st.ok() && res.first_failure < 0 && !st.stopped_by_us) {
         res.first_failure = static_cast<int>(i);
@@ -325,7 +336,7 @@ JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& 
     }
     if (stopping && now > kill_at) {
       for (size_t i = 0; i < run.size(); ++i)
-        if (!res.children[i].ended) kill(run[i].pid, SIGKILL);
+        if (!res.children[i].ended) signal_worker(run[i].pid, SIGKILL);
     }
   }
   return res;

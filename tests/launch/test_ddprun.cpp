@@ -177,3 +177,41 @@ TEST(Ddprun, FailureOnOneNodeStopsTheOther) {
 }
 
 }  // namespace
+
+namespace {
+
+// Node 1's agent is SIGKILLed after node 0's workers finished: node 0 must
+// notice the silent agent and fail instead of waiting forever.
+TEST(Ddprun, DeadAgentOfAnotherNodeIsNoticed) {
+  std::string port = std::to_string(ddptest::free_port());
+  std::string tag = new_tag();
+  std::string script = testing::TempDir() + "/ddprun_rank_sleep.sh";
+  std::ofstream(script) << "#!/bin/sh\nif [ \"$GROUP_RANK\" = 1 ]; then exec sleep 600; fi\necho done $RANK\n";
+  chmod(script.c_str(), 0755);
+  std::string n1 = ddprun() + " --nnodes 2 --node-rank 1 --master-port " + port + " --nproc-per-node 1 " + script;
+  std::string cmd = n1 + " & P=$!; " + ddprun() + " --nnodes 2 --node-rank 0 --master-port " + port +
+                    " --agent-timeout 2 --nproc-per-node 1 " + script +
+                    " & Q=$!; sleep 3; kill -KILL $P; wait $Q; echo node0_exit=$?";
+  auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 60);
+  EXPECT_FALSE(res.timed_out) << res.summary();
+  EXPECT_TRUE(has(res.ranks[0].output, "node0_exit=1")) << res.ranks[0].output;
+  EXPECT_TRUE(has(res.ranks[0].output, "node 1 stopped responding")) << res.ranks[0].output;
+  EXPECT_FALSE(ddptest::any_process_tagged(tag));
+}
+
+}  // namespace
+
+namespace {
+
+// A worker that started a background process and then failed: the launcher
+// ends the background process too (process groups), not only the worker.
+TEST(Ddprun, WorkersGrandchildrenDoNotOutliveTheJob) {
+  std::string script = testing::TempDir() + "/ddprun_grandchild.sh";
+  std::ofstream(script) << "#!/bin/sh\nsleep 600 &\nif [ \"$RANK\" = 1 ]; then exit 3; fi\nwait\n";
+  chmod(script.c_str(), 0755);
+  auto o = ddprun_run({"--standalone", "--nproc-per-node", "2", "--grace-period", "1", script});
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "exit code 3")) << o.r.output;
+}
+
+}  // namespace
