@@ -15,6 +15,7 @@ ddp::ReduceOp to_core(ddp_reduce_op op) {
     case DDP_MIN: return ddp::ReduceOp::Min;
     case DDP_MAX: return ddp::ReduceOp::Max;
     case DDP_PRODUCT: return ddp::ReduceOp::Product;
+    default: break;
   }
   ddp::fail(DDP_E_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(static_cast<int>(op)));
 }

@@ -38,7 +38,8 @@ typedef enum ddp_reduce_op {
   DDP_MEAN = 1,
   DDP_MIN = 2,
   DDP_MAX = 3,
-  DDP_PRODUCT = 4
+  DDP_PRODUCT = 4,
+  DDP_REDUCE_OP_FORCE_INT = 0x7fffffff /* see DDP_DTYPE_FORCE_INT */
 } ddp_reduce_op;
 
 /** An operation in flight. Threading: not for concurrent use; the group must outlive it. */

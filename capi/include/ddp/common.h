@@ -74,7 +74,10 @@ typedef enum ddp_dtype {
   DDP_UINT8 = 5,
   DDP_INT32 = 6,
   DDP_INT64 = 7,
-  DDP_BOOL = 8
+  DDP_BOOL = 8,
+  /* Makes the enum int-sized with every int value valid, so that C++ code
+   * can receive any value a C caller passes and reject it cleanly. */
+  DDP_DTYPE_FORCE_INT = 0x7fffffff
 } ddp_dtype;
 
 /** @return the size of one element of @p dtype in bytes, 0 for an unknown value. */
@@ -86,7 +89,8 @@ DDP_API const char *ddp_dtype_name(ddp_dtype dtype);
 /** Device kinds. */
 typedef enum ddp_device_type {
   DDP_DEVICE_CPU = 0,
-  DDP_DEVICE_CUDA = 1
+  DDP_DEVICE_CUDA = 1,
+  DDP_DEVICE_TYPE_FORCE_INT = 0x7fffffff /* see DDP_DTYPE_FORCE_INT */
 } ddp_device_type;
 
 /** A device: its kind and, for CUDA, the device index (ignored for CPU). */

@@ -36,7 +36,8 @@ DDP_EXTERN_C_BEGIN
 /** How ddp_spawn starts its workers. */
 typedef enum ddp_start_method {
   DDP_START_POPEN = 0,
-  DDP_START_FORK = 1
+  DDP_START_FORK = 1,
+  DDP_START_METHOD_FORCE_INT = 0x7fffffff /* see DDP_DTYPE_FORCE_INT */
 } ddp_start_method;
 
 /** A worker's view of its job, valid during the worker function. Not for concurrent use. */
