@@ -44,6 +44,7 @@ const char* kind_name(Kind k) {
     case Kind::Env: return "ddp_env";
     case Kind::Group: return "ddp_group";
     case Kind::Work: return "ddp_work";
+    case Kind::Reducer: return "ddp_reducer";
   }
   return "handle";
 }

@@ -35,9 +35,17 @@ struct ddp_work {
   ddp::PendingPtr pending;
 };
 
+namespace ddp {
+class Reducer;
+}
+struct ddp_reducer {
+  std::unique_ptr<ddp::Reducer> reducer;
+  ~ddp_reducer();
+};
+
 namespace ddp::capi {
 
-enum class Kind { Tensor, Buffer, Env, Group, Work };
+enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer };
 
 void registry_add(const void* p, Kind k);
 void registry_remove(const void* p);
@@ -49,6 +57,7 @@ template <> constexpr Kind kind_of<ddp_buffer>() { return Kind::Buffer; }
 template <> constexpr Kind kind_of<ddp_env>() { return Kind::Env; }
 template <> constexpr Kind kind_of<ddp_group>() { return Kind::Group; }
 template <> constexpr Kind kind_of<ddp_work>() { return Kind::Work; }
+template <> constexpr Kind kind_of<ddp_reducer>() { return Kind::Reducer; }
 
 const char* kind_name(Kind k);
 

@@ -50,6 +50,8 @@ TEST_P(Worlds, PeerKilledMidAllReduceGivesPeerFailed) {
   expect_all_ok(res, {1});
 }
 
+TEST_P(Worlds, ReducerAveragesCallerOwnedGradients) { expect_all_ok(run(GetParam(), "reducer")); }
+
 INSTANTIATE_TEST_SUITE_P(Ranks, Worlds, ::testing::Values(2, 4));
 
 TEST(Collectives, StoppedRankGivesTimeoutWithinTwiceTheTimeout) {

@@ -15,5 +15,6 @@
 #include "ddp/group.h"
 #include "ddp/collectives.h"
 #include "ddp/launch.h"
+#include "ddp/reducer.h"
 
 #endif /* DDP_DDP_H */

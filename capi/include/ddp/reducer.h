@@ -1,0 +1,112 @@
+/**
+ * @file reducer.h
+ * @brief The DDP engine for gradient buffers owned by the caller.
+ *
+ * A reducer groups gradients into buckets (in reverse registration order,
+ * the first bucket capped at first_bucket_mb, the rest at bucket_cap_mb;
+ * one dtype and device per bucket) and all-reduces each bucket the moment
+ * its last gradient is marked ready, so communication overlaps the rest of
+ * backward. ddp_reducer_finish waits for every bucket and leaves, in each
+ * gradient buffer, the average over the group, computed as PyTorch's DDP
+ * computes it (gradient * (1/world) then SUM), so results can match bit for bit.
+ *
+ * Buckets start in index order on every rank, whatever order gradients
+ * become ready in, so ranks always issue the same collectives.
+ *
+ * Threading: not for concurrent use; mark_ready and finish are called from
+ * the thread that runs backward. The group must outlive the reducer.
+ */
+#ifndef DDP_REDUCER_H
+#define DDP_REDUCER_H
+
+#include "ddp/common.h"
+#include "ddp/group.h"
+#include "ddp/tensor.h"
+
+DDP_EXTERN_C_BEGIN
+
+typedef struct ddp_reducer ddp_reducer;
+
+#define DDP_REDUCER_OPTIONS_VERSION 1
+
+/** Options of ddp_reducer_new. Initialise with DDP_REDUCER_OPTIONS_INIT or ddp_reducer_options_init. */
+typedef struct ddp_reducer_options {
+  unsigned int version;          /**< DDP_REDUCER_OPTIONS_VERSION */
+  double bucket_cap_mb;          /**< 25 */
+  double first_bucket_mb;        /**< 1 */
+  int find_unused_parameters;    /**< 0: every gradient must be marked ready each step; 1: unmarked ones count as zeros */
+  int gradient_as_bucket_view;   /**< 1: gradients live in the bucket storage (see ddp_reducer_gradient) */
+  int broadcast_parameters;      /**< 1: rank 0's parameters are broadcast at creation */
+} ddp_reducer_options;
+
+#define DDP_REDUCER_OPTIONS_INIT {DDP_REDUCER_OPTIONS_VERSION, 25.0, 1.0, 0, 0, 1}
+
+/** Fills @p opts with the defaults of @p version. */
+DDP_API ddp_status ddp_reducer_options_init(ddp_reducer_options *opts, unsigned int version);
+
+/**
+ * Creates a reducer (collective when broadcast_parameters is on).
+ *
+ * @param[out] out  new reference; NULL on error.
+ * @param group     borrowed; must outlive the reducer.
+ * @param params    @p n parameters (borrowed handles; their memory is written by
+ *                  the broadcast and must outlive the reducer), or NULL when
+ *                  broadcast_parameters is 0.
+ * @param grads     @p n contiguous floating-point gradient buffers (the memory
+ *                  is read and written in place and must outlive the reducer).
+ *                  With gradient_as_bucket_view, NULL entries are allowed
+ *                  (shape from params); use ddp_reducer_gradient for the buffer.
+ * @param n         number of parameters (> 0).
+ * @param opts      NULL for defaults.
+ */
+DDP_API ddp_status ddp_reducer_new(ddp_reducer **out, ddp_group *group, ddp_tensor *const *params,
+                                   ddp_tensor *const *grads, size_t n, const ddp_reducer_options *opts);
+
+/**
+ * Gradient @p index is final for this step. When it completes its bucket
+ * (and every earlier bucket is complete) the bucket's all-reduce starts.
+ * Marking the same gradient twice in a step is DDP_E_STATE. Under
+ * ddp_reducer_set_sync(r, 0) this does nothing.
+ */
+DDP_API ddp_status ddp_reducer_mark_ready(ddp_reducer *r, size_t index);
+
+/**
+ * Ends the step: waits for every bucket and writes the averaged gradients
+ * into the buffers. With find_unused_parameters, gradients not marked ready
+ * take part as zeros; without it they fail the call with DDP_E_STATE naming
+ * their indices (the step stays open: mark them and call again). Cheap when
+ * every bucket has already arrived. Under set_sync(r, 0) this does nothing.
+ */
+DDP_API ddp_status ddp_reducer_finish(ddp_reducer *r);
+
+/**
+ * no_sync / block_backward_sync: with @p enabled = 0, steps neither mark nor
+ * reduce; gradients accumulate in the caller's buffers, and the next
+ * synchronised step reduces the accumulated sum (PyTorch's no_sync).
+ */
+DDP_API ddp_status ddp_reducer_set_sync(ddp_reducer *r, int enabled);
+
+/** @return the number of buckets, 0 for an invalid handle. */
+DDP_API size_t ddp_reducer_bucket_count(const ddp_reducer *r);
+
+/**
+ * The parameter indices of bucket @p bucket, in bucket order.
+ * @param[out] out    caller's array of @p cap entries (may be NULL with cap 0).
+ * @param[out] count  the bucket's number of parameters (even when > cap).
+ */
+DDP_API ddp_status ddp_reducer_bucket_indices(const ddp_reducer *r, size_t bucket, size_t *out, size_t cap,
+                                              size_t *count);
+
+/**
+ * @param[out] out new reference to gradient @p index's buffer: with
+ *                 gradient_as_bucket_view a view into the bucket storage
+ *                 (write the gradient there), otherwise the caller's buffer.
+ */
+DDP_API ddp_status ddp_reducer_gradient(const ddp_reducer *r, size_t index, ddp_tensor **out);
+
+/** Frees @p r; NULL is accepted. Buckets still in flight are waited for. */
+DDP_API void ddp_reducer_free(ddp_reducer *r);
+
+DDP_EXTERN_C_END
+
+#endif /* DDP_REDUCER_H */

@@ -1,0 +1,85 @@
+#include "ddp/reducer.h"
+
+#include "common/error.h"
+#include "ddp/grad_reducer.h"
+#include "handles.h"
+
+using namespace ddp::capi;
+
+ddp_reducer::~ddp_reducer() = default;
+
+extern "C" {
+
+ddp_status ddp_reducer_options_init(ddp_reducer_options* opts, unsigned int version) {
+  if (!opts) return invalid("ddp_reducer_options_init: opts is NULL");
+  if (version != DDP_REDUCER_OPTIONS_VERSION)
+    return invalid("ddp_reducer_options_init: unknown version " + std::to_string(version));
+  *opts = ddp_reducer_options DDP_REDUCER_OPTIONS_INIT;
+  return DDP_OK;
+}
+
+ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* const* params,
+                           ddp_tensor* const* grads, size_t n, const ddp_reducer_options* opts) {
+  if (!out) return invalid("ddp_reducer_new: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto* g = require(group, "group");
+    ddp::ReducerOptions o;
+    if (opts) {
+      ddp::check_arg(opts->version == DDP_REDUCER_OPTIONS_VERSION,
+                     "ddp_reducer_new: unknown options version " + std::to_string(opts->version));
+      o.bucket_cap_mb = opts->bucket_cap_mb;
+      o.first_bucket_mb = opts->first_bucket_mb;
+      o.find_unused_parameters = opts->find_unused_parameters != 0;
+      o.gradient_as_bucket_view = opts->gradient_as_bucket_view != 0;
+      o.broadcast_parameters = opts->broadcast_parameters != 0;
+    }
+    ddp::check_arg(grads != nullptr || (o.gradient_as_bucket_view && params),
+                   "ddp_reducer_new: grads is NULL");
+    ddp::check_arg(params != nullptr || !o.broadcast_parameters,
+                   "ddp_reducer_new: params is NULL but broadcast_parameters is on");
+    std::vector<at::Tensor> p, gr(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (params) p.push_back(require(params[i], ("params[" + std::to_string(i) + "]").c_str())->t);
+      if (grads && (grads[i] || !o.gradient_as_bucket_view))
+        gr[i] = require(grads[i], ("grads[" + std::to_string(i) + "]").c_str())->t;
+    }
+    auto h = std::make_unique<ddp_reducer>();
+    h->reducer = std::make_unique<ddp::Reducer>(*g->group, std::move(p), std::move(gr), o);
+    hand_out(out, std::move(h));
+  });
+}
+
+ddp_status ddp_reducer_mark_ready(ddp_reducer* r, size_t index) {
+  return fence([&] { require(r, "reducer")->reducer->mark_ready(index); });
+}
+
+ddp_status ddp_reducer_finish(ddp_reducer* r) {
+  return fence([&] { require(r, "reducer")->reducer->finish(); });
+}
+
+ddp_status ddp_reducer_set_sync(ddp_reducer* r, int enabled) {
+  return fence([&] { require(r, "reducer")->reducer->set_sync(enabled != 0); });
+}
+
+size_t ddp_reducer_bucket_count(const ddp_reducer* r) { return live(r) ? r->reducer->bucket_count() : 0; }
+
+ddp_status ddp_reducer_bucket_indices(const ddp_reducer* r, size_t bucket, size_t* out, size_t cap,
+                                      size_t* count) {
+  return fence([&] {
+    const auto& idx = require(r, "reducer")->reducer->bucket_indices(bucket);
+    ddp::check_arg(out || cap == 0, "ddp_reducer_bucket_indices: out is NULL with cap > 0");
+    for (size_t k = 0; k < idx.size() && k < cap; ++k) out[k] = idx[k];
+    if (count) *count = idx.size();
+  });
+}
+
+ddp_status ddp_reducer_gradient(const ddp_reducer* r, size_t index, ddp_tensor** out) {
+  if (!out) return invalid("ddp_reducer_gradient: out is NULL");
+  *out = nullptr;
+  return fence([&] { hand_out(out, wrap_tensor(require(r, "reducer")->reducer->gradient(index))); });
+}
+
+void ddp_reducer_free(ddp_reducer* r) { release(r); }
+
+}  // extern "C"

@@ -1,0 +1,174 @@
+#include "ddp/grad_reducer.h"
+
+#include <ATen/ScalarOps.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "ddp/bucket_assignment.h"
+
+namespace ddp {
+namespace {
+
+// PyTorch's reducer multiplies by 1/world while copying into the bucket,
+// with the factor as a wrapped (weakly typed) double: same numbers here.
+at::Tensor reciprocal_world(int world) {
+  at::Tensor s = c10::scalar_to_tensor(at::Scalar(1.0 / world));
+  s.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return s;
+}
+
+std::string list_indices(const std::vector<size_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < 32; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  if (v.size() > 32) s += ", ... (" + std::to_string(v.size()) + " in all)";
+  return s;
+}
+
+}  // namespace
+
+Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::Tensor> grads,
+                 const ReducerOptions& opts)
+    : group_(group), grads_(std::move(grads)), opts_(opts) {
+  const size_t n = grads_.size();
+  check_arg(n > 0, "reducer: no gradients");
+  check_arg(opts.bucket_cap_mb > 0 && opts.first_bucket_mb > 0, "reducer: bucket caps must be positive");
+  check_arg(params.empty() || params.size() == n, "reducer: " + std::to_string(params.size()) +
+                                                      " parameters for " + std::to_string(n) + " gradients");
+  std::vector<TensorInfo> infos(n);
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor& ref = grads_[i].defined() ? grads_[i] : (params.empty() ? grads_[i] : params[i]);
+    check_arg(ref.defined(), "reducer: gradient " + std::to_string(i) + " is undefined and no parameter gives its shape");
+    check_arg(ref.is_contiguous(), "reducer: gradient " + std::to_string(i) + " is not contiguous");
+    check_arg(at::isFloatingType(ref.scalar_type()), "reducer: gradient " + std::to_string(i) + " is not floating point");
+    if (!params.empty() && grads_[i].defined())
+      check_arg(params[i].numel() == grads_[i].numel(), "reducer: parameter " + std::to_string(i) +
+                                                            " and its gradient differ in size");
+    infos[i] = {static_cast<size_t>(ref.numel()) * ref.element_size(), static_cast<int>(ref.scalar_type()),
+                ref.is_cuda() ? 1 + ref.get_device() : 0};
+    if (!grads_[i].defined()) grads_[i] = at::zeros_like(params[i]);  // replaced by a bucket view below
+  }
+
+  // Gradients become ready roughly in reverse registration order: assign
+  // buckets in that order, the first one small so that communication starts early.
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = n - 1 - i;
+  auto mb = [](double v) { return static_cast<size_t>(v * 1024 * 1024); };
+  auto assignment = compute_bucket_assignment(infos, {mb(opts.first_bucket_mb), mb(opts.bucket_cap_mb)}, order);
+
+  bucket_of_.assign(n, 0);
+  position_in_bucket_.assign(n, 0);
+  for (size_t b = 0; b < assignment.buckets.size(); ++b) {
+    Bucket bucket;
+    bucket.indices = assignment.buckets[b];
+    int64_t total = 0;
+    for (size_t k = 0; k < bucket.indices.size(); ++k) {
+      size_t i = bucket.indices[k];
+      bucket_of_[i] = b;
+      position_in_bucket_[i] = k;
+      bucket.offsets.push_back(total);
+      total += grads_[i].numel();
+    }
+    bucket.flat = at::empty({total}, grads_[bucket.indices.front()].options());
+    buckets_.push_back(std::move(bucket));
+  }
+  if (opts.gradient_as_bucket_view) {
+    // The gradients live in the buckets: no copy in, no copy out.
+    for (size_t i = 0; i < n; ++i) {
+      at::Tensor view = slot(i);
+      view.copy_(grads_[i]);
+      grads_[i] = view;
+    }
+  }
+  ready_.assign(n, 0);
+  reset_step();
+
+  if (opts.broadcast_parameters && !params.empty()) {
+    // All ranks start from rank 0's parameters (DDP's _sync_module_states).
+    for (auto& p : params) {
+      auto w = broadcast(group_, p.is_contiguous() ? p : p.contiguous(), 0);
+      w->wait();
+    }
+  }
+}
+
+Reducer::~Reducer() = default;
+
+const std::vector<size_t>& Reducer::bucket_indices(size_t b) const {
+  check_arg(b < buckets_.size(), "bucket " + std::to_string(b) + " of " + std::to_string(buckets_.size()));
+  return buckets_[b].indices;
+}
+
+const at::Tensor& Reducer::gradient(size_t i) const {
+  check_arg(i < grads_.size(), "gradient index " + std::to_string(i) + " >= " + std::to_string(grads_.size()));
+  return grads_[i];
+}
+
+at::Tensor Reducer::slot(size_t i) const {
+  const Bucket& b = buckets_[bucket_of_[i]];
+  return b.flat.narrow(0, b.offsets[position_in_bucket_[i]], grads_[i].numel()).view(grads_[i].sizes());
+}
+
+void Reducer::copy_in(size_t i) {
+  at::Tensor view = slot(i);
+  // Average as PyTorch does: multiply by 1/world on the way in, then SUM.
+  if (opts_.gradient_as_bucket_view) view.mul_(reciprocal_world(group_.size()));
+  else at::mul_out(view, grads_[i], reciprocal_world(group_.size()));
+}
+
+void Reducer::mark_ready(size_t i) {
+  check_arg(i < grads_.size(), "mark_ready: index " + std::to_string(i) + " >= " + std::to_string(grads_.size()) +
+                                   " gradients");
+  if (!sync_) return;  // no_sync: gradients accumulate locally
+  if (ready_[i]) fail(DDP_E_STATE, "mark_ready: gradient " + std::to_string(i) + " was already marked ready in this step");
+  ready_[i] = 1;
+  copy_in(i);
+  Bucket& b = buckets_[bucket_of_[i]];
+  if (--b.pending == 0) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    Bucket& b = buckets_[next_bucket_];
+    b.work = all_reduce(group_, b.flat, ReduceOp::Sum);
+    ++next_bucket_;
+  }
+}
+
+void Reducer::finish() {
+  if (!sync_) return;
+  std::vector<size_t> unready;
+  for (size_t i = 0; i < ready_.size(); ++i)
+    if (!ready_[i]) unready.push_back(i);
+  if (!unready.empty()) {
+    if (!opts_.find_unused_parameters)
+      fail(DDP_E_STATE, "finish: gradients " + list_indices(unready) +
+                            " were not marked ready in this step. Mark every gradient ready, or create the "
+                            "reducer with find_unused_parameters so that unused ones take part as zeros "
+                            "(PyTorch: \"Expected to have finished reduction in the prior iteration\")");
+    for (size_t i : unready) {
+      ready_[i] = 1;
+      slot(i).zero_();
+      Bucket& b = buckets_[bucket_of_[i]];
+      --b.pending;
+    }
+    launch_ready_buckets();
+  }
+  for (auto& b : buckets_) {
+    b.work->wait();
+    b.work.reset();
+  }
+  if (!opts_.gradient_as_bucket_view)
+    for (size_t i = 0; i < grads_.size(); ++i) grads_[i].copy_(slot(i));
+  reset_step();
+}
+
+void Reducer::reset_step() {
+  std::fill(ready_.begin(), ready_.end(), 0);
+  for (auto& b : buckets_) b.pending = b.indices.size();
+  next_bucket_ = 0;
+}
+
+}  // namespace ddp

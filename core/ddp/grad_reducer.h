@@ -1,0 +1,74 @@
+// The DDP engine: gradients grouped into buckets, each bucket all-reduced
+// the moment its last gradient is ready (overlapping communication with the
+// rest of backward), averaged as PyTorch's reducer averages.
+//
+// This is the engine for gradient buffers the caller owns (a Julia, Rust,
+// Java or C trainer): the caller says when gradient i is final
+// (mark_ready) and when the step's backward is over (finish).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/collectives.h"
+#include "comm/group.h"
+
+namespace ddp {
+
+struct ReducerOptions {
+  double bucket_cap_mb = 25;
+  double first_bucket_mb = 1;
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;
+  bool broadcast_parameters = true;
+};
+
+class Reducer {
+ public:
+  // params: what broadcast_parameters sends from rank 0 (may be empty when
+  // not broadcasting). grads: the caller's gradient buffers, one per
+  // parameter, contiguous; with gradient_as_bucket_view they may be
+  // undefined: gradient(i) then hands out views into the buckets.
+  Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::Tensor> grads,
+          const ReducerOptions& opts);
+  ~Reducer();
+
+  void mark_ready(size_t index);
+  void finish();
+  void set_sync(bool enabled) { sync_ = enabled; }
+  bool sync() const { return sync_; }
+
+  size_t size() const { return grads_.size(); }
+  size_t bucket_count() const { return buckets_.size(); }
+  const std::vector<size_t>& bucket_indices(size_t b) const;
+  // The gradient buffer of parameter i (a bucket view with gradient_as_bucket_view).
+  const at::Tensor& gradient(size_t i) const;
+
+ private:
+  struct Bucket {
+    std::vector<size_t> indices;
+    std::vector<int64_t> offsets;  // element offset of each gradient in `flat`
+    at::Tensor flat;
+    size_t pending = 0;
+    PendingPtr work;
+  };
+
+  at::Tensor slot(size_t i) const;  // gradient i's place in its bucket
+  void copy_in(size_t i);
+  void launch_ready_buckets();
+  void reset_step();
+
+  Group& group_;
+  std::vector<at::Tensor> grads_;
+  ReducerOptions opts_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_, position_in_bucket_;
+  std::vector<char> ready_;
+  size_t next_bucket_ = 0;  // buckets launch strictly in order: every rank issues the same collectives
+  bool sync_ = true;
+};
+
+}  // namespace ddp
