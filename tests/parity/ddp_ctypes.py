@@ -12,6 +12,12 @@ DTYPES = {
 SUM, MEAN, MIN, MAX, PRODUCT = range(5)
 
 
+class ReducerOptions(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("bucket_cap_mb", ctypes.c_double), ("first_bucket_mb", ctypes.c_double),
+                ("find_unused_parameters", ctypes.c_int), ("gradient_as_bucket_view", ctypes.c_int),
+                ("broadcast_parameters", ctypes.c_int)]
+
+
 class DDPError(RuntimeError):
     pass
 
@@ -41,6 +47,16 @@ class Lib:
         L.ddp_all_gather_uneven.argtypes = [vp, vp, ctypes.POINTER(vp)]
         L.ddp_all_gather.argtypes = [vp, vp, ctypes.POINTER(vp)]
         L.ddp_group_free.argtypes = [vp]
+        L.ddp_reducer_new.argtypes = [ctypes.POINTER(vp), vp, ctypes.POINTER(vp), ctypes.POINTER(vp), ctypes.c_size_t,
+                                      ctypes.POINTER(ReducerOptions)]
+        L.ddp_reducer_mark_ready.argtypes = [vp, ctypes.c_size_t]
+        L.ddp_reducer_finish.argtypes = [vp]
+        L.ddp_reducer_set_sync.argtypes = [vp, ctypes.c_int]
+        L.ddp_reducer_bucket_count.argtypes = [vp]
+        L.ddp_reducer_bucket_count.restype = ctypes.c_size_t
+        L.ddp_reducer_bucket_indices.argtypes = [vp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+                                                 ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+        L.ddp_reducer_free.argtypes = [vp]
         L.ddp_env_free.argtypes = [vp]
 
     def check(self, status, what):
@@ -53,6 +69,18 @@ class Lib:
         self.check(self.lib.ddp_group_init(ctypes.byref(g), env, None), "group_init")
         self.lib.ddp_env_free(env)
         return g
+
+    def reducer(self, group, params, grads, find_unused=False, broadcast=True, first_mb=1.0, cap_mb=25.0):
+        """A reducer over torch tensors' memory; returns (handle, keep-alive list)."""
+        ph = [self.wrap(p) for p in params] if params is not None else None
+        gh = [self.wrap(g) for g in grads]
+        parr = (ctypes.c_void_p * len(ph))(*[h.value for h in ph]) if ph else None
+        garr = (ctypes.c_void_p * len(gh))(*[h.value for h in gh])
+        opts = ReducerOptions(1, cap_mb, first_mb, int(find_unused), 0, int(broadcast))
+        r = ctypes.c_void_p()
+        self.check(self.lib.ddp_reducer_new(ctypes.byref(r), group, parr, garr, len(gh), ctypes.byref(opts)),
+                   "reducer_new")
+        return r, (ph or []) + gh
 
     def wrap(self, t):
         """A ddp_tensor viewing torch tensor t's memory (t must stay alive)."""

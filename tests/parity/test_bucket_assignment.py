@@ -8,40 +8,22 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddp_ctypes import Lib
+from ddp_ctypes import Lib, ReducerOptions
 
 MB = 1024 * 1024
-
-
-class ReducerOptions(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint), ("bucket_cap_mb", ctypes.c_double), ("first_bucket_mb", ctypes.c_double),
-                ("find_unused_parameters", ctypes.c_int), ("gradient_as_bucket_view", ctypes.c_int),
-                ("broadcast_parameters", ctypes.c_int)]
 
 
 @pytest.fixture(scope="module")
 def lib_and_group():
     lib = Lib()
-    L = lib.lib
-    L.ddp_reducer_new.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p,
-                                  ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.POINTER(ReducerOptions)]
-    L.ddp_reducer_bucket_count.argtypes = [ctypes.c_void_p]
-    L.ddp_reducer_bucket_count.restype = ctypes.c_size_t
-    L.ddp_reducer_bucket_indices.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
-                                             ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
-    L.ddp_reducer_free.argtypes = [ctypes.c_void_p]
     g = lib.group(0, 1, 0)
     yield lib, g
-    L.ddp_group_free(g)
+    lib.lib.ddp_group_free(g)
 
 
 def libddp_buckets(lib, g, tensors, first_mb, cap_mb):
     L = lib.lib
-    handles = [lib.wrap(t) for t in tensors]
-    arr = (ctypes.c_void_p * len(handles))(*[h.value for h in handles])
-    opts = ReducerOptions(1, cap_mb, first_mb, 0, 0, 0)
-    red = ctypes.c_void_p()
-    lib.check(L.ddp_reducer_new(ctypes.byref(red), g, None, arr, len(handles), ctypes.byref(opts)), "reducer_new")
+    red, handles = lib.reducer(g, None, tensors, broadcast=False, first_mb=first_mb, cap_mb=cap_mb)
     buckets = []
     for b in range(L.ddp_reducer_bucket_count(red)):
         count = ctypes.c_size_t()
