@@ -33,8 +33,11 @@ ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* cons
       o.find_unused_parameters = opts->find_unused_parameters != 0;
       o.gradient_as_bucket_view = opts->gradient_as_bucket_view != 0;
       o.broadcast_parameters = opts->broadcast_parameters != 0;
+      o.autograd_hooks = opts->autograd_hooks != 0;
     }
-    ddp::check_arg(grads != nullptr || (o.gradient_as_bucket_view && params),
+    ddp::check_arg(!o.autograd_hooks || (params && !grads),
+                   "ddp_reducer_new: autograd_hooks takes params (LibTorch leaves) and grads = NULL");
+    ddp::check_arg(grads != nullptr || o.autograd_hooks || (o.gradient_as_bucket_view && params),
                    "ddp_reducer_new: grads is NULL");
     ddp::check_arg(params != nullptr || !o.broadcast_parameters,
                    "ddp_reducer_new: params is NULL but broadcast_parameters is on");

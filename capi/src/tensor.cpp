@@ -1,5 +1,6 @@
 #include "ddp/tensor.h"
 
+#include "common/error.h"
 #include "handles.h"
 #include "tensor/tensors.h"
 
@@ -19,6 +20,17 @@ ddp_status ddp_tensor_new(ddp_tensor** out, ddp_dtype dtype, const int64_t* shap
   if (!out) return invalid("ddp_tensor_new: out is NULL");
   *out = nullptr;
   return fence([&] { hand_out(out, wrap_tensor(ddp::tensor_zeros(dtype, shape, ndim, device))); });
+}
+
+ddp_status ddp_tensor_from_aten(ddp_tensor** out, const void* aten_tensor) {
+  if (!out) return invalid("ddp_tensor_from_aten: out is NULL");
+  *out = nullptr;
+  if (!aten_tensor) return invalid("ddp_tensor_from_aten: aten_tensor is NULL");
+  return fence([&] {
+    const at::Tensor& t = *static_cast<const at::Tensor*>(aten_tensor);
+    if (!t.defined()) ddp::fail(DDP_E_INVALID_ARGUMENT, "ddp_tensor_from_aten: the tensor is undefined");
+    hand_out(out, wrap_tensor(t));
+  });
 }
 
 void ddp_tensor_free(ddp_tensor* t) { release(t); }

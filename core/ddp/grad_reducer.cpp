@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "ddp/autograd_hooks.h"
 #include "ddp/bucket_assignment.h"
 
 namespace ddp {
@@ -32,6 +33,16 @@ std::string list_indices(const std::vector<size_t>& v) {
 Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::Tensor> grads,
                  const ReducerOptions& opts)
     : group_(group), grads_(std::move(grads)), opts_(opts) {
+  if (opts.autograd_hooks) {
+    check_arg(!params.empty(), "reducer: autograd_hooks needs the parameters");
+    check_arg(!opts.gradient_as_bucket_view, "reducer: autograd_hooks with gradient_as_bucket_view is not supported yet");
+    grads_.assign(params.size(), at::Tensor());
+    for (size_t i = 0; i < params.size(); ++i) {
+      check_arg(params[i].requires_grad() && params[i].is_leaf(),
+                "reducer: parameter " + std::to_string(i) + " is not a leaf tensor that requires grad");
+      grads_[i] = at::zeros_like(params[i]);  // shape and dtype source; .grad() is read at each step
+    }
+  }
   const size_t n = grads_.size();
   check_arg(n > 0, "reducer: no gradients");
   check_arg(opts.bucket_cap_mb > 0 && opts.first_bucket_mb > 0, "reducer: bucket caps must be positive");
@@ -87,14 +98,31 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
 
   if (opts.broadcast_parameters && !params.empty()) {
     // All ranks start from rank 0's parameters (DDP's _sync_module_states).
+    at::NoGradGuard no_grad;
     for (auto& p : params) {
-      auto w = broadcast(group_, p.is_contiguous() ? p : p.contiguous(), 0);
+      at::Tensor data = p.detach();
+      auto w = broadcast(group_, data.is_contiguous() ? data : data.contiguous(), 0);
       w->wait();
     }
+  }
+  if (opts.autograd_hooks) {
+    params_ = std::move(params);
+    hooks_ = make_autograd_hooks(*this, params_);
   }
 }
 
 Reducer::~Reducer() = default;
+
+bool Reducer::step_in_progress() const {
+  return std::any_of(ready_.begin(), ready_.end(), [](char r) { return r != 0; });
+}
+
+const at::Tensor& Reducer::current_grad(size_t i) {
+  if (!opts_.autograd_hooks) return grads_[i];
+  const at::Tensor& g = params_[i].grad();
+  if (g.defined()) return g;
+  return grads_[i];  // no gradient this step (unused): zeros of the right shape
+}
 
 const std::vector<size_t>& Reducer::bucket_indices(size_t b) const {
   check_arg(b < buckets_.size(), "bucket " + std::to_string(b) + " of " + std::to_string(buckets_.size()));
@@ -115,7 +143,7 @@ void Reducer::copy_in(size_t i) {
   at::Tensor view = slot(i);
   // Average as PyTorch does: multiply by 1/world on the way in, then SUM.
   if (opts_.gradient_as_bucket_view) view.mul_(reciprocal_world(group_.size()));
-  else at::mul_out(view, grads_[i], reciprocal_world(group_.size()));
+  else at::mul_out(view, current_grad(i).detach(), reciprocal_world(group_.size()));
 }
 
 void Reducer::mark_ready(size_t i) {
@@ -160,8 +188,16 @@ void Reducer::finish() {
     b.work->wait();
     b.work.reset();
   }
-  if (!opts_.gradient_as_bucket_view)
+  if (opts_.autograd_hooks) {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      at::Tensor& g = params_[i].mutable_grad();
+      if (g.defined()) g.copy_(slot(i));
+      else g = slot(i).clone();
+    }
+  } else if (!opts_.gradient_as_bucket_view) {
     for (size_t i = 0; i < grads_.size(); ++i) grads_[i].copy_(slot(i));
+  }
   reset_step();
 }
 

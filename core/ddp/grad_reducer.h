@@ -24,7 +24,12 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   bool broadcast_parameters = true;
+  // The parameters are LibTorch leaves: their .grad() is the gradient, and
+  // autograd hooks mark them ready and end the step (see autograd_hooks.h).
+  bool autograd_hooks = false;
 };
+
+class AutogradHooks;
 
 class Reducer {
  public:
@@ -47,6 +52,9 @@ class Reducer {
   // The gradient buffer of parameter i (a bucket view with gradient_as_bucket_view).
   const at::Tensor& gradient(size_t i) const;
 
+  // Called by the autograd hooks when backward starts marking gradients.
+  bool step_in_progress() const;
+
  private:
   struct Bucket {
     std::vector<size_t> indices;
@@ -61,8 +69,14 @@ class Reducer {
   void launch_ready_buckets();
   void reset_step();
 
+  // The gradient buffer of parameter i for this step: the caller's buffer,
+  // or (autograd_hooks) the parameter's current .grad().
+  const at::Tensor& current_grad(size_t i);
+
   Group& group_;
+  std::vector<at::Tensor> params_;  // kept with autograd_hooks
   std::vector<at::Tensor> grads_;
+  std::unique_ptr<AutogradHooks> hooks_;
   ReducerOptions opts_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, position_in_bucket_;

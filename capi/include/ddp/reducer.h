@@ -37,9 +37,17 @@ typedef struct ddp_reducer_options {
   int find_unused_parameters;    /**< 0: every gradient must be marked ready each step; 1: unmarked ones count as zeros */
   int gradient_as_bucket_view;   /**< 1: gradients live in the bucket storage (see ddp_reducer_gradient) */
   int broadcast_parameters;      /**< 1: rank 0's parameters are broadcast at creation */
+  /**
+   * 1: @p params are LibTorch leaf tensors that require grad (wrapped with
+   * ddp_tensor_from_aten); @p grads must be NULL. Hooks on their gradient
+   * accumulators mark each ready during backward, and the end of backward
+   * runs ddp_reducer_finish: a plain loss.backward() leaves averaged
+   * .grad()s, as with PyTorch's DistributedDataParallel.
+   */
+  int autograd_hooks;
 } ddp_reducer_options;
 
-#define DDP_REDUCER_OPTIONS_INIT {DDP_REDUCER_OPTIONS_VERSION, 25.0, 1.0, 0, 0, 1}
+#define DDP_REDUCER_OPTIONS_INIT {DDP_REDUCER_OPTIONS_VERSION, 25.0, 1.0, 0, 0, 1, 0}
 
 /** Fills @p opts with the defaults of @p version. */
 DDP_API ddp_status ddp_reducer_options_init(ddp_reducer_options *opts, unsigned int version);

@@ -48,6 +48,16 @@ DDP_API ddp_status ddp_tensor_from_blob(ddp_tensor **out, void *data, ddp_dtype 
 DDP_API ddp_status ddp_tensor_new(ddp_tensor **out, ddp_dtype dtype, const int64_t *shape,
                                   size_t ndim, ddp_device device);
 
+/**
+ * For C++ programs that use LibTorch themselves: a handle to an existing
+ * at::Tensor (same storage and autograd identity, e.g. a module parameter).
+ * libddp and the caller must use the same LibTorch.
+ *
+ * @param[out] out     new reference; NULL on error.
+ * @param aten_tensor  address of an at::Tensor (const at::Tensor *); borrowed.
+ */
+DDP_API ddp_status ddp_tensor_from_aten(ddp_tensor **out, const void *aten_tensor);
+
 /** Frees the handle (and the memory if libddp owns it); NULL is accepted. */
 DDP_API void ddp_tensor_free(ddp_tensor *t);
 

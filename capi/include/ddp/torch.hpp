@@ -1,0 +1,80 @@
+/**
+ * @file torch.hpp
+ * @brief Header-only C++ convenience for programs that use LibTorch
+ *        themselves: PyTorch-style DistributedDataParallel over the C API.
+ *
+ *   ddp::DistributedDataParallel ddp(group, model->parameters());
+ *   loss.backward();          // gradients are averaged when this returns
+ *   optimizer.step();
+ *   { auto guard = ddp.no_sync(); loss2.backward(); }   // accumulate locally
+ *
+ * Everything goes through the C ABI (ddp_tensor_from_aten, ddp_reducer_*);
+ * only this header needs LibTorch's headers.
+ */
+#ifndef DDP_TORCH_HPP
+#define DDP_TORCH_HPP
+
+#include <ATen/core/Tensor.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ddp/ddp.h"
+
+namespace ddp {
+
+/** Thrown by this header when a libddp call fails. */
+class error : public std::runtime_error {
+ public:
+  error(ddp_status s, const std::string& what) : std::runtime_error(what), status(s) {}
+  ddp_status status;
+};
+
+inline void check(ddp_status s, const char* what) {
+  if (s != DDP_OK) throw error(s, std::string(what) + ": " + ddp_last_error_message());
+}
+
+class DistributedDataParallel {
+ public:
+  /** @param group borrowed, must outlive this object. */
+  DistributedDataParallel(ddp_group* group, const std::vector<at::Tensor>& params,
+                          ddp_reducer_options opts = ddp_reducer_options DDP_REDUCER_OPTIONS_INIT) {
+    opts.autograd_hooks = 1;
+    std::vector<ddp_tensor*> handles;
+    try {
+      for (const auto& p : params) {
+        ddp_tensor* h = nullptr;
+        check(ddp_tensor_from_aten(&h, &p), "ddp_tensor_from_aten");
+        handles.push_back(h);
+      }
+      check(ddp_reducer_new(&reducer_, group, handles.data(), nullptr, handles.size(), &opts), "ddp_reducer_new");
+    } catch (...) {
+      for (auto* h : handles) ddp_tensor_free(h);
+      throw;
+    }
+    for (auto* h : handles) ddp_tensor_free(h);
+  }
+  ~DistributedDataParallel() { ddp_reducer_free(reducer_); }
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  /** RAII no_sync: gradients accumulate locally while it lives. */
+  class NoSync {
+   public:
+    explicit NoSync(ddp_reducer* r) : r_(r) { check(ddp_reducer_set_sync(r_, 0), "ddp_reducer_set_sync"); }
+    ~NoSync() { ddp_reducer_set_sync(r_, 1); }
+   private:
+    ddp_reducer* r_;
+  };
+  NoSync no_sync() { return NoSync(reducer_); }
+
+  ddp_reducer* reducer() const { return reducer_; }
+
+ private:
+  ddp_reducer* reducer_ = nullptr;
+};
+
+}  // namespace ddp
+
+#endif /* DDP_TORCH_HPP */

@@ -1,0 +1,22 @@
+// LibTorch models with ddp::DistributedDataParallel on 2 and 4 real ranks.
+#include <gtest/gtest.h>
+
+#include "../mp/launcher.h"
+
+namespace {
+std::string torch_worker() {
+  std::string w = ddptest::worker_path();
+  return w.substr(0, w.rfind('/')) + "/torch/torch_worker";
+}
+
+void run_ok(int world, const std::string& mode) {
+  auto res = ddptest::run_ranks(world, {torch_worker(), mode}, {}, 180);
+  ASSERT_FALSE(res.timed_out) << res.summary();
+  for (auto& r : res.ranks) EXPECT_EQ(r.exit_code, 0) << res.summary();
+}
+
+class TorchWorlds : public ::testing::TestWithParam<int> {};
+TEST_P(TorchWorlds, AutogradHooksAverageLikePyTorch) { run_ok(GetParam(), "mlp"); }
+TEST_P(TorchWorlds, UnusedParameterWithFindUnused) { run_ok(GetParam(), "unused"); }
+INSTANTIATE_TEST_SUITE_P(Ranks, TorchWorlds, ::testing::Values(2, 4));
+}  // namespace

@@ -1,0 +1,130 @@
+// One rank of the LibTorch tests: a torch::nn model trained with
+// ddp::DistributedDataParallel (autograd hooks, no call from the user), each
+// step checked bit for bit against a reference model whose gradients are
+// averaged by hand the way PyTorch's reducer does (g * (1/world), SUM).
+// Usage: torch_worker <mlp|unused>   (env from the launcher)
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "ddp/torch.hpp"
+
+namespace {
+int failures = 0;
+#define TCHECK(cond, ...)                                     \
+  do {                                                        \
+    if (!(cond)) {                                            \
+      ++failures;                                             \
+      std::fprintf(stderr, "CHECK(%s) failed: ", #cond);      \
+      std::fprintf(stderr, __VA_ARGS__);                      \
+      std::fprintf(stderr, "\n");                             \
+    }                                                         \
+  } while (0)
+
+struct Net : torch::nn::Module {
+  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr}, unused{nullptr};
+  explicit Net(bool with_unused) {
+    a = register_module("a", torch::nn::Linear(32, 128));
+    b = register_module("b", torch::nn::Linear(128, 64));
+    c = register_module("c", torch::nn::Linear(64, 10));
+    if (with_unused) unused = register_module("unused", torch::nn::Linear(8, 8));
+  }
+  torch::Tensor forward(torch::Tensor x) { return c(torch::relu(b(torch::relu(a(x))))); }
+};
+
+void copy_params(Net& from, Net& to) {
+  torch::NoGradGuard g;
+  auto src = from.parameters(), dst = to.parameters();
+  for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+}
+
+void sgd(Net& net, double lr) {
+  torch::NoGradGuard g;
+  for (auto& p : net.parameters())
+    if (p.grad().defined()) p.sub_(p.grad() * lr);
+}
+
+void zero_grads(Net& net) {
+  for (auto& p : net.parameters())
+    if (p.grad().defined()) p.mutable_grad().zero_();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "mlp";
+  bool with_unused = mode == "unused";
+  torch::set_num_threads(1);
+  ddp_group* group = nullptr;
+  ddp::check(ddp_group_init(&group, nullptr, nullptr), "ddp_group_init");
+  int rank = ddp_group_rank(group), world = ddp_group_size(group);
+
+  torch::manual_seed(0);
+  Net model(with_unused), reference(with_unused);
+  copy_params(model, reference);
+  if (rank == 1) {  // the reducer's broadcast must bring rank 0's weights
+    torch::NoGradGuard g;
+    for (auto& p : model.parameters()) p.add_(1.0);
+  }
+  ddp_reducer_options opts = DDP_REDUCER_OPTIONS_INIT;
+  opts.first_bucket_mb = 0.01;
+  opts.bucket_cap_mb = 0.02;
+  opts.find_unused_parameters = with_unused;
+  ddp::DistributedDataParallel ddp_model(group, model.parameters(), opts);
+  TCHECK(ddp_reducer_bucket_count(ddp_model.reducer()) >= 2, "buckets %zu", ddp_reducer_bucket_count(ddp_model.reducer()));
+
+  // Bit for bit on 2 ranks, where a + b is the whole sum. On more ranks
+  // gloo's ring sums each element in an order that depends on where it sits
+  // in the buffer, and the reference reduces per parameter while the reducer
+  // reduces whole buckets: the last bits may differ (PyTorch DDP vs a manual
+  // all_reduce differ the same way), so compare to float precision.
+  auto same = [world](const at::Tensor& a, const at::Tensor& b) {
+    return world == 2 ? torch::equal(a, b) : torch::allclose(a, b, 1e-5, 1e-7);
+  };
+  auto inv = c10::scalar_to_tensor(at::Scalar(1.0 / world));
+  inv.unsafeGetTensorImpl()->set_wrapped_number(true);
+  torch::manual_seed(100 + rank);
+  for (int step = 0; step < 12; ++step) {
+    auto x = torch::randn({16, 32});
+    auto y = torch::randint(0, 10, {16});
+    bool sync = step != 4 && step != 5;  // two no_sync steps accumulate
+    auto loss_ref = torch::nn::functional::cross_entropy(reference.forward(x), y);
+    loss_ref.backward();
+    if (sync) {
+      for (auto& p : reference.parameters()) {
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        torch::NoGradGuard g;
+        p.mutable_grad().mul_(inv);
+        const at::Tensor& grad = p.grad();
+        ddp_tensor* h = nullptr;
+        ddp::check(ddp_tensor_from_aten(&h, &grad), "from_aten");
+        ddp::check(ddp_all_reduce(group, h, DDP_SUM), "reference all_reduce");
+        ddp_tensor_free(h);
+      }
+    }
+    auto loss = torch::nn::functional::cross_entropy(model.forward(x), y);
+    if (sync) {
+      loss.backward();  // the hooks average the gradients
+    } else {
+      auto guard = ddp_model.no_sync();
+      loss.backward();
+    }
+    if (!sync) continue;
+    auto mp = model.parameters(), rp = reference.parameters();
+    for (size_t i = 0; i < mp.size(); ++i) {
+      auto g1 = mp[i].grad().defined() ? mp[i].grad() : torch::zeros_like(mp[i]);
+      auto g2 = rp[i].grad();
+      TCHECK(same(g1, g2), "step %d param %zu: max |diff| %g", step, i, (g1 - g2).abs().max().item<double>());
+    }
+    sgd(model, 0.05);
+    sgd(reference, 0.05);
+    zero_grads(model);
+    zero_grads(reference);
+  }
+  auto mp = model.parameters(), rp = reference.parameters();
+  for (size_t i = 0; i < mp.size(); ++i) TCHECK(same(mp[i], rp[i]), "final param %zu differs", i);
+  std::printf("[rank %d] %s: %d failures\n", rank, mode.c_str(), failures);
+  ddp_group_free(group);
+  return failures ? 1 : 0;
+}
