@@ -45,6 +45,7 @@ const char* kind_name(Kind k) {
     case Kind::Group: return "ddp_group";
     case Kind::Work: return "ddp_work";
     case Kind::Reducer: return "ddp_reducer";
+    case Kind::CommHook: return "ddp_comm_hook";
   }
   return "handle";
 }

@@ -37,7 +37,11 @@ struct ddp_work {
 
 namespace ddp {
 class Reducer;
+class CommHook;
 }
+struct ddp_comm_hook {
+  std::shared_ptr<ddp::CommHook> hook;
+};
 struct ddp_reducer {
   std::unique_ptr<ddp::Reducer> reducer;
   ~ddp_reducer();
@@ -45,7 +49,7 @@ struct ddp_reducer {
 
 namespace ddp::capi {
 
-enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer };
+enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer, CommHook };
 
 void registry_add(const void* p, Kind k);
 void registry_remove(const void* p);
@@ -58,6 +62,7 @@ template <> constexpr Kind kind_of<ddp_env>() { return Kind::Env; }
 template <> constexpr Kind kind_of<ddp_group>() { return Kind::Group; }
 template <> constexpr Kind kind_of<ddp_work>() { return Kind::Work; }
 template <> constexpr Kind kind_of<ddp_reducer>() { return Kind::Reducer; }
+template <> constexpr Kind kind_of<ddp_comm_hook>() { return Kind::CommHook; }
 
 const char* kind_name(Kind k);
 

@@ -34,6 +34,7 @@ ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* cons
       o.gradient_as_bucket_view = opts->gradient_as_bucket_view != 0;
       o.broadcast_parameters = opts->broadcast_parameters != 0;
       o.autograd_hooks = opts->autograd_hooks != 0;
+      o.join_enabled = opts->join_enabled != 0;
     }
     ddp::check_arg(!o.autograd_hooks || (params && !grads),
                    "ddp_reducer_new: autograd_hooks takes params (LibTorch leaves) and grads = NULL");
@@ -64,6 +65,29 @@ ddp_status ddp_reducer_finish(ddp_reducer* r) {
 ddp_status ddp_reducer_set_sync(ddp_reducer* r, int enabled) {
   return fence([&] { require(r, "reducer")->reducer->set_sync(enabled != 0); });
 }
+
+ddp_status ddp_reducer_join(ddp_reducer* r) {
+  return fence([&] { require(r, "reducer")->reducer->join(); });
+}
+
+ddp_status ddp_reducer_set_comm_hook(ddp_reducer* r, const ddp_comm_hook* hook) {
+  return fence([&] {
+    auto* red = require(r, "reducer");
+    red->reducer->set_comm_hook(hook ? require(hook, "hook")->hook : nullptr);
+  });
+}
+
+ddp_status ddp_comm_hook_allreduce(ddp_comm_hook** out) {
+  if (!out) return invalid("ddp_comm_hook_allreduce: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto h = std::make_unique<ddp_comm_hook>();
+    h->hook = ddp::make_allreduce_hook();
+    hand_out(out, std::move(h));
+  });
+}
+
+void ddp_comm_hook_free(ddp_comm_hook* hook) { release(hook); }
 
 size_t ddp_reducer_bucket_count(const ddp_reducer* r) { return live(r) ? r->reducer->bucket_count() : 0; }
 

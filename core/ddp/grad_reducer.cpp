@@ -2,6 +2,7 @@
 
 #include <ATen/ScalarOps.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/mul.h>
 
 #include <algorithm>
@@ -141,9 +142,47 @@ at::Tensor Reducer::slot(size_t i) const {
 
 void Reducer::copy_in(size_t i) {
   at::Tensor view = slot(i);
+  if (hook_) {  // the hook divides (or compresses) as it likes
+    if (!opts_.gradient_as_bucket_view) view.copy_(current_grad(i).detach());
+    return;
+  }
   // Average as PyTorch does: multiply by 1/world on the way in, then SUM.
-  if (opts_.gradient_as_bucket_view) view.mul_(reciprocal_world(group_.size()));
-  else at::mul_out(view, current_grad(i).detach(), reciprocal_world(group_.size()));
+  if (opts_.gradient_as_bucket_view) view.mul_(reciprocal_world(divisor_));
+  else at::mul_out(view, current_grad(i).detach(), reciprocal_world(divisor_));
+}
+
+void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
+  if (step_in_progress()) fail(DDP_E_STATE, "set_comm_hook: a step is in progress; call it between steps");
+  hook_ = std::move(hook);
+}
+
+int Reducer::count_active(bool active) {
+  at::Tensor t = at::full({1}, active ? 1 : 0, at::TensorOptions().dtype(at::kLong));
+  all_reduce(group_, t, ReduceOp::Sum)->wait();
+  return static_cast<int>(t.item<int64_t>());
+}
+
+void Reducer::begin_step_if_needed() {
+  if (step_begun_) return;
+  step_begun_ = true;
+  divisor_ = opts_.join_enabled ? count_active(true) : group_.size();
+}
+
+void Reducer::join() {
+  if (!opts_.join_enabled) fail(DDP_E_STATE, "join: create the reducer with join_enabled on every rank");
+  if (step_in_progress()) fail(DDP_E_STATE, "join: a step is in progress; finish it first");
+  // Shadow the others: each of their steps is one count plus the buckets in order.
+  while (count_active(false) > 0) {
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      buckets_[b].flat.zero_();
+      if (hook_) {
+        BucketView v{buckets_[b].flat, b, b + 1 == buckets_.size(), 1};
+        hook_->run(group_, v)->wait();
+      } else {
+        all_reduce(group_, buckets_[b].flat, ReduceOp::Sum)->wait();
+      }
+    }
+  }
 }
 
 void Reducer::mark_ready(size_t i) {
@@ -151,6 +190,7 @@ void Reducer::mark_ready(size_t i) {
                                    " gradients");
   if (!sync_) return;  // no_sync: gradients accumulate locally
   if (ready_[i]) fail(DDP_E_STATE, "mark_ready: gradient " + std::to_string(i) + " was already marked ready in this step");
+  begin_step_if_needed();
   ready_[i] = 1;
   copy_in(i);
   Bucket& b = buckets_[bucket_of_[i]];
@@ -160,13 +200,19 @@ void Reducer::mark_ready(size_t i) {
 void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
-    b.work = all_reduce(group_, b.flat, ReduceOp::Sum);
+    if (hook_) {
+      BucketView v{b.flat, next_bucket_, next_bucket_ + 1 == buckets_.size(), divisor_};
+      b.work = hook_->run(group_, v);
+    } else {
+      b.work = all_reduce(group_, b.flat, ReduceOp::Sum);
+    }
     ++next_bucket_;
   }
 }
 
 void Reducer::finish() {
   if (!sync_) return;
+  begin_step_if_needed();
   std::vector<size_t> unready;
   for (size_t i = 0; i < ready_.size(); ++i)
     if (!ready_[i]) unready.push_back(i);
@@ -202,6 +248,7 @@ void Reducer::finish() {
 }
 
 void Reducer::reset_step() {
+  step_begun_ = false;
   std::fill(ready_.begin(), ready_.end(), 0);
   for (auto& b : buckets_) b.pending = b.indices.size();
   next_bucket_ = 0;

@@ -15,6 +15,7 @@
 
 #include "comm/collectives.h"
 #include "comm/group.h"
+#include "ddp/comm_hook_slot.h"
 
 namespace ddp {
 
@@ -27,6 +28,11 @@ struct ReducerOptions {
   // The parameters are LibTorch leaves: their .grad() is the gradient, and
   // autograd hooks mark them ready and end the step (see autograd_hooks.h).
   bool autograd_hooks = false;
+  // Uneven inputs (PyTorch's Join): each synchronised step starts with a
+  // small all-reduce counting the ranks still training, so that ranks that
+  // ran out of data can join() and shadow the others' reductions. Every rank
+  // must use the same setting.
+  bool join_enabled = false;
 };
 
 class AutogradHooks;
@@ -44,6 +50,11 @@ class Reducer {
   void mark_ready(size_t index);
   void finish();
   void set_sync(bool enabled) { sync_ = enabled; }
+  // nullptr: the built-in path (PyTorch's reducer without a hook).
+  void set_comm_hook(std::shared_ptr<CommHook> hook);
+  // This rank has no more data: shadow the other ranks' steps (count 0,
+  // zero buckets) until every rank has joined. Needs join_enabled.
+  void join();
   bool sync() const { return sync_; }
 
   size_t size() const { return grads_.size(); }
@@ -68,6 +79,8 @@ class Reducer {
   void copy_in(size_t i);
   void launch_ready_buckets();
   void reset_step();
+  void begin_step_if_needed();      // the join count, once per synchronised step
+  int count_active(bool active);    // the join all-reduce
 
   // The gradient buffer of parameter i for this step: the caller's buffer,
   // or (autograd_hooks) the parameter's current .grad().
@@ -83,6 +96,9 @@ class Reducer {
   std::vector<char> ready_;
   size_t next_bucket_ = 0;  // buckets launch strictly in order: every rank issues the same collectives
   bool sync_ = true;
+  bool step_begun_ = false;
+  int divisor_ = 1;  // ranks averaged over in this step
+  std::shared_ptr<CommHook> hook_;
 };
 
 }  // namespace ddp

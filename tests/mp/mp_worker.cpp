@@ -599,6 +599,110 @@ void scenario_reducer() {
   ddp_group_free(g);
 }
 
+// Uneven inputs: rank r has {3, 5, 8}[r % 3] batches, joins when out of
+// data; every step's average is over the ranks still training, and the
+// final parameters equal a reference computed from the same batches.
+void scenario_join() {
+  ddp_group* g = join(60000);
+  int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  const int kBatches[3] = {3, 5, 8};
+  auto batches_of = [&](int r) { return kBatches[r % 3]; };
+  const std::vector<size_t> sizes = {4000, 3, 70000, 129};
+  const size_t n = sizes.size();
+  std::vector<std::vector<float>> params(n), grads(n);
+  std::vector<ddp_tensor*> pt(n), gt(n);
+  for (size_t i = 0; i < n; ++i) {
+    params[i].assign(sizes[i], 1.0f);
+    grads[i].assign(sizes[i], 0.0f);
+    int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
+    WOK(ddp_tensor_from_blob(&pt[i], params[i].data(), DDP_FLOAT32, shape, 1));
+    WOK(ddp_tensor_from_blob(&gt[i], grads[i].data(), DDP_FLOAT32, shape, 1));
+  }
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.join_enabled = 1;
+  o.first_bucket_mb = 0.01;
+  o.bucket_cap_mb = 0.1;
+  ddp_reducer* red = nullptr;
+  WOK(ddp_reducer_new(&red, g, pt.data(), gt.data(), n, &o));
+  const float lr = 0.125f;
+  for (int step = 0; step < batches_of(rank); ++step) {
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < sizes[i]; ++k) grads[i][k] = grad_value(rank, i, k, step);
+    for (size_t i = n; i-- > 0;) WOK(ddp_reducer_mark_ready(red, i));
+    WOK(ddp_reducer_finish(red));
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < sizes[i]; ++k) params[i][k] -= lr * grads[i][k];
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  WOK(ddp_reducer_join(red));
+  WCHECK(seconds_since(t0) < 30, "join took %.1f s", seconds_since(t0));
+  int max_steps = 0;
+  for (int r = 0; r < world; ++r) max_steps = std::max(max_steps, batches_of(r));
+  int bad = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < sizes[i] && bad < 3; ++k) {
+      double p = 1.0;
+      for (int step = 0; step < max_steps; ++step) {
+        double sum = 0;
+        int active = 0;
+        for (int r = 0; r < world; ++r)
+          if (step < batches_of(r)) sum += grad_value(r, i, k, step), ++active;
+        // a rank's own parameters move only while it trains
+        if (step < batches_of(rank)) p -= lr * (sum / active);
+      }
+      if (std::fabs(params[i][k] - p) > 1e-4 * std::max(1.0, std::fabs(p))) {
+        ++bad;
+        WCHECK(false, "param %zu[%zu] = %.7g, reference %.7g", i, k, params[i][k], p);
+      }
+    }
+  ddp_reducer_free(red);
+  for (size_t i = 0; i < n; ++i) {
+    ddp_tensor_free(pt[i]);
+    ddp_tensor_free(gt[i]);
+  }
+  ddp_group_free(g);
+}
+
+// The comm hook slot with PyTorch's allreduce hook: the same averages.
+void scenario_allreduce_hook() {
+  ddp_group* g = join(60000);
+  int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  const std::vector<size_t> sizes = {1000, 7, 300000};
+  std::vector<std::vector<float>> grads(sizes.size());
+  std::vector<ddp_tensor*> gt(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    grads[i].assign(sizes[i], 0.0f);
+    int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
+    WOK(ddp_tensor_from_blob(&gt[i], grads[i].data(), DDP_FLOAT32, shape, 1));
+  }
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.broadcast_parameters = 0;
+  o.first_bucket_mb = 0.001;
+  ddp_reducer* red = nullptr;
+  WOK(ddp_reducer_new(&red, g, nullptr, gt.data(), sizes.size(), &o));
+  ddp_comm_hook* hook = nullptr;
+  WOK(ddp_comm_hook_allreduce(&hook));
+  WOK(ddp_reducer_set_comm_hook(red, hook));
+  ddp_comm_hook_free(hook);  // the reducer keeps its own reference
+  for (int step = 0; step < 2; ++step) {
+    for (size_t i = 0; i < sizes.size(); ++i)
+      for (size_t k = 0; k < sizes[i]; ++k) grads[i][k] = grad_value(rank, i, k, step);
+    for (size_t i = 0; i < sizes.size(); ++i) WOK(ddp_reducer_mark_ready(red, i));
+    WOK(ddp_reducer_finish(red));
+    for (size_t i = 0; i < sizes.size(); ++i)
+      for (size_t k = 0; k < sizes[i]; k += 97) {
+        double sum = 0;
+        for (int r = 0; r < world; ++r) sum += grad_value(r, i, k, step);
+        WCHECK(grads[i][k] == static_cast<float>(sum / world), "hook avg %zu[%zu]: %g vs %g", i, k, grads[i][k],
+               sum / world);
+      }
+  }
+  WCHECK(ddp_reducer_join(red) == DDP_E_STATE, "join without join_enabled");
+  ddp_reducer_free(red);
+  for (auto* t : gt) ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -622,6 +726,8 @@ int main(int argc, char** argv) {
       {"die_first_round", scenario_die_first_round},
       {"sleep", scenario_sleep},
       {"reducer", scenario_reducer},
+      {"join", scenario_join},
+      {"allreduce_hook", scenario_allreduce_hook},
   };
   auto it = scenarios.find(argv[1]);
   if (it == scenarios.end()) {

@@ -52,7 +52,11 @@ TEST_P(Worlds, PeerKilledMidAllReduceGivesPeerFailed) {
 
 TEST_P(Worlds, ReducerAveragesCallerOwnedGradients) { expect_all_ok(run(GetParam(), "reducer")); }
 
+TEST_P(Worlds, ReducerWithTheAllreduceCommHook) { expect_all_ok(run(GetParam(), "allreduce_hook")); }
+
 INSTANTIATE_TEST_SUITE_P(Ranks, Worlds, ::testing::Values(2, 4));
+
+TEST(Reducer, JoinWithThreeFiveAndEightBatches) { expect_all_ok(run(3, "join", {}, 120)); }
 
 TEST(Collectives, StoppedRankGivesTimeoutWithinTwiceTheTimeout) {
   auto res = run(3, "stall", {"DDP_TEST_TIMEOUT_MS=5000", "DDP_TEST_VICTIM=1"}, 60);

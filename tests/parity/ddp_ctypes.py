@@ -15,7 +15,8 @@ SUM, MEAN, MIN, MAX, PRODUCT = range(5)
 class ReducerOptions(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("bucket_cap_mb", ctypes.c_double), ("first_bucket_mb", ctypes.c_double),
                 ("find_unused_parameters", ctypes.c_int), ("gradient_as_bucket_view", ctypes.c_int),
-                ("broadcast_parameters", ctypes.c_int)]
+                ("broadcast_parameters", ctypes.c_int), ("autograd_hooks", ctypes.c_int),
+                ("join_enabled", ctypes.c_int)]
 
 
 class DDPError(RuntimeError):
@@ -76,7 +77,7 @@ class Lib:
         gh = [self.wrap(g) for g in grads]
         parr = (ctypes.c_void_p * len(ph))(*[h.value for h in ph]) if ph else None
         garr = (ctypes.c_void_p * len(gh))(*[h.value for h in gh])
-        opts = ReducerOptions(1, cap_mb, first_mb, int(find_unused), 0, int(broadcast))
+        opts = ReducerOptions(1, cap_mb, first_mb, int(find_unused), 0, int(broadcast), 0, 0)
         r = ctypes.c_void_p()
         self.check(self.lib.ddp_reducer_new(ctypes.byref(r), group, parr, garr, len(gh), ctypes.byref(opts)),
                    "reducer_new")

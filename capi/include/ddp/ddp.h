@@ -15,6 +15,7 @@
 #include "ddp/group.h"
 #include "ddp/collectives.h"
 #include "ddp/launch.h"
+#include "ddp/comm_hook.h"
 #include "ddp/reducer.h"
 
 #endif /* DDP_DDP_H */

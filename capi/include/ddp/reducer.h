@@ -19,6 +19,7 @@
 #ifndef DDP_REDUCER_H
 #define DDP_REDUCER_H
 
+#include "ddp/comm_hook.h"
 #include "ddp/common.h"
 #include "ddp/group.h"
 #include "ddp/tensor.h"
@@ -45,9 +46,16 @@ typedef struct ddp_reducer_options {
    * .grad()s, as with PyTorch's DistributedDataParallel.
    */
   int autograd_hooks;
+  /**
+   * 1: uneven inputs (PyTorch's Join). Every synchronised step starts with a
+   * small all-reduce counting the ranks still training; a rank out of data
+   * calls ddp_reducer_join, and averages are taken over the ranks still
+   * training. Every rank must use the same setting.
+   */
+  int join_enabled;
 } ddp_reducer_options;
 
-#define DDP_REDUCER_OPTIONS_INIT {DDP_REDUCER_OPTIONS_VERSION, 25.0, 1.0, 0, 0, 1, 0}
+#define DDP_REDUCER_OPTIONS_INIT {DDP_REDUCER_OPTIONS_VERSION, 25.0, 1.0, 0, 0, 1, 0, 0}
 
 /** Fills @p opts with the defaults of @p version. */
 DDP_API ddp_status ddp_reducer_options_init(ddp_reducer_options *opts, unsigned int version);
@@ -93,6 +101,21 @@ DDP_API ddp_status ddp_reducer_finish(ddp_reducer *r);
  * synchronised step reduces the accumulated sum (PyTorch's no_sync).
  */
 DDP_API ddp_status ddp_reducer_set_sync(ddp_reducer *r, int enabled);
+
+/**
+ * This rank has run out of data (uneven inputs; needs join_enabled). Shadows
+ * the steps of the ranks still training (contributing nothing) and returns
+ * once every rank has joined. Call it between steps.
+ */
+DDP_API ddp_status ddp_reducer_join(ddp_reducer *r);
+
+/**
+ * Sets the communication hook that reduces each bucket (NULL: the built-in
+ * path, PyTorch's reducer without a hook). The reducer keeps its own
+ * reference; @p hook may be freed afterwards. Call between steps, with the
+ * same kind of hook on every rank.
+ */
+DDP_API ddp_status ddp_reducer_set_comm_hook(ddp_reducer *r, const ddp_comm_hook *hook);
 
 /** @return the number of buckets, 0 for an invalid handle. */
 DDP_API size_t ddp_reducer_bucket_count(const ddp_reducer *r);
