@@ -1,0 +1,118 @@
+// DDP step time from C++: a torch::nn model trained with libddp at 2 ranks
+// (one process per rank, started by ddprun). Rank 0 prints one JSON line.
+//   bench_ddp_step <mlp|conv> <bucket_cap_mb> <overlap|no-overlap|no-comm> [steps]
+// overlap:    ddp::DistributedDataParallel (autograd hooks: buckets reduce during backward)
+// no-overlap: the same reducer fed after backward (mark all, finish): comm after compute
+// no-comm:    no reduction at all (compute only), to size the communication
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "ddp/torch.hpp"
+
+namespace {
+struct Mlp : torch::nn::Module {  // ~9.4 M parameters
+  torch::nn::Sequential net{torch::nn::Linear(1024, 2048), torch::nn::ReLU(), torch::nn::Linear(2048, 2048),
+                            torch::nn::ReLU(), torch::nn::Linear(2048, 1536), torch::nn::ReLU(),
+                            torch::nn::Linear(1536, 10)};
+  Mlp() { register_module("net", net); }
+  torch::Tensor forward(torch::Tensor x) { return net->forward(x); }
+};
+
+struct Conv : torch::nn::Module {  // a small conv net on 32x32 images
+  torch::nn::Conv2d c1{torch::nn::Conv2dOptions(3, 32, 3).padding(1)};
+  torch::nn::Conv2d c2{torch::nn::Conv2dOptions(32, 64, 3).padding(1)};
+  torch::nn::Linear fc{64 * 8 * 8, 10};
+  Conv() {
+    register_module("c1", c1);
+    register_module("c2", c2);
+    register_module("fc", fc);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(c1(x)), 2);
+    x = torch::max_pool2d(torch::relu(c2(x)), 2);
+    return fc(x.flatten(1));
+  }
+};
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_name = argc > 1 ? argv[1] : "mlp";
+  double cap = argc > 2 ? std::atof(argv[2]) : 25;
+  std::string mode = argc > 3 ? argv[3] : "overlap";
+  int steps = argc > 4 ? std::atoi(argv[4]) : 30;
+  torch::set_num_threads(1);
+  ddp_group* group = nullptr;
+  ddp::check(ddp_group_init(&group, nullptr, nullptr), "ddp_group_init");
+  int rank = ddp_group_rank(group);
+
+  torch::manual_seed(0);
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(torch::Tensor)> forward;
+  std::vector<int64_t> in_shape;
+  if (model_name == "mlp") {
+    auto m = std::make_shared<Mlp>();
+    module = m;
+    forward = [m](torch::Tensor x) { return m->forward(x); };
+    in_shape = {32, 1024};
+  } else {
+    auto m = std::make_shared<Conv>();
+    module = m;
+    forward = [m](torch::Tensor x) { return m->forward(x); };
+    in_shape = {32, 3, 32, 32};
+  }
+  auto params = module->parameters();
+  int64_t nparams = 0;
+  for (auto& p : params) nparams += p.numel();
+
+  ddp_reducer_options opts = DDP_REDUCER_OPTIONS_INIT;
+  opts.bucket_cap_mb = cap;
+  std::unique_ptr<ddp::DistributedDataParallel> hooked;
+  ddp_reducer* manual = nullptr;
+  std::vector<ddp_tensor*> grad_handles;
+  if (mode == "overlap") {
+    hooked = std::make_unique<ddp::DistributedDataParallel>(group, params, opts);
+  } else if (mode == "no-overlap") {
+    for (auto& p : params) {
+      p.mutable_grad() = torch::zeros_like(p);
+      ddp_tensor* h = nullptr;
+      ddp::check(ddp_tensor_from_aten(&h, &p.grad()), "from_aten");
+      grad_handles.push_back(h);
+    }
+    opts.broadcast_parameters = 0;
+    ddp::check(ddp_reducer_new(&manual, group, nullptr, grad_handles.data(), grad_handles.size(), &opts), "reducer");
+  }
+  torch::optim::SGD opt(params, torch::optim::SGDOptions(0.01));
+  auto x = torch::randn(in_shape);
+  auto y = torch::randint(0, 10, {in_shape[0]});
+  std::vector<double> ms;
+  for (int s = 0; s < steps + 3; ++s) {
+    ddp_barrier(group);  // steps start together
+    auto t0 = std::chrono::steady_clock::now();
+    for (auto& p : params)
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    auto loss = torch::nn::functional::cross_entropy(forward(x), y);
+    loss.backward();
+    if (manual) {
+      for (size_t i = params.size(); i-- > 0;) ddp::check(ddp_reducer_mark_ready(manual, i), "mark_ready");
+      ddp::check(ddp_reducer_finish(manual), "finish");
+    }
+    opt.step();
+    double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (s >= 3) ms.push_back(el);
+  }
+  std::sort(ms.begin(), ms.end());
+  if (rank == 0)
+    std::printf("{\"impl\": \"libddp-c++\", \"model\": \"%s\", \"params\": %lld, \"bucket_cap_mb\": %g, \"mode\": \"%s\", "
+                "\"step_ms_p50\": %.2f, \"step_ms_p90\": %.2f}\n",
+                model_name.c_str(), (long long)nparams, cap, mode.c_str(), ms[ms.size() / 2], ms[ms.size() * 9 / 10]);
+  ddp_reducer_free(manual);
+  for (auto* h : grad_handles) ddp_tensor_free(h);
+  hooked.reset();
+  ddp_group_free(group);
+  return 0;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# DDP step time at 2 ranks (OMP_NUM_THREADS=1 each), in one run: libddp from
+# C++ (ddp::DistributedDataParallel), PyTorch DDP from Python, Lightning's
+# Trainer(strategy="ddp", accelerator="cpu", devices=2); an MLP (~9.4 M
+# parameters) and a small conv net; libddp and PyTorch at bucket caps
+# 1/5/25/100 MB; libddp with overlap, without overlap, and without
+# communication (to size what overlap hides).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+"$here/scripts/build.sh" >/dev/null
+build="${DDP_BUILD_DIR:-$here/build}"
+py="$here/.venv/bin/python"
+steps=${STEPS:-20}
+out=$(mktemp)
+export OMP_NUM_THREADS=1
+run() { "$build/tools/ddprun" --standalone --nproc-per-node 2 --local-ranks-filter 0 --python "$py" "$@" \
+          | sed -n 's/^\[rank0\]: \({.*}\)$/\1/p' >>"$out"; }
+for model in mlp conv; do
+  for cap in 1 5 25 100; do
+    run "$build/bench/bench_ddp_step" "$model" "$cap" overlap "$steps"
+    run "$here/bench/bench_ddp_step_torch.py" "$model" "$cap" "$steps"
+  done
+  run "$build/bench/bench_ddp_step" "$model" 25 no-overlap "$steps"
+  run "$build/bench/bench_ddp_step" "$model" 25 no-comm "$steps"
+  "$py" "$here/bench/bench_ddp_step_lightning.py" "$model" "$steps" 2>/dev/null | grep '^{' >>"$out" || true
+done
+"$py" - "$out" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def get(impl, model, cap=25, mode="overlap"):
+    for r in rows:
+        if r["impl"] == impl and r["model"] == model and float(r["bucket_cap_mb"]) == cap and r["mode"] == mode:
+            return r["step_ms_p50"]
+print(f"{'model':6} {'impl':18} {'cap MB':>6} {'mode':11} {'p50 ms':>8} {'p90 ms':>8}")
+for r in rows:
+    print(f"{r['model']:6} {r['impl']:18} {float(r['bucket_cap_mb']):6g} {r['mode']:11} {r['step_ms_p50']:8.2f} {r['step_ms_p90']:8.2f}")
+print()
+for m in ("mlp", "conv"):
+    lib, ddp, pl = get("libddp-c++", m), get("pytorch-ddp", m), get("lightning-trainer", m)
+    noov, nocomm = get("libddp-c++", m, mode="no-overlap"), get("libddp-c++", m, mode="no-comm")
+    line = f"{m}: libddp / PyTorch DDP = {lib / ddp:.3f}"
+    if pl:
+        line += f"; Lightning / libddp = {pl / lib:.3f}"
+    if noov and nocomm and noov > nocomm:
+        line += (f"; communication {noov - nocomm:.1f} ms/step, overlap hides "
+                 f"{100 * (noov - lib) / (noov - nocomm):.0f}% of it")
+    print(line)
+PY
+rm -f "$out"
