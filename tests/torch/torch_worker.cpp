@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
   opts.first_bucket_mb = 0.01;
   opts.bucket_cap_mb = 0.02;
   opts.find_unused_parameters = with_unused;
-  ddp::DistributedDataParallel ddp_model(group, model.parameters(), opts);
+  auto stats = torch::full({3}, static_cast<float>(rank + 5));  // a module buffer
+  ddp::DistributedDataParallel ddp_model(group, model.parameters(), opts, {stats});
+  TCHECK(stats[0].item<float>() == 5.0f, "buffer not broadcast from rank 0: %g", stats[0].item<float>());
   TCHECK(ddp_reducer_bucket_count(ddp_model.reducer()) >= 2, "buckets %zu", ddp_reducer_bucket_count(ddp_model.reducer()));
 
   // Bit for bit on 2 ranks, where a + b is the whole sum. On more ranks

@@ -37,10 +37,27 @@ inline void check(ddp_status s, const char* what) {
 
 class DistributedDataParallel {
  public:
-  /** @param group borrowed, must outlive this object. */
+  /**
+   * @param group    borrowed, must outlive this object.
+   * @param params   the module's parameters (leaf tensors that require grad).
+   * @param opts     reducer options (autograd_hooks is set here).
+   * @param buffers  the module's buffers (e.g. BatchNorm statistics): rank 0's
+   *                 are broadcast at creation when opts.broadcast_parameters is
+   *                 on, as PyTorch DDP does.
+   */
   DistributedDataParallel(ddp_group* group, const std::vector<at::Tensor>& params,
-                          ddp_reducer_options opts = ddp_reducer_options DDP_REDUCER_OPTIONS_INIT) {
+                          ddp_reducer_options opts = ddp_reducer_options DDP_REDUCER_OPTIONS_INIT,
+                          const std::vector<at::Tensor>& buffers = {}) {
     opts.autograd_hooks = 1;
+    if (opts.broadcast_parameters) {
+      for (const auto& b : buffers) {
+        ddp_tensor* h = nullptr;
+        check(ddp_tensor_from_aten(&h, &b), "ddp_tensor_from_aten");
+        ddp_status s = ddp_broadcast(group, h, 0);
+        ddp_tensor_free(h);
+        check(s, "broadcast of a module buffer");
+      }
+    }
     std::vector<ddp_tensor*> handles;
     try {
       for (const auto& p : params) {
