@@ -34,7 +34,6 @@ ddp_status ddp_group_init(ddp_group** out, const ddp_env* env, const ddp_group_o
                             : ddp::detect_cluster_env(ddp::process_env_lookup());
     auto h = std::make_unique<ddp_group>();
     h->group = ddp::Group::init(e, o);
-    h->local_world_size = e.local_world_size;
     hand_out(out, std::move(h));
   });
 }
@@ -47,7 +46,6 @@ ddp_status ddp_group_new_subgroups(ddp_group* parent, int group_size, ddp_group*
     ddp::check_arg(group_size >= 0, "group_size " + std::to_string(group_size) + " is negative");
     auto h = std::make_unique<ddp_group>();
     h->group = p->group->new_subgroup(group_size);
-    h->local_world_size = h->group->size();
     hand_out(out, std::move(h));
   });
 }

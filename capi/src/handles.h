@@ -28,7 +28,6 @@ struct ddp_env {
 
 struct ddp_group {
   std::unique_ptr<ddp::Group> group;
-  int local_world_size = 1;
 };
 
 struct ddp_work {

@@ -63,7 +63,7 @@ class Reducer {
   // The gradient buffer of parameter i (a bucket view with gradient_as_bucket_view).
   const at::Tensor& gradient(size_t i) const;
 
-  // Called by the autograd hooks when backward starts marking gradients.
+  // Some gradient of the current step is marked ready already.
   bool step_in_progress() const;
 
  private:

@@ -22,8 +22,6 @@
 #include "launch/ddprun_args.h"
 #include "launch/supervisor.h"
 
-extern char** environ;
-
 namespace ddp::launch {
 namespace {
 
@@ -97,16 +95,7 @@ std::vector<std::string> worker_env(const DdprunArgs& a, int local_rank, int por
       {"TORCHELASTIC_USE_AGENT_STORE", "True"},
   };
   if (!std::getenv("OMP_NUM_THREADS") && a.nproc_per_node > 1) set.push_back({"OMP_NUM_THREADS", "1"});
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    std::string key = kv.substr(0, kv.find('='));
-    bool overridden = key == "TORCHELASTIC_ERROR_FILE" || key == "DDP_MASTER_LISTEN_FD";
-    for (auto& s : set) overridden |= s.first == key;
-    if (!overridden) env.push_back(kv);
-  }
-  for (auto& s : set) env.push_back(s.first + "=" + s.second);
-  return env;
+  return child_environment(set, {"TORCHELASTIC_ERROR_FILE", "DDP_MASTER_LISTEN_FD"});
 }
 
 struct Failure {

@@ -12,8 +12,6 @@
 
 #include "common/error.h"
 
-extern char** environ;
-
 namespace ddp::launch {
 namespace {
 
@@ -79,18 +77,9 @@ std::vector<std::string> worker_env(const SpawnOptions& o, int rank, int port, i
   };
   if (!std::getenv("OMP_NUM_THREADS")) set.push_back({"OMP_NUM_THREADS", "1"});
   if (rank == 0) set.push_back({"DDP_MASTER_LISTEN_FD", std::to_string(listen_fd)});
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    std::string key = kv.substr(0, kv.find('='));
-    // A launcher above us (ddprun, torchrun) told its own workers to use its
-    // store; our workers have their own rank 0 store instead.
-    bool overridden = key == "DDP_MASTER_LISTEN_FD" || key == "TORCHELASTIC_USE_AGENT_STORE";
-    for (auto& s : set) overridden |= s.first == key;
-    if (!overridden) env.push_back(kv);
-  }
-  for (auto& s : set) env.push_back(s.first + "=" + s.second);
-  return env;
+  // A launcher above us (ddprun, torchrun) told its own workers to use its
+  // store; our workers have their own rank 0 store instead.
+  return child_environment(set, {"DDP_MASTER_LISTEN_FD", "TORCHELASTIC_USE_AGENT_STORE"});
 }
 
 [[noreturn]] void run_worker_and_exit(const WorkerBody& body, const std::string& dir) {

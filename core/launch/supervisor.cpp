@@ -12,11 +12,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "common/error.h"
+
+extern char** environ;
 
 namespace ddp::launch {
 namespace {
@@ -182,6 +185,20 @@ std::string JobResult::summary() const {
     o << ";";
   }
   return o.str();
+}
+
+std::vector<std::string> child_environment(const std::vector<std::pair<std::string, std::string>>& set,
+                                           const std::vector<std::string>& drop) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    bool replaced = std::find(drop.begin(), drop.end(), key) != drop.end();
+    for (auto& s : set) replaced |= s.first == key;
+    if (!replaced) env.push_back(kv);
+  }
+  for (auto& s : set) env.push_back(s.first + "=" + s.second);
+  return env;
 }
 
 int thread_count() {

@@ -72,6 +72,11 @@ struct SupervisorOptions {
 // already started are killed first.
 JobResult run_job(const std::vector<ChildSpec>& children, const SupervisorOptions& opts);
 
+// This process's environment with `set` applied on top and the variables
+// named in `drop` removed: what a launcher hands its workers.
+std::vector<std::string> child_environment(const std::vector<std::pair<std::string, std::string>>& set,
+                                           const std::vector<std::string>& drop);
+
 // "SIGKILL" for 9, and so on.
 std::string signal_name(int sig);
 

@@ -1,7 +1,6 @@
 // ddprun: torchrun's flags and environment, supervision, restarts, signals,
 // two nodes on one machine, and no process left behind.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -120,15 +119,9 @@ TEST(Ddprun, SigtermEndsWorkersWithExitCode143) {
 }
 
 TEST(Ddprun, MasterPortInUseIsAClearError) {
-  int fd = socket(AF_INET6, SOCK_STREAM, 0);
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_addr = in6addr_any;
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  listen(fd, 1);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  std::string port = std::to_string(ntohs(a.sin6_port));
+  int bound = 0;
+  int fd = ddptest::occupy_port(&bound);
+  std::string port = std::to_string(bound);
   auto o = ddprun_run({"--nproc-per-node", "2", "--master-port", port, worker(), "collectives"});
   close(fd);
   EXPECT_EQ(o.r.exit_code, 1) << o.r.output;

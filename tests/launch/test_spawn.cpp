@@ -1,8 +1,6 @@
 // ddp_spawn from a C program: popen and fork, results, failures, timeouts,
 // and never a process left behind.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
@@ -85,15 +83,8 @@ TEST(Spawn, JobTimeoutStopsEveryWorker) {
 }
 
 TEST(Spawn, MasterPortInUseIsAClearError) {
-  int fd = socket(AF_INET6, SOCK_STREAM, 0);
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_addr = in6addr_any;
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  listen(fd, 1);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin6_port);
+  int port = 0;
+  int fd = ddptest::occupy_port(&port);
   auto o = run({"port", std::to_string(port)});
   close(fd);
   EXPECT_TRUE(has(o.r.output, "status=i/o error")) << o.r.output;

@@ -23,6 +23,10 @@ struct RunResult {
 // A free TCP port on 127.0.0.1 (bound with port 0, then released).
 int free_port();
 
+// Binds and listens on a free port (every interface, IPv4 and IPv6), to
+// make "port in use" happen; returns the fd (close it) and sets *port.
+int occupy_port(int* port);
+
 // Spawns `world` copies of `argv` with MASTER_ADDR/MASTER_PORT/WORLD_SIZE/
 // RANK/LOCAL_RANK/OMP_NUM_THREADS set, plus `env` ("K=V"). Ranks in `skip`
 // are not started. After `limit_s` every survivor is SIGKILLed.
