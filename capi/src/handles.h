@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/collectives.h"
+#include "ddp/comm_hook.h"
 #include "comm/group.h"
 #include "env/cluster_env.h"
 #include "fence.h"
@@ -39,10 +40,13 @@ class Reducer;
 class CommHook;
 }
 struct ddp_comm_hook {
-  std::shared_ptr<ddp::CommHook> hook;
+  std::shared_ptr<ddp::CommHook> hook;  // unset for a custom hook until bound to a reducer's group
+  ddp_comm_hook_fn fn = nullptr;
+  void* user_data = nullptr;
 };
 struct ddp_reducer {
   std::unique_ptr<ddp::Reducer> reducer;
+  ddp_group* group = nullptr;  // borrowed: custom C hooks are called with it
   ~ddp_reducer();
 };
 

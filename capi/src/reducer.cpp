@@ -6,6 +6,10 @@
 
 using namespace ddp::capi;
 
+namespace ddp::capi {
+std::shared_ptr<ddp::CommHook> bind_hook(const ddp_comm_hook* h, ddp_group* group);
+}
+
 ddp_reducer::~ddp_reducer() = default;
 
 extern "C" {
@@ -50,6 +54,7 @@ ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* cons
     }
     auto h = std::make_unique<ddp_reducer>();
     h->reducer = std::make_unique<ddp::Reducer>(*g->group, std::move(p), std::move(gr), o);
+    h->group = g;
     hand_out(out, std::move(h));
   });
 }
@@ -73,21 +78,11 @@ ddp_status ddp_reducer_join(ddp_reducer* r) {
 ddp_status ddp_reducer_set_comm_hook(ddp_reducer* r, const ddp_comm_hook* hook) {
   return fence([&] {
     auto* red = require(r, "reducer");
-    red->reducer->set_comm_hook(hook ? require(hook, "hook")->hook : nullptr);
+    red->reducer->set_comm_hook(hook ? bind_hook(require(hook, "hook"), red->group) : nullptr);
   });
 }
 
-ddp_status ddp_comm_hook_allreduce(ddp_comm_hook** out) {
-  if (!out) return invalid("ddp_comm_hook_allreduce: out is NULL");
-  *out = nullptr;
-  return fence([&] {
-    auto h = std::make_unique<ddp_comm_hook>();
-    h->hook = ddp::make_allreduce_hook();
-    hand_out(out, std::move(h));
-  });
-}
 
-void ddp_comm_hook_free(ddp_comm_hook* hook) { release(hook); }
 
 size_t ddp_reducer_bucket_count(const ddp_reducer* r) { return live(r) ? r->reducer->bucket_count() : 0; }
 

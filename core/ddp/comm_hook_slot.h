@@ -16,7 +16,15 @@ struct BucketView {
   size_t index = 0;   // bucket index
   bool is_last = false;
   int divisor = 1;    // ranks whose gradients are averaged (the group size, or the ranks not joined)
+  // Per gradient in the bucket: its parameter index, element offset in
+  // `flat`, and shape (for hooks that treat each gradient as a matrix).
+  std::vector<size_t> param_indices;
+  std::vector<int64_t> offsets;
+  std::vector<std::vector<int64_t>> shapes;
 };
+
+// A Pending that is already complete (hooks that do not communicate).
+PendingPtr completed(Group& group, const char* op);
 
 class CommHook {
  public:
@@ -26,5 +34,8 @@ class CommHook {
 
 // PyTorch's allreduce_hook: divide by the group size, then SUM.
 std::shared_ptr<CommHook> make_allreduce_hook();
+
+// Runs `inner` and then `after` (on the waiting thread) when it completes.
+PendingPtr then(Group& group, const char* op, PendingPtr inner, std::function<void()> after);
 
 }  // namespace ddp

@@ -151,6 +151,19 @@ void Reducer::copy_in(size_t i) {
   else at::mul_out(view, current_grad(i).detach(), reciprocal_world(divisor_));
 }
 
+BucketView Reducer::view_of(size_t b) const {
+  const Bucket& bucket = buckets_[b];
+  BucketView v;
+  v.flat = bucket.flat;
+  v.index = b;
+  v.is_last = b + 1 == buckets_.size();
+  v.divisor = divisor_;
+  v.param_indices = bucket.indices;
+  v.offsets = bucket.offsets;
+  for (size_t i : bucket.indices) v.shapes.emplace_back(grads_[i].sizes().begin(), grads_[i].sizes().end());
+  return v;
+}
+
 void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
   if (step_in_progress()) fail(DDP_E_STATE, "set_comm_hook: a step is in progress; call it between steps");
   hook_ = std::move(hook);
@@ -176,8 +189,7 @@ void Reducer::join() {
     for (size_t b = 0; b < buckets_.size(); ++b) {
       buckets_[b].flat.zero_();
       if (hook_) {
-        BucketView v{buckets_[b].flat, b, b + 1 == buckets_.size(), 1};
-        hook_->run(group_, v)->wait();
+        hook_->run(group_, view_of(b))->wait();
       } else {
         all_reduce(group_, buckets_[b].flat, ReduceOp::Sum)->wait();
       }
@@ -201,8 +213,7 @@ void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
     if (hook_) {
-      BucketView v{b.flat, next_bucket_, next_bucket_ + 1 == buckets_.size(), divisor_};
-      b.work = hook_->run(group_, v);
+      b.work = hook_->run(group_, view_of(next_bucket_));
     } else {
       b.work = all_reduce(group_, b.flat, ReduceOp::Sum);
     }

@@ -81,6 +81,7 @@ class Reducer {
   void reset_step();
   void begin_step_if_needed();      // the join count, once per synchronised step
   int count_active(bool active);    // the join all-reduce
+  BucketView view_of(size_t b) const;
 
   // The gradient buffer of parameter i for this step: the caller's buffer,
   // or (autograd_hooks) the parameter's current .grad().

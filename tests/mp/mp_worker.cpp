@@ -703,6 +703,110 @@ void scenario_allreduce_hook() {
   ddp_group_free(g);
 }
 
+// A comm hook written in C: all-reduce the bucket, then average by hand.
+// Checks what the hook is told about the bucket (offsets, shapes).
+ddp_status c_hook(ddp_group* g, const ddp_comm_bucket* b, void* user) {
+  int* calls = static_cast<int*>(user);
+  ++*calls;
+  if (std::getenv("DDP_TEST_HOOK_FAILS_ON") && ddp_group_rank(g) == std::atoi(std::getenv("DDP_TEST_HOOK_FAILS_ON")))
+    return DDP_E_BACKEND;
+  int64_t total = 0;
+  for (size_t k = 0; k < b->num_params; ++k) {
+    int64_t numel = 1;
+    for (size_t d = 0; d < b->ndims[k]; ++d) numel *= b->shapes[k][d];
+    if (b->offsets[k] != total) return DDP_E_INTERNAL;
+    total += numel;
+  }
+  if (total != ddp_tensor_numel(b->buffer)) return DDP_E_INTERNAL;
+  ddp_status s = ddp_all_reduce(g, b->buffer, DDP_SUM);
+  if (s != DDP_OK) return s;
+  float* x = static_cast<float*>(ddp_tensor_data(b->buffer));
+  for (int64_t i = 0; i < total; ++i) x[i] /= static_cast<float>(b->divisor);
+  return DDP_OK;
+}
+
+void scenario_custom_hook() {
+  ddp_group* g = join(20000);
+  int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  const std::vector<size_t> sizes = {1000, 7, 300000};
+  std::vector<std::vector<float>> grads(sizes.size());
+  std::vector<ddp_tensor*> gt(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    grads[i].assign(sizes[i], 0.0f);
+    int64_t shape[2] = {1, static_cast<int64_t>(sizes[i])};
+    WOK(ddp_tensor_from_blob(&gt[i], grads[i].data(), DDP_FLOAT32, shape, 2));
+  }
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.broadcast_parameters = 0;
+  o.first_bucket_mb = 0.001;
+  ddp_reducer* red = nullptr;
+  WOK(ddp_reducer_new(&red, g, nullptr, gt.data(), sizes.size(), &o));
+  int calls = 0;
+  ddp_comm_hook* hook = nullptr;
+  WOK(ddp_comm_hook_custom(&hook, c_hook, &calls));
+  WOK(ddp_reducer_set_comm_hook(red, hook));
+  ddp_comm_hook_free(hook);
+  for (size_t i = 0; i < sizes.size(); ++i)
+    for (size_t k = 0; k < sizes[i]; ++k) grads[i][k] = grad_value(rank, i, k, 0);
+  for (size_t i = 0; i < sizes.size(); ++i) WOK(ddp_reducer_mark_ready(red, i));
+  bool expect_failure = std::getenv("DDP_TEST_HOOK_FAILS_ON") != nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_status st = ddp_reducer_finish(red);
+  if (expect_failure) {
+    // Rank 1's hook fails in mark_ready already; every other rank must fail
+    // too (within seconds, not at the 20 s timeout).
+    std::fprintf(stderr, "[rank %d] finish -> %s after %.2f s: %s\n", rank, ddp_status_string(st), seconds_since(t0),
+                 ddp_last_error_message());
+  } else {
+    WOK(st);
+    WCHECK(calls == static_cast<int>(ddp_reducer_bucket_count(red)), "hook calls %d", calls);
+    for (size_t i = 0; i < sizes.size(); ++i)
+      for (size_t k = 0; k < sizes[i]; k += 31) {
+        double sum = 0;
+        for (int r = 0; r < world; ++r) sum += grad_value(r, i, k, 0);
+        WCHECK(grads[i][k] == static_cast<float>(sum / world), "custom hook avg");
+      }
+  }
+  ddp_reducer_free(red);
+  for (auto* t : gt) ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
+// Rank 1's hook fails: every rank gets an error, quickly.
+void scenario_custom_hook_error() {
+  ddp_group* g = join(20000);
+  int rank = ddp_group_rank(g);
+  const size_t n = 4;
+  std::vector<std::vector<float>> grads(n, std::vector<float>(50000, 1.0f));
+  std::vector<ddp_tensor*> gt(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t shape[1] = {50000};
+    WOK(ddp_tensor_from_blob(&gt[i], grads[i].data(), DDP_FLOAT32, shape, 1));
+  }
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.broadcast_parameters = 0;
+  o.first_bucket_mb = 0.1;
+  o.bucket_cap_mb = 0.1;
+  ddp_reducer* red = nullptr;
+  WOK(ddp_reducer_new(&red, g, nullptr, gt.data(), n, &o));
+  int calls = 0;
+  ddp_comm_hook* hook = nullptr;
+  WOK(ddp_comm_hook_custom(&hook, c_hook, &calls));
+  WOK(ddp_reducer_set_comm_hook(red, hook));
+  ddp_comm_hook_free(hook);
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_status st = DDP_OK;
+  for (size_t i = 0; i < n && st == DDP_OK; ++i) st = ddp_reducer_mark_ready(red, i);
+  if (st == DDP_OK) st = ddp_reducer_finish(red);
+  double el = seconds_since(t0);
+  std::fprintf(stderr, "[rank %d] -> %s after %.2f s: %s\n", rank, ddp_status_string(st), el, ddp_last_error_message());
+  WCHECK(st != DDP_OK, "rank %d got no error", rank);
+  WCHECK(el < 10, "took %.2f s", el);
+  ddp_reducer_free(red);
+  for (auto* t : gt) ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -728,6 +832,8 @@ int main(int argc, char** argv) {
       {"reducer", scenario_reducer},
       {"join", scenario_join},
       {"allreduce_hook", scenario_allreduce_hook},
+      {"custom_hook", scenario_custom_hook},
+      {"custom_hook_error", scenario_custom_hook_error},
   };
   auto it = scenarios.find(argv[1]);
   if (it == scenarios.end()) {

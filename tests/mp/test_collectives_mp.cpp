@@ -56,6 +56,11 @@ TEST_P(Worlds, ReducerWithTheAllreduceCommHook) { expect_all_ok(run(GetParam(), 
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Worlds, ::testing::Values(2, 4));
 
+TEST(Reducer, CustomCHook) { expect_all_ok(run(2, "custom_hook")); }
+TEST(Reducer, CustomCHookErrorOnOneRankFailsEveryRank) {
+  expect_all_ok(run(3, "custom_hook_error", {"DDP_TEST_HOOK_FAILS_ON=1"}, 60));
+}
+
 TEST(Reducer, JoinWithThreeFiveAndEightBatches) { expect_all_ok(run(3, "join", {}, 120)); }
 
 TEST(Collectives, StoppedRankGivesTimeoutWithinTwiceTheTimeout) {

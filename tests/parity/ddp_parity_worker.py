@@ -19,6 +19,7 @@ from ddp_ctypes import Lib
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 model_name = os.environ["MODEL"]
+hook_name = os.environ.get("HOOK", "")
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['TORCH_PORT']}", rank=rank,
                         world_size=world)
@@ -68,6 +69,17 @@ loss_fn = nn.CrossEntropyLoss()
 
 # 1. PyTorch DDP.
 ddp_model = DDP(cls(), find_unused_parameters=find_unused)
+if hook_name:
+    from torch.distributed.algorithms.ddp_comm_hooks import debugging_hooks, default_hooks as default
+    torch_hooks = {
+        "allreduce": default.allreduce_hook,
+        "fp16": default.fp16_compress_hook,
+        "bf16": default.bf16_compress_hook,
+        "fp16_wrap": default.fp16_compress_wrapper(default.allreduce_hook),
+        "bf16_wrap": default.bf16_compress_wrapper(default.allreduce_hook),
+        "noop": debugging_hooks.noop_hook,
+    }
+    ddp_model.register_comm_hook(None, torch_hooks[hook_name])
 ddp_model.module.load_state_dict(reference.state_dict())
 opt = torch.optim.SGD(ddp_model.parameters(), lr=0.05)
 for step, (x, y) in enumerate(batches):
@@ -92,6 +104,28 @@ for p in params:
     p.grad = torch.zeros_like(p)
 reducer, keep = lib.reducer(group, [p.data for p in params], [p.grad for p in params], find_unused=find_unused,
                             first_mb=0.25, cap_mb=1.0)
+if hook_name:
+    import ctypes
+    h = ctypes.c_void_p()
+    L = lib.lib
+    for f in ("ddp_comm_hook_allreduce", "ddp_comm_hook_fp16_compress", "ddp_comm_hook_bf16_compress",
+              "ddp_comm_hook_noop"):
+        getattr(L, f).argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    for f in ("ddp_comm_hook_wrap_fp16", "ddp_comm_hook_wrap_bf16"):
+        getattr(L, f).argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+    L.ddp_reducer_set_comm_hook.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    L.ddp_comm_hook_free.argtypes = [ctypes.c_void_p]
+    if hook_name.endswith("_wrap"):
+        inner = ctypes.c_void_p()
+        lib.check(L.ddp_comm_hook_allreduce(ctypes.byref(inner)), "allreduce hook")
+        lib.check(getattr(L, "ddp_comm_hook_wrap_" + hook_name[:4])(ctypes.byref(h), inner), "wrapper")
+        L.ddp_comm_hook_free(inner)
+    else:
+        maker = {"allreduce": "ddp_comm_hook_allreduce", "fp16": "ddp_comm_hook_fp16_compress",
+                 "bf16": "ddp_comm_hook_bf16_compress", "noop": "ddp_comm_hook_noop"}[hook_name]
+        lib.check(getattr(L, maker)(ctypes.byref(h)), maker)
+    lib.check(L.ddp_reducer_set_comm_hook(reducer, h), "set_comm_hook")
+    L.ddp_comm_hook_free(h)
 for i, p in enumerate(params):
     p.register_post_accumulate_grad_hook(lambda _p, i=i: lib.check(lib.lib.ddp_reducer_mark_ready(reducer, i),
                                                                    "mark_ready"))
@@ -110,7 +144,7 @@ mismatches = []
 for (name, a), b in zip(ddp_model.module.named_parameters(), params):
     if not torch.equal(a.detach(), b.detach()):
         mismatches.append(f"{name}: max |diff| {(a - b).abs().max().item():.3g}")
-print(f"[rank {rank}] model={model_name} buckets={buckets} {len(params)} params, {len(mismatches)} mismatches")
+print(f"[rank {rank}] model={model_name} hook={hook_name or 'none'} buckets={buckets} {len(params)} params, {len(mismatches)} mismatches")
 for m in mismatches[:10]:
     print(f"[rank {rank}] MISMATCH {m}")
 lib.lib.ddp_reducer_free(reducer)

@@ -1,0 +1,109 @@
+// Comm hook handles: PyTorch's hooks from core/hooks, and C callbacks
+// adapted to the core's CommHook interface.
+#include "ddp/comm_hook.h"
+
+#include "common/error.h"
+#include "ddp/comm_hook_slot.h"
+#include "handles.h"
+#include "hooks/compression_hooks.h"
+
+using namespace ddp::capi;
+
+namespace {
+
+ddp_status make_hook(ddp_comm_hook** out, const char* fn, const std::function<std::shared_ptr<ddp::CommHook>()>& make) {
+  if (!out) return invalid(std::string(fn) + ": out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto h = std::make_unique<ddp_comm_hook>();
+    h->hook = make();
+    hand_out(out, std::move(h));
+  });
+}
+
+// Calls a C hook with a ddp_comm_bucket describing the bucket.
+class CHook : public ddp::CommHook {
+ public:
+  CHook(ddp_comm_hook_fn fn, void* user, ddp_group* group) : fn_(fn), user_(user), group_(group) {}
+  ddp::PendingPtr run(ddp::Group& group, const ddp::BucketView& v) override {
+    ddp_tensor* buffer = nullptr;
+    hand_out(&buffer, wrap_tensor(v.flat));
+    std::vector<size_t> ndims;
+    std::vector<const int64_t*> shapes;
+    for (auto& s : v.shapes) {
+      ndims.push_back(s.size());
+      shapes.push_back(s.data());
+    }
+    ddp_comm_bucket b{buffer, v.index, v.is_last ? 1 : 0, v.divisor, v.param_indices.size(),
+                      v.param_indices.data(), v.offsets.data(), ndims.data(), shapes.data()};
+    ddp_status s = fn_(group_, &b, user_);
+    release(buffer);
+    if (s != DDP_OK) {
+      std::string why = ddp_last_error_message();
+      group.fail_and_publish(s, "a custom comm hook returned " + std::string(ddp_status_string(s)) + " on rank " +
+                                    std::to_string(group.rank()) + " for bucket " + std::to_string(v.index) +
+                                    (why.empty() ? "" : ": " + why));
+    }
+    return ddp::completed(group, "custom comm hook");
+  }
+
+ private:
+  ddp_comm_hook_fn fn_;
+  void* user_;
+  ddp_group* group_;
+};
+
+}  // namespace
+
+namespace ddp::capi {
+// The core hook a handle stands for, bound to the group of `reducer`.
+std::shared_ptr<ddp::CommHook> bind_hook(const ddp_comm_hook* h, ddp_group* group) {
+  if (h->fn) return std::make_shared<CHook>(h->fn, h->user_data, group);
+  return h->hook;
+}
+}  // namespace ddp::capi
+
+extern "C" {
+
+ddp_status ddp_comm_hook_allreduce(ddp_comm_hook** out) {
+  return make_hook(out, "ddp_comm_hook_allreduce", [] { return ddp::make_allreduce_hook(); });
+}
+ddp_status ddp_comm_hook_fp16_compress(ddp_comm_hook** out) {
+  return make_hook(out, "ddp_comm_hook_fp16_compress", [] { return ddp::make_compress_hook(at::kHalf); });
+}
+ddp_status ddp_comm_hook_bf16_compress(ddp_comm_hook** out) {
+  return make_hook(out, "ddp_comm_hook_bf16_compress", [] { return ddp::make_compress_hook(at::kBFloat16); });
+}
+ddp_status ddp_comm_hook_noop(ddp_comm_hook** out) {
+  return make_hook(out, "ddp_comm_hook_noop", [] { return ddp::make_noop_hook(); });
+}
+
+static ddp_status wrap(ddp_comm_hook** out, const ddp_comm_hook* inner, at::ScalarType t, const char* fn) {
+  return make_hook(out, fn, [&] {
+    auto* in = require(inner, "inner");
+    ddp::check_arg(!in->fn, std::string(fn) + ": wrapping a custom C hook is not supported");
+    return ddp::make_compress_wrapper(t, in->hook);
+  });
+}
+ddp_status ddp_comm_hook_wrap_fp16(ddp_comm_hook** out, const ddp_comm_hook* inner) {
+  return wrap(out, inner, at::kHalf, "ddp_comm_hook_wrap_fp16");
+}
+ddp_status ddp_comm_hook_wrap_bf16(ddp_comm_hook** out, const ddp_comm_hook* inner) {
+  return wrap(out, inner, at::kBFloat16, "ddp_comm_hook_wrap_bf16");
+}
+
+ddp_status ddp_comm_hook_custom(ddp_comm_hook** out, ddp_comm_hook_fn fn, void* user_data) {
+  if (!out) return invalid("ddp_comm_hook_custom: out is NULL");
+  *out = nullptr;
+  if (!fn) return invalid("ddp_comm_hook_custom: fn is NULL");
+  return fence([&] {
+    auto h = std::make_unique<ddp_comm_hook>();
+    h->fn = fn;
+    h->user_data = user_data;
+    hand_out(out, std::move(h));
+  });
+}
+
+void ddp_comm_hook_free(ddp_comm_hook* hook) { release(hook); }
+
+}  // extern "C"
