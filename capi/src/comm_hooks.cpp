@@ -6,6 +6,7 @@
 #include "ddp/comm_hook_slot.h"
 #include "handles.h"
 #include "hooks/compression_hooks.h"
+#include "hooks/post_localsgd.h"
 
 using namespace ddp::capi;
 
@@ -90,6 +91,14 @@ ddp_status ddp_comm_hook_wrap_fp16(ddp_comm_hook** out, const ddp_comm_hook* inn
 }
 ddp_status ddp_comm_hook_wrap_bf16(ddp_comm_hook** out, const ddp_comm_hook* inner) {
   return wrap(out, inner, at::kBFloat16, "ddp_comm_hook_wrap_bf16");
+}
+
+ddp_status ddp_comm_hook_post_localsgd(ddp_comm_hook** out, ddp_group* subgroup, int64_t start_localsgd_iter,
+                                       int post_local_gradient_allreduce) {
+  return make_hook(out, "ddp_comm_hook_post_localsgd", [&] {
+    ddp::Group* sub = subgroup ? require(subgroup, "subgroup")->group.get() : nullptr;
+    return ddp::make_post_localsgd_hook(sub, start_localsgd_iter, post_local_gradient_allreduce != 0);
+  });
 }
 
 ddp_status ddp_comm_hook_custom(ddp_comm_hook** out, ddp_comm_hook_fn fn, void* user_data) {

@@ -46,6 +46,7 @@ const char* kind_name(Kind k) {
     case Kind::Work: return "ddp_work";
     case Kind::Reducer: return "ddp_reducer";
     case Kind::CommHook: return "ddp_comm_hook";
+    case Kind::ModelAverager: return "ddp_model_averager";
   }
   return "handle";
 }

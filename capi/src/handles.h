@@ -38,7 +38,12 @@ struct ddp_work {
 namespace ddp {
 class Reducer;
 class CommHook;
+class ModelAverager;
 }
+struct ddp_model_averager {
+  std::unique_ptr<ddp::ModelAverager> averager;
+  ~ddp_model_averager();
+};
 struct ddp_comm_hook {
   std::shared_ptr<ddp::CommHook> hook;  // unset for a custom hook until bound to a reducer's group
   ddp_comm_hook_fn fn = nullptr;
@@ -52,7 +57,7 @@ struct ddp_reducer {
 
 namespace ddp::capi {
 
-enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer, CommHook };
+enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer, CommHook, ModelAverager };
 
 void registry_add(const void* p, Kind k);
 void registry_remove(const void* p);
@@ -66,6 +71,7 @@ template <> constexpr Kind kind_of<ddp_group>() { return Kind::Group; }
 template <> constexpr Kind kind_of<ddp_work>() { return Kind::Work; }
 template <> constexpr Kind kind_of<ddp_reducer>() { return Kind::Reducer; }
 template <> constexpr Kind kind_of<ddp_comm_hook>() { return Kind::CommHook; }
+template <> constexpr Kind kind_of<ddp_model_averager>() { return Kind::ModelAverager; }
 
 const char* kind_name(Kind k);
 

@@ -807,6 +807,66 @@ void scenario_custom_hook_error() {
   ddp_group_free(g);
 }
 
+// Post-local SGD (start at step 3, one subgroup per node of 2 ranks) with a
+// periodic model averager (period 4, warmup 3): after each averaging step
+// the parameters are identical on all ranks; between them they are equal
+// within a node and differ across nodes.
+void scenario_post_localsgd() {
+  ddp_group* g = join(60000);
+  int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  const int per_node = env_int("LOCAL_WORLD_SIZE", 2);
+  const std::vector<size_t> sizes = {1000, 50};
+  const size_t n = sizes.size();
+  std::vector<std::vector<float>> params(n), grads(n);
+  std::vector<ddp_tensor*> pt(n), gt(n);
+  for (size_t i = 0; i < n; ++i) {
+    params[i].assign(sizes[i], 1.0f);
+    grads[i].assign(sizes[i], 0.0f);
+    int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
+    WOK(ddp_tensor_from_blob(&pt[i], params[i].data(), DDP_FLOAT32, shape, 1));
+    WOK(ddp_tensor_from_blob(&gt[i], grads[i].data(), DDP_FLOAT32, shape, 1));
+  }
+  ddp_reducer* red = nullptr;
+  WOK(ddp_reducer_new(&red, g, pt.data(), gt.data(), n, nullptr));
+  ddp_comm_hook* hook = nullptr;
+  WOK(ddp_comm_hook_post_localsgd(&hook, nullptr, 3, 1));
+  WOK(ddp_reducer_set_comm_hook(red, hook));
+  ddp_comm_hook_free(hook);
+  ddp_model_averager* avg = nullptr;
+  WCHECK(ddp_model_averager_new(&avg, g, 0, 0) == DDP_E_INVALID_ARGUMENT, "period 0 is refused");
+  WOK(ddp_model_averager_new(&avg, g, 4, 3));
+  for (int step = 0; step < 12; ++step) {
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < sizes[i]; ++k) grads[i][k] = grad_value(rank, i, k, step);
+    for (size_t i = 0; i < n; ++i) WOK(ddp_reducer_mark_ready(red, i));
+    WOK(ddp_reducer_finish(red));
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < sizes[i]; ++k) params[i][k] -= 0.125f * grads[i][k];
+    WOK(ddp_model_averager_step(avg, pt.data(), n));
+    // Everyone's first parameter, side by side.
+    ddp_tensor* all = nullptr;
+    WOK(ddp_all_gather(g, pt[0], &all));
+    const float* rows = static_cast<const float*>(ddp_tensor_data(all));
+    auto same = [&](int a, int b) {
+      return std::memcmp(rows + a * sizes[0], rows + b * sizes[0], sizes[0] * sizeof(float)) == 0;
+    };
+    bool averaged = step < 3 || (step >= 3 && (step - 3) % 4 == 0);
+    for (int r = 0; r < world; ++r) {
+      bool same_node = r / per_node == rank / per_node;
+      if (averaged || same_node) WCHECK(same(r, rank), "step %d: rank %d differs from rank %d", step, r, rank);
+      else WCHECK(!same(r, rank), "step %d: rank %d (other node) equals rank %d between averagings", step, r, rank);
+    }
+    ddp_tensor_free(all);
+  }
+  ddp_model_averager_free(avg);
+  ddp_reducer_free(red);
+  for (size_t i = 0; i < n; ++i) {
+    ddp_tensor_free(pt[i]);
+    ddp_tensor_free(gt[i]);
+  }
+  ddp_group_free(g);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -834,6 +894,7 @@ int main(int argc, char** argv) {
       {"allreduce_hook", scenario_allreduce_hook},
       {"custom_hook", scenario_custom_hook},
       {"custom_hook_error", scenario_custom_hook_error},
+      {"post_localsgd", scenario_post_localsgd},
   };
   auto it = scenarios.find(argv[1]);
   if (it == scenarios.end()) {

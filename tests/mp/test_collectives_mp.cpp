@@ -61,6 +61,10 @@ TEST(Reducer, CustomCHookErrorOnOneRankFailsEveryRank) {
   expect_all_ok(run(3, "custom_hook_error", {"DDP_TEST_HOOK_FAILS_ON=1"}, 60));
 }
 
+TEST(Reducer, PostLocalSgdWithPeriodicModelAveraging) {
+  expect_all_ok(run(4, "post_localsgd", {"LOCAL_WORLD_SIZE=2"}, 120));
+}
+
 TEST(Reducer, JoinWithThreeFiveAndEightBatches) { expect_all_ok(run(3, "join", {}, 120)); }
 
 TEST(Collectives, StoppedRankGivesTimeoutWithinTwiceTheTimeout) {

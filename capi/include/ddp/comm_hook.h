@@ -52,6 +52,23 @@ DDP_API ddp_status ddp_comm_hook_wrap_bf16(ddp_comm_hook **out, const ddp_comm_h
  */
 DDP_API ddp_status ddp_comm_hook_noop(ddp_comm_hook **out);
 
+struct ddp_group;
+
+/**
+ * PyTorch's post_localSGD_hook: a global all-reduce (divide by the group
+ * size, SUM) for the first @p start_localsgd_iter steps, then an all-reduce
+ * within @p subgroup only, or no gradient communication at all when
+ * @p post_local_gradient_allreduce is 0. Pair it with a model averager
+ * (ddp_model_averager_*), which averages the parameters globally every
+ * period steps after the optimizer step.
+ *
+ * @param[out] out   new reference.
+ * @param subgroup   borrowed, must outlive the reducers using the hook; NULL:
+ *                   one subgroup per node, created collectively on first use.
+ */
+DDP_API ddp_status ddp_comm_hook_post_localsgd(ddp_comm_hook **out, struct ddp_group *subgroup,
+                                               int64_t start_localsgd_iter, int post_local_gradient_allreduce);
+
 /** What a custom hook is given: one bucket, valid during the call only. */
 typedef struct ddp_comm_bucket {
   ddp_tensor *buffer;             /**< borrowed: the flat bucket; reduce it in place */
@@ -64,8 +81,6 @@ typedef struct ddp_comm_bucket {
   const size_t *ndims;            /**< number of dimensions of each */
   const int64_t *const *shapes;   /**< shapes[k]: ndims[k] sizes */
 } ddp_comm_bucket;
-
-struct ddp_group;
 
 /**
  * A hook written in C. It runs when a bucket is ready, on the thread that

@@ -16,6 +16,7 @@
 #include "ddp/collectives.h"
 #include "ddp/launch.h"
 #include "ddp/comm_hook.h"
+#include "ddp/model_averager.h"
 #include "ddp/reducer.h"
 
 #endif /* DDP_DDP_H */
