@@ -2,14 +2,9 @@
 # All-reduce at 2 ranks, 4 B to 64 MiB, in one run: libddp's C API and raw
 # c10d ProcessGroupGloo (same processes, alternating), then
 # torch.distributed.all_reduce from Python. Prints the table of report.py.
-set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-"$here/scripts/build.sh" >/dev/null
-build="${DDP_BUILD_DIR:-$here/build}"
-py="$here/.venv/bin/python"
+source "$(dirname "$0")/common.sh"
 world=${WORLD:-2}
 out=$(mktemp)
-port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 run_ranks() {  # run_ranks <cmd...>: one process per rank, rank 0's stdout kept
   local pids=()
   for ((r = 0; r < world; r++)); do
@@ -18,7 +13,7 @@ run_ranks() {  # run_ranks <cmd...>: one process per rank, rank 0's stdout kept
   done
   for p in "${pids[@]}"; do wait "$p"; done
 }
-export WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 OMP_NUM_THREADS=1
+export WORLD_SIZE=$world MASTER_ADDR=127.0.0.1
 MASTER_PORT=$(port) RAW_PORT=$(port) run_ranks "$build/bench/bench_allreduce"
 TORCH_PORT=$(port) run_ranks "$py" "$here/bench/bench_allreduce_torch.py"
 echo "== all_reduce, $world ranks over loopback (gloo) =="

@@ -5,14 +5,9 @@
 # parameters) and a small conv net; libddp and PyTorch at bucket caps
 # 1/5/25/100 MB; libddp with overlap, without overlap, and without
 # communication (to size what overlap hides).
-set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-"$here/scripts/build.sh" >/dev/null
-build="${DDP_BUILD_DIR:-$here/build}"
-py="$here/.venv/bin/python"
+source "$(dirname "$0")/common.sh"
 steps=${STEPS:-20}
 out=$(mktemp)
-export OMP_NUM_THREADS=1
 run() { "$build/tools/ddprun" --standalone --nproc-per-node 2 --local-ranks-filter 0 --python "$py" "$@" \
           | sed -n 's/^\[rank0\]: \({.*}\)$/\1/p' >>"$out"; }
 for model in mlp conv; do

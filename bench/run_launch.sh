@@ -2,16 +2,10 @@
 # Launch call -> first completed barrier, 2 and 4 ranks, in one run:
 # ddp_spawn (popen, fork) and ddprun vs torch.multiprocessing.spawn and
 # torchrun running the same barrier in Python. Median of REPEAT runs each.
-set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-"$here/scripts/build.sh" >/dev/null
-build="${DDP_BUILD_DIR:-$here/build}"
-py="$here/.venv/bin/python"
+source "$(dirname "$0")/common.sh"
 repeat=${REPEAT:-5}
-export OMP_NUM_THREADS=1
 now_ns() { date +%s%N; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # launcher_ms <cmd...>: runs a launcher whose rank 0 prints barrier_ns=...; ms since the call
 launcher_ms() {
   local t0 out

@@ -478,20 +478,14 @@ void scenario_reducer() {
   int rank = ddp_group_rank(g), world = ddp_group_size(g);
   const std::vector<size_t> sizes = {300000, 5, 70000, 262144, 1, 1000, 500000, 17};
   const size_t n = sizes.size();
-  std::vector<std::vector<float>> params(n), grads(n);
-  std::vector<ddp_tensor*> pt(n), gt(n);
-  for (size_t i = 0; i < n; ++i) {
-    params[i].assign(sizes[i], static_cast<float>(rank * 100 + i));  // differs per rank
-    grads[i].assign(sizes[i], 0.0f);
-    int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
-    WOK(ddp_tensor_from_blob(&pt[i], params[i].data(), DDP_FLOAT32, shape, 1));
-    WOK(ddp_tensor_from_blob(&gt[i], grads[i].data(), DDP_FLOAT32, shape, 1));
-  }
+  FloatArrays params(sizes, 0.0f), grads(sizes, 0.0f);
+  for (size_t i = 0; i < n; ++i)
+    std::fill(params[i].begin(), params[i].end(), static_cast<float>(rank * 100 + i));  // differs per rank
   ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
   o.first_bucket_mb = 0.25;
   o.bucket_cap_mb = 1.0;
   ddp_reducer* red = nullptr;
-  WOK(ddp_reducer_new(&red, g, pt.data(), gt.data(), n, &o));
+  WOK(ddp_reducer_new(&red, g, params.tensors(), grads.tensors(), n, &o));
   // broadcast_parameters: everyone now holds rank 0's parameters.
   for (size_t i = 0; i < n; ++i) WCHECK(params[i][0] == static_cast<float>(i), "param %zu not broadcast", i);
   size_t nb = ddp_reducer_bucket_count(red);
@@ -565,7 +559,7 @@ void scenario_reducer() {
   // find_unused_parameters: odd ranks never mark gradients 2 and 5.
   o.find_unused_parameters = 1;
   o.broadcast_parameters = 0;
-  WOK(ddp_reducer_new(&red, g, nullptr, gt.data(), n, &o));
+  WOK(ddp_reducer_new(&red, g, nullptr, grads.tensors(), n, &o));
   fill(20, false);
   for (size_t i = 0; i < n; ++i)
     if (rank % 2 == 0 || (i != 2 && i != 5)) WOK(ddp_reducer_mark_ready(red, i));
@@ -576,7 +570,7 @@ void scenario_reducer() {
   // gradient_as_bucket_view: write gradients straight into the buckets.
   o.find_unused_parameters = 0;
   o.gradient_as_bucket_view = 1;
-  WOK(ddp_reducer_new(&red, g, pt.data(), nullptr, n, &o));
+  WOK(ddp_reducer_new(&red, g, params.tensors(), nullptr, n, &o));
   std::vector<ddp_tensor*> views(n);
   for (size_t i = 0; i < n; ++i) {
     WOK(ddp_reducer_gradient(red, i, &views[i]));
@@ -592,10 +586,6 @@ void scenario_reducer() {
   }
   expect_avg({30}, "gradient_as_bucket_view");
   ddp_reducer_free(red);
-  for (size_t i = 0; i < n; ++i) {
-    ddp_tensor_free(pt[i]);
-    ddp_tensor_free(gt[i]);
-  }
   ddp_group_free(g);
 }
 
@@ -609,21 +599,13 @@ void scenario_join() {
   auto batches_of = [&](int r) { return kBatches[r % 3]; };
   const std::vector<size_t> sizes = {4000, 3, 70000, 129};
   const size_t n = sizes.size();
-  std::vector<std::vector<float>> params(n), grads(n);
-  std::vector<ddp_tensor*> pt(n), gt(n);
-  for (size_t i = 0; i < n; ++i) {
-    params[i].assign(sizes[i], 1.0f);
-    grads[i].assign(sizes[i], 0.0f);
-    int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
-    WOK(ddp_tensor_from_blob(&pt[i], params[i].data(), DDP_FLOAT32, shape, 1));
-    WOK(ddp_tensor_from_blob(&gt[i], grads[i].data(), DDP_FLOAT32, shape, 1));
-  }
+  FloatArrays params(sizes, 1.0f), grads(sizes, 0.0f);
   ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
   o.join_enabled = 1;
   o.first_bucket_mb = 0.01;
   o.bucket_cap_mb = 0.1;
   ddp_reducer* red = nullptr;
-  WOK(ddp_reducer_new(&red, g, pt.data(), gt.data(), n, &o));
+  WOK(ddp_reducer_new(&red, g, params.tensors(), grads.tensors(), n, &o));
   const float lr = 0.125f;
   for (int step = 0; step < batches_of(rank); ++step) {
     for (size_t i = 0; i < n; ++i)
@@ -656,10 +638,6 @@ void scenario_join() {
       }
     }
   ddp_reducer_free(red);
-  for (size_t i = 0; i < n; ++i) {
-    ddp_tensor_free(pt[i]);
-    ddp_tensor_free(gt[i]);
-  }
   ddp_group_free(g);
 }
 
@@ -668,18 +646,12 @@ void scenario_allreduce_hook() {
   ddp_group* g = join(60000);
   int rank = ddp_group_rank(g), world = ddp_group_size(g);
   const std::vector<size_t> sizes = {1000, 7, 300000};
-  std::vector<std::vector<float>> grads(sizes.size());
-  std::vector<ddp_tensor*> gt(sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    grads[i].assign(sizes[i], 0.0f);
-    int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
-    WOK(ddp_tensor_from_blob(&gt[i], grads[i].data(), DDP_FLOAT32, shape, 1));
-  }
+  FloatArrays grads(sizes, 0.0f);
   ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
   o.broadcast_parameters = 0;
   o.first_bucket_mb = 0.001;
   ddp_reducer* red = nullptr;
-  WOK(ddp_reducer_new(&red, g, nullptr, gt.data(), sizes.size(), &o));
+  WOK(ddp_reducer_new(&red, g, nullptr, grads.tensors(), sizes.size(), &o));
   ddp_comm_hook* hook = nullptr;
   WOK(ddp_comm_hook_allreduce(&hook));
   WOK(ddp_reducer_set_comm_hook(red, hook));
@@ -699,7 +671,6 @@ void scenario_allreduce_hook() {
   }
   WCHECK(ddp_reducer_join(red) == DDP_E_STATE, "join without join_enabled");
   ddp_reducer_free(red);
-  for (auto* t : gt) ddp_tensor_free(t);
   ddp_group_free(g);
 }
 
@@ -777,18 +748,13 @@ void scenario_custom_hook_error() {
   ddp_group* g = join(20000);
   int rank = ddp_group_rank(g);
   const size_t n = 4;
-  std::vector<std::vector<float>> grads(n, std::vector<float>(50000, 1.0f));
-  std::vector<ddp_tensor*> gt(n);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t shape[1] = {50000};
-    WOK(ddp_tensor_from_blob(&gt[i], grads[i].data(), DDP_FLOAT32, shape, 1));
-  }
+  FloatArrays grads(std::vector<size_t>(n, 50000), 1.0f);
   ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
   o.broadcast_parameters = 0;
   o.first_bucket_mb = 0.1;
   o.bucket_cap_mb = 0.1;
   ddp_reducer* red = nullptr;
-  WOK(ddp_reducer_new(&red, g, nullptr, gt.data(), n, &o));
+  WOK(ddp_reducer_new(&red, g, nullptr, grads.tensors(), n, &o));
   int calls = 0;
   ddp_comm_hook* hook = nullptr;
   WOK(ddp_comm_hook_custom(&hook, c_hook, &calls));
@@ -803,7 +769,6 @@ void scenario_custom_hook_error() {
   WCHECK(st != DDP_OK, "rank %d got no error", rank);
   WCHECK(el < 10, "took %.2f s", el);
   ddp_reducer_free(red);
-  for (auto* t : gt) ddp_tensor_free(t);
   ddp_group_free(g);
 }
 
@@ -817,17 +782,9 @@ void scenario_post_localsgd() {
   const int per_node = env_int("LOCAL_WORLD_SIZE", 2);
   const std::vector<size_t> sizes = {1000, 50};
   const size_t n = sizes.size();
-  std::vector<std::vector<float>> params(n), grads(n);
-  std::vector<ddp_tensor*> pt(n), gt(n);
-  for (size_t i = 0; i < n; ++i) {
-    params[i].assign(sizes[i], 1.0f);
-    grads[i].assign(sizes[i], 0.0f);
-    int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
-    WOK(ddp_tensor_from_blob(&pt[i], params[i].data(), DDP_FLOAT32, shape, 1));
-    WOK(ddp_tensor_from_blob(&gt[i], grads[i].data(), DDP_FLOAT32, shape, 1));
-  }
+  FloatArrays params(sizes, 1.0f), grads(sizes, 0.0f);
   ddp_reducer* red = nullptr;
-  WOK(ddp_reducer_new(&red, g, pt.data(), gt.data(), n, nullptr));
+  WOK(ddp_reducer_new(&red, g, params.tensors(), grads.tensors(), n, nullptr));
   ddp_comm_hook* hook = nullptr;
   WOK(ddp_comm_hook_post_localsgd(&hook, nullptr, 3, 1));
   WOK(ddp_reducer_set_comm_hook(red, hook));
@@ -842,10 +799,10 @@ void scenario_post_localsgd() {
     WOK(ddp_reducer_finish(red));
     for (size_t i = 0; i < n; ++i)
       for (size_t k = 0; k < sizes[i]; ++k) params[i][k] -= 0.125f * grads[i][k];
-    WOK(ddp_model_averager_step(avg, pt.data(), n));
+    WOK(ddp_model_averager_step(avg, params.tensors(), n));
     // Everyone's first parameter, side by side.
     ddp_tensor* all = nullptr;
-    WOK(ddp_all_gather(g, pt[0], &all));
+    WOK(ddp_all_gather(g, params.tensor(0), &all));
     const float* rows = static_cast<const float*>(ddp_tensor_data(all));
     auto same = [&](int a, int b) {
       return std::memcmp(rows + a * sizes[0], rows + b * sizes[0], sizes[0] * sizeof(float)) == 0;
@@ -860,10 +817,6 @@ void scenario_post_localsgd() {
   }
   ddp_model_averager_free(avg);
   ddp_reducer_free(red);
-  for (size_t i = 0; i < n; ++i) {
-    ddp_tensor_free(pt[i]);
-    ddp_tensor_free(gt[i]);
-  }
   ddp_group_free(g);
 }
 

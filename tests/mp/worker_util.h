@@ -110,6 +110,31 @@ inline bool is_float(ddp_dtype d) {
 constexpr ddp_dtype kAllDtypes[] = {DDP_FLOAT32, DDP_FLOAT64, DDP_FLOAT16, DDP_BFLOAT16, DDP_INT8,
                                     DDP_UINT8,   DDP_INT32,   DDP_INT64,   DDP_BOOL};
 
+// Float arrays owned by the test, each also wrapped as a 1-D ddp_tensor
+// viewing it (freed with the set).
+class FloatArrays {
+ public:
+  FloatArrays(const std::vector<size_t>& sizes, float fill) : data_(sizes.size()), handles_(sizes.size(), nullptr) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      data_[i].assign(sizes[i], fill);
+      int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
+      ddp_tensor_from_blob(&handles_[i], data_[i].data(), DDP_FLOAT32, shape, 1);
+    }
+  }
+  ~FloatArrays() {
+    for (auto* h : handles_) ddp_tensor_free(h);
+  }
+  FloatArrays(const FloatArrays&) = delete;
+  FloatArrays& operator=(const FloatArrays&) = delete;
+  std::vector<float>& operator[](size_t i) { return data_[i]; }
+  ddp_tensor* const* tensors() const { return handles_.data(); }
+  ddp_tensor* tensor(size_t i) const { return handles_[i]; }
+
+ private:
+  std::vector<std::vector<float>> data_;
+  std::vector<ddp_tensor*> handles_;
+};
+
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
