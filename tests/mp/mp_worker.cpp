@@ -323,6 +323,24 @@ void scenario_timeout() {
   ddp_group_free(g);  // must not block
 }
 
+// All-reduces `t` until a call fails (at most `limit` calls), running
+// `before(iteration)` ahead of each; returns the failing status and how long
+// that call took, and logs both.
+std::pair<ddp_status, double> all_reduce_until_failure(ddp_group* g, ddp_tensor* t, int limit,
+                                                       const std::function<void(int)>& before) {
+  ddp_status st = DDP_OK;
+  double el = 0;
+  for (int it = 0; it < limit && st == DDP_OK; ++it) {
+    before(it);
+    auto t0 = std::chrono::steady_clock::now();
+    st = ddp_all_reduce(g, t, DDP_SUM);
+    el = seconds_since(t0);
+  }
+  std::fprintf(stderr, "[rank %d] all_reduce -> %s after %.2f s: %s\n", g_rank, ddp_status_string(st), el,
+               ddp_last_error_message());
+  return {st, el};
+}
+
 // DDP_TEST_VICTIM SIGKILLs itself with an all_reduce in flight; the others
 // must get DDP_E_PEER_FAILED within seconds (the group timeout is 120 s).
 void scenario_peer_death() {
@@ -333,21 +351,14 @@ void scenario_peer_death() {
   int64_t s[1] = {static_cast<int64_t>(x.size())};
   ddp_tensor* t = nullptr;
   WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, s, 1));
-  ddp_status st = DDP_OK;
-  double el = 0;
-  for (int it = 0; it < 1000 && st == DDP_OK; ++it) {
+  auto [st, el] = all_reduce_until_failure(g, t, 1000, [&](int it) {
     if (rank == victim && it == 5) {
       ddp_work* w = nullptr;
       ddp_all_reduce_async(g, t, DDP_SUM, &w);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       raise(SIGKILL);
     }
-    auto t0 = std::chrono::steady_clock::now();
-    st = ddp_all_reduce(g, t, DDP_SUM);
-    el = seconds_since(t0);
-  }
-  std::fprintf(stderr, "[rank %d] all_reduce -> %s after %.2f s: %s\n", rank, ddp_status_string(st), el,
-               ddp_last_error_message());
+  });
   WCHECK(st == DDP_E_PEER_FAILED, "expected DDP_E_PEER_FAILED, got %s", ddp_status_string(st));
   WCHECK(el < 10.0, "detection took %.2f s", el);
   WCHECK(ddp_all_reduce(g, t, DDP_SUM) == DDP_E_STATE, "later calls get DDP_E_STATE");
@@ -414,16 +425,9 @@ void scenario_stall() {
   int64_t s[1] = {static_cast<int64_t>(x.size())};
   ddp_tensor* t = nullptr;
   WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, s, 1));
-  ddp_status st = DDP_OK;
-  double el = 0;
-  for (int it = 0; it < 100000 && st == DDP_OK; ++it) {
+  auto [st, el] = all_reduce_until_failure(g, t, 100000, [&](int it) {
     if (rank == victim && it == 3) raise(SIGSTOP);
-    auto t0 = std::chrono::steady_clock::now();
-    st = ddp_all_reduce(g, t, DDP_SUM);
-    el = seconds_since(t0);
-  }
-  std::fprintf(stderr, "[rank %d] all_reduce -> %s after %.2f s: %s\n", rank, ddp_status_string(st), el,
-               ddp_last_error_message());
+  });
   WCHECK(st == DDP_E_TIMEOUT, "expected DDP_E_TIMEOUT, got %s", ddp_status_string(st));
   WCHECK(el < 10.0, "took %.2f s", el);
   if (rank == 0) kill(static_cast<pid_t>(pid), SIGKILL);
