@@ -7,6 +7,7 @@
 #include "handles.h"
 #include "hooks/compression_hooks.h"
 #include "hooks/post_localsgd.h"
+#include "hooks/powersgd.h"
 
 using namespace ddp::capi;
 
@@ -60,6 +61,7 @@ namespace ddp::capi {
 // The core hook a handle stands for, bound to the group of `reducer`.
 std::shared_ptr<ddp::CommHook> bind_hook(const ddp_comm_hook* h, ddp_group* group) {
   if (h->fn) return std::make_shared<CHook>(h->fn, h->user_data, group);
+  if (h->inner) return ddp::make_compress_wrapper(h->wrap_dtype, bind_hook(h->inner.get(), group));
   return h->hook;
 }
 }  // namespace ddp::capi
@@ -79,11 +81,18 @@ ddp_status ddp_comm_hook_noop(ddp_comm_hook** out) {
   return make_hook(out, "ddp_comm_hook_noop", [] { return ddp::make_noop_hook(); });
 }
 
+// A wrapper keeps a copy of its inner hook's handle (sharing its state) and
+// is bound, with the inner hook, when a reducer takes it.
 static ddp_status wrap(ddp_comm_hook** out, const ddp_comm_hook* inner, at::ScalarType t, const char* fn) {
-  return make_hook(out, fn, [&] {
+  if (!out) return invalid(std::string(fn) + ": out is NULL");
+  *out = nullptr;
+  return fence([&] {
     auto* in = require(inner, "inner");
-    ddp::check_arg(!in->fn, std::string(fn) + ": wrapping a custom C hook is not supported");
-    return ddp::make_compress_wrapper(t, in->hook);
+    auto h = std::make_unique<ddp_comm_hook>();
+    h->inner = std::make_shared<ddp_comm_hook>(*in);
+    h->wrap_dtype = t;
+    h->stats = in->stats;
+    hand_out(out, std::move(h));
   });
 }
 ddp_status ddp_comm_hook_wrap_fp16(ddp_comm_hook** out, const ddp_comm_hook* inner) {
@@ -98,6 +107,49 @@ ddp_status ddp_comm_hook_post_localsgd(ddp_comm_hook** out, ddp_group* subgroup,
   return make_hook(out, "ddp_comm_hook_post_localsgd", [&] {
     ddp::Group* sub = subgroup ? require(subgroup, "subgroup")->group.get() : nullptr;
     return ddp::make_post_localsgd_hook(sub, start_localsgd_iter, post_local_gradient_allreduce != 0);
+  });
+}
+
+ddp_status ddp_powersgd_options_init(ddp_powersgd_options* opts, unsigned int version) {
+  if (!opts) return invalid("ddp_powersgd_options_init: opts is NULL");
+  if (version != DDP_POWERSGD_OPTIONS_VERSION)
+    return invalid("ddp_powersgd_options_init: unknown version " + std::to_string(version));
+  *opts = ddp_powersgd_options DDP_POWERSGD_OPTIONS_INIT;
+  return DDP_OK;
+}
+
+ddp_status ddp_comm_hook_powersgd(ddp_comm_hook** out, const ddp_powersgd_options* opts) {
+  if (!out) return invalid("ddp_comm_hook_powersgd: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    ddp::PowerSgdOptions o;
+    if (opts) {
+      ddp::check_arg(opts->version == DDP_POWERSGD_OPTIONS_VERSION,
+                     "ddp_comm_hook_powersgd: unknown options version " + std::to_string(opts->version));
+      o.matrix_approximation_rank = opts->matrix_approximation_rank;
+      o.start_powersgd_iter = opts->start_powersgd_iter;
+      o.min_compression_rate = opts->min_compression_rate;
+      o.use_error_feedback = opts->use_error_feedback != 0;
+      o.warm_start = opts->warm_start != 0;
+      o.orthogonalization_epsilon = opts->orthogonalization_epsilon;
+      o.random_seed = opts->random_seed;
+      o.batch_tensors_with_same_shape = opts->batch_tensors_with_same_shape != 0;
+      o.batched = opts->batched != 0;
+    }
+    auto h = std::make_unique<ddp_comm_hook>();
+    h->stats = ddp::make_powersgd_hook(o);
+    h->hook = h->stats;
+    hand_out(out, std::move(h));
+  });
+}
+
+ddp_status ddp_comm_hook_compression_stats(const ddp_comm_hook* hook, ddp_compression_stats* out) {
+  if (!out) return invalid("ddp_comm_hook_compression_stats: out is NULL");
+  return fence([&] {
+    auto* h = require(hook, "hook");
+    ddp::check_arg(h->stats != nullptr, "ddp_comm_hook_compression_stats: the hook is not a PowerSGD hook");
+    ddp::CompressionStats s = h->stats->stats();
+    *out = ddp_compression_stats{s.numel_before, s.numel_after, s.iteration};
   });
 }
 

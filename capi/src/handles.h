@@ -10,6 +10,7 @@
 
 #include "comm/collectives.h"
 #include "ddp/comm_hook.h"
+#include "hooks/powersgd.h"
 #include "comm/group.h"
 #include "env/cluster_env.h"
 #include "fence.h"
@@ -48,6 +49,9 @@ struct ddp_comm_hook {
   std::shared_ptr<ddp::CommHook> hook;  // unset for a custom hook until bound to a reducer's group
   ddp_comm_hook_fn fn = nullptr;
   void* user_data = nullptr;
+  std::shared_ptr<ddp::PowerSgdHook> stats;  // PowerSGD (also when wrapped): its compression statistics
+  std::shared_ptr<ddp_comm_hook> inner;      // a wrapper's inner hook (a custom one is bound with it)
+  at::ScalarType wrap_dtype = at::ScalarType::Undefined;
 };
 struct ddp_reducer {
   std::unique_ptr<ddp::Reducer> reducer;

@@ -60,4 +60,8 @@ ddp_status ddp_tensor_copy_to(const ddp_tensor* t, void* dst, size_t nbytes) {
   return fence([&] { ddp::tensor_copy_to_host(require(t, "tensor")->t, dst, nbytes); });
 }
 
+ddp_status ddp_tensor_copy_from(ddp_tensor* t, const void* src, size_t nbytes) {
+  return fence([&] { ddp::tensor_copy_from_host(require(t, "tensor")->t, src, nbytes); });
+}
+
 }  // extern "C"

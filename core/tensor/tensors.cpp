@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cuda_plugin.h"
 #include "common/error.h"
 
 namespace ddp {
@@ -80,6 +81,7 @@ at::Tensor tensor_zeros(ddp_dtype dtype, const int64_t* shape, size_t ndim, ddp_
   auto s = checked_shape(shape, ndim);
   at::TensorOptions o = at::TensorOptions().dtype(st);
   if (device.type == DDP_DEVICE_CUDA) {
+    require_cuda_runtime();
     o = o.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.index)));
   } else {
     check_arg(device.type == DDP_DEVICE_CPU, "unknown device type " + std::to_string(device.type));
@@ -102,6 +104,21 @@ void tensor_copy_to_host(const at::Tensor& t, void* dst, size_t nbytes) {
   if (nbytes == 0) return;
   at::Tensor host = t.is_cpu() ? t.contiguous() : t.cpu().contiguous();
   std::memcpy(dst, host.data_ptr(), nbytes);
+}
+
+void tensor_copy_from_host(const at::Tensor& t, const void* src, size_t nbytes) {
+  size_t have = t.numel() * t.element_size();
+  check_arg(nbytes == have, "copy_from: nbytes " + std::to_string(nbytes) + " != tensor size " +
+                                std::to_string(have) + " bytes");
+  check_arg(src || nbytes == 0, "copy_from: src is NULL");
+  check_arg(t.is_contiguous(), "copy_from: the tensor is not contiguous");
+  if (nbytes == 0) return;
+  if (t.is_cpu()) {
+    std::memmove(t.data_ptr(), src, nbytes);
+    return;
+  }
+  at::Tensor host = at::from_blob(const_cast<void*>(src), t.sizes(), at::TensorOptions().dtype(t.scalar_type()));
+  t.copy_(host);
 }
 
 }  // namespace ddp

@@ -24,5 +24,7 @@ at::Tensor tensor_from_blob(void* data, ddp_dtype dtype, const int64_t* shape, s
 at::Tensor tensor_zeros(ddp_dtype dtype, const int64_t* shape, size_t ndim, ddp_device device);
 // Host copy of all elements; nbytes must match exactly.
 void tensor_copy_to_host(const at::Tensor& t, void* dst, size_t nbytes);
+// Fills a contiguous tensor (any device) from host memory; nbytes must match.
+void tensor_copy_from_host(const at::Tensor& t, const void* src, size_t nbytes);
 
 }  // namespace ddp

@@ -3,8 +3,9 @@
  * @brief Communication hooks: how a reducer's buckets are reduced
  *        (PyTorch's DDP comm hooks, which Lightning registers).
  *
- * A hook handle is immutable configuration; a reducer that is given one keeps
- * its own reference (and its own state, for stateful hooks).
+ * A reducer that is given a hook keeps its own reference to it. Stateful
+ * hooks (PowerSGD, post-local SGD) keep their state, as PyTorch's hook state
+ * objects do, in the handle: give each reducer its own.
  * Threading: may be shared between threads.
  */
 #ifndef DDP_COMM_HOOK_H
@@ -36,7 +37,8 @@ DDP_API ddp_status ddp_comm_hook_bf16_compress(ddp_comm_hook **out);
 
 /**
  * PyTorch's fp16_compress_wrapper: @p inner runs on a float16 copy of the
- * bucket and its result is cast back into the bucket.
+ * bucket and its result is cast back into the bucket. @p inner may be any
+ * hook, a custom C hook or another wrapper included.
  * @param[out] out new reference.
  * @param inner    borrowed; the wrapper keeps its own reference.
  */
@@ -53,6 +55,59 @@ DDP_API ddp_status ddp_comm_hook_wrap_bf16(ddp_comm_hook **out, const ddp_comm_h
 DDP_API ddp_status ddp_comm_hook_noop(ddp_comm_hook **out);
 
 struct ddp_group;
+
+#define DDP_POWERSGD_OPTIONS_VERSION 1
+
+/**
+ * PyTorch's PowerSGDState arguments, with its defaults. Initialise with
+ * DDP_POWERSGD_OPTIONS_INIT or ddp_powersgd_options_init.
+ */
+typedef struct ddp_powersgd_options {
+  unsigned int version;             /**< DDP_POWERSGD_OPTIONS_VERSION */
+  int matrix_approximation_rank;    /**< 1: rank r of the P (n x r) and Q (m x r) factors */
+  int64_t start_powersgd_iter;      /**< 1000: plain all-reduce for the steps before this one;
+                                         must be > 1 when use_error_feedback or warm_start is on */
+  double min_compression_rate;      /**< 2: compress an n x m gradient only if (n + m) * r * rate < n * m */
+  int use_error_feedback;           /**< 1: add the last step's compression error to the next gradients */
+  int warm_start;                   /**< 1: start each step's power iteration from the last Q */
+  double orthogonalization_epsilon; /**< 0: added to column norms (avoids dividing by zero) */
+  uint32_t random_seed;             /**< 0: seeds the initial Qs exactly as PyTorch's random_seed does */
+  int batch_tensors_with_same_shape;/**< 0: 1 compresses same-shaped gradients of a bucket in one batch */
+  int batched;                      /**< 0: 1 is PyTorch's batched_powerSGD_hook (the whole bucket as one square matrix) */
+} ddp_powersgd_options;
+
+#define DDP_POWERSGD_OPTIONS_INIT {DDP_POWERSGD_OPTIONS_VERSION, 1, 1000, 2.0, 1, 1, 0.0, 0, 0, 0}
+
+/** Fills @p opts with the defaults of @p version. */
+DDP_API ddp_status ddp_powersgd_options_init(ddp_powersgd_options *opts, unsigned int version);
+
+/**
+ * PyTorch's powerSGD_hook (or batched_powerSGD_hook with opts->batched):
+ * each gradient matrix M of a bucket is sent as the low-rank factors
+ * P = M Q and Q = M^T P (two all-reduces), gradients that would not shrink
+ * by min_compression_rate (vectors among them) are all-reduced as they are.
+ * The result is the average, as with the allreduce hook. A step is counted
+ * when its last bucket is reduced.
+ *
+ * @param[out] out new reference; it holds the hook's state.
+ * @param opts     NULL for defaults. Invalid values give DDP_E_INVALID_ARGUMENT
+ *                 naming the field.
+ */
+DDP_API ddp_status ddp_comm_hook_powersgd(ddp_comm_hook **out, const ddp_powersgd_options *opts);
+
+/** Compression statistics (PowerSGDState.compression_stats()). */
+typedef struct ddp_compression_stats {
+  uint64_t numel_before; /**< elements of the compressed steps' gradients, summed */
+  uint64_t numel_after;  /**< elements actually sent for them (P, Q and uncompressed gradients) */
+  int64_t iteration;     /**< steps the hook has counted */
+} ddp_compression_stats;
+
+/**
+ * Reads the statistics of a PowerSGD hook, or of an fp16/bf16 wrapper around
+ * one. The compression rate is numel_before / numel_after (0 when nothing was
+ * compressed yet). Other hooks give DDP_E_INVALID_ARGUMENT.
+ */
+DDP_API ddp_status ddp_comm_hook_compression_stats(const ddp_comm_hook *hook, ddp_compression_stats *out);
 
 /**
  * PyTorch's post_localSGD_hook: a global all-reduce (divide by the group

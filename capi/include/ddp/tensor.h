@@ -97,6 +97,16 @@ DDP_API ddp_device ddp_tensor_device(const ddp_tensor *t);
  */
 DDP_API ddp_status ddp_tensor_copy_to(const ddp_tensor *t, void *dst, size_t nbytes);
 
+/**
+ * Copies host memory into the tensor's elements (on any device), e.g. to
+ * fill a CUDA tensor. The tensor must be contiguous.
+ *
+ * @param t       the destination.
+ * @param src     host memory of at least @p nbytes.
+ * @param nbytes  must equal ddp_tensor_nbytes(t), else DDP_E_INVALID_ARGUMENT.
+ */
+DDP_API ddp_status ddp_tensor_copy_from(ddp_tensor *t, const void *src, size_t nbytes);
+
 DDP_EXTERN_C_END
 
 #endif /* DDP_TENSOR_H */

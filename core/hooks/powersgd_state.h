@@ -1,0 +1,60 @@
+// What both PowerSGD hooks keep between steps: the step count, the
+// compression statistics, the seed stream, and per bucket the error-feedback
+// residual and the P/Q memories (warm start).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <mutex>
+
+#include "hooks/legacy_seed_stream.h"
+#include "hooks/powersgd.h"
+
+namespace ddp::powersgd {
+
+struct BucketMemory {
+  at::Tensor error;  // local residual of the last compression (error feedback)
+  at::Tensor p, q;   // low-rank factors, reused as the next step's start (warm start)
+};
+
+class StatefulHook : public PowerSgdHook {
+ public:
+  explicit StatefulHook(const PowerSgdOptions& opts) : opts_(opts), seeds_(opts.random_seed) {}
+  CompressionStats stats() const override {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    return stats_;
+  }
+
+ protected:
+  bool compressing() const { return iter_ >= opts_.start_powersgd_iter; }
+  // PyTorch's maybe_increase_iter: a step ends with its last bucket.
+  void end_of_bucket(bool is_last) {
+    if (!is_last) return;
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.iteration = ++iter_;
+  }
+  void count(int64_t before, int64_t after) {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.numel_before += uint64_t(before);
+    stats_.numel_after += uint64_t(after);
+  }
+  // Adds the residual into `input` (creating a zero one on first use).
+  void add_error(size_t bucket, const at::Tensor& input);
+  // Plain all-reduce average before the start step (PyTorch's _allreduce_fut).
+  PendingPtr allreduce_average(Group& group, const BucketView& bucket);
+
+  PowerSgdOptions opts_;
+  LegacySeedStream seeds_;
+  std::map<size_t, BucketMemory> memory_;
+
+ private:
+  int64_t iter_ = 0;
+  mutable std::mutex stats_mutex_;  // stats() may be read from another thread
+  CompressionStats stats_;
+};
+
+// Waits for `p` within what is left until `deadline`.
+void wait_until(Pending& p, Clock::time_point deadline);
+
+}  // namespace ddp::powersgd

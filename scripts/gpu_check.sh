@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds libddp against the machine's own python3 torch (a CUDA wheel) and runs
+# the suite there, for machines with an NVIDIA GPU (CI has none). GoogleTest
+# may come from a prefix named by GTEST_ROOT when the machine has no package.
+# Usage: scripts/gpu_check.sh [ctest -R regex]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build="${DDP_BUILD_DIR:-$here/build-gpu}"
+py="${DDP_PYTHON:-$(command -v python3)}"
+nvidia-smi -L || true
+"$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.nccl.version() if torch.cuda.is_available() else '')"
+cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DDDP_PYTHON="$py" ${GTEST_ROOT:+-DGTEST_ROOT="$GTEST_ROOT"} -DDDP_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)"
+cd "$build"
+OMP_NUM_THREADS=1 ctest --output-on-failure ${1:+-R "$1"}
