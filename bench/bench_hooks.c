@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
   int64_t dim = argc > 3 ? atoll(argv[3]) : 1024;
   int layers = argc > 4 ? atoi(argv[4]) : 8;
   static const char *hooks[] = {"allreduce", "fp16", "bf16", "powersgd_r1", "powersgd_r4", "batched_powersgd_r1",
-                                "fp16_powersgd_r1", "post_localsgd", "noop"};
+                                "post_localsgd", "noop", "fp16_powersgd_r1"};
   ddp_group *g = NULL;
   CHECK(ddp_group_init(&g, NULL, NULL));
   int rank = ddp_group_rank(g);
@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
     ddp_compression_stats cs = {0, 0, 0};
     int has_stats = ddp_comm_hook_compression_stats(hook, &cs) == DDP_OK;
     if (rank == 0)
-      printf("{\"hook\": \"%s\", \"iface\": \"%s\", \"params\": %lld, \"steps\": %d, \"step_ms_p50\": %.3f, "
+      printf("{\"hook\": \"%s\", \"impl\": \"libddp\", \"iface\": \"%s\", \"params\": %lld, \"steps\": %d, \"step_ms_p50\": %.3f, "
              "\"step_ms_min\": %.3f, \"tx_bytes_per_step\": %.0f, \"compression_rate\": %.3f}\n",
              hooks[h], iface, (long long)numel_total, steps, ms[steps / 2], ms[0], tx0 >= 0 ? (double)tx / steps : -1.0,
              has_stats && cs.numel_after ? (double)cs.numel_before / (double)cs.numel_after : 0.0);

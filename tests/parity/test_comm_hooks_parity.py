@@ -1,5 +1,6 @@
-"""PowerSGD: libddp's hook against PyTorch's own hooks on the same buckets,
-and a short training run with and without error feedback."""
+"""PowerSGD and post-local SGD: libddp's hooks against PyTorch's own hooks on
+the same buckets, a training run with and without error feedback, and
+post-local SGD with model averaging against PyTorch's averager."""
 import pytest
 
 from parity_launch import run_ranks
@@ -28,3 +29,15 @@ def test_training_with_error_feedback_matches_allreduce_and_without_is_worse():
     base, ef, no_ef = float(loss["allreduce"]), float(loss["powersgd_ef"]), float(loss["powersgd_no_ef"])
     assert abs(ef - base) <= 0.02 * base, report
     assert no_ef > 1.2 * base, report  # measurably worse: typically ~3x here
+
+
+def test_post_localsgd_and_averaging_equal_pytorchs_bitwise_on_two_nodes_of_two():
+    codes, report = run_ranks("localsgd_parity_worker.py", 4)
+    assert codes == [0, 0, 0, 0], report
+    assert report.count(" 0 mismatches") == 4, report
+
+
+def test_a_different_averaging_period_is_noticed():
+    codes, report = run_ranks("localsgd_parity_worker.py", 4, {"PERIOD_SHIFT": "1"})
+    assert codes == [1, 1, 1, 1], report
+    assert "MISMATCH step" in report, report
