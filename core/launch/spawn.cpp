@@ -153,9 +153,12 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
     c.env = worker_env(o, r, port, listen_fd, call, dir);
     if (r == 0) c.keep_fds.push_back(listen_fd);
     if (o.method == StartMethod::Popen) {
+      // The same binary, whatever argv[0] says; argv[0] itself is kept, as
+      // interpreters find their environment from it (a Python venv's
+      // bin/python is a link to the base interpreter).
       c.argv = argv;
       if (c.argv.empty()) c.argv.push_back(exe);
-      c.argv[0] = exe;  // exec the same binary, whatever argv[0] said
+      c.exe = exe;
     } else {
       c.body = [&body, &arg_bytes, &dir, r, listen_fd]() -> int {
         if (r != 0) close(listen_fd);

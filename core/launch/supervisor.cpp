@@ -45,8 +45,10 @@ struct Running {
 // async-signal-safe calls are made on the exec path.
 struct ExecArgs {
   std::vector<std::string> storage_argv, storage_env;
+  std::string path;
   std::vector<char*> argv, envp;
-  explicit ExecArgs(const ChildSpec& c) : storage_argv(c.argv), storage_env(c.env) {
+  explicit ExecArgs(const ChildSpec& c)
+      : storage_argv(c.argv), storage_env(c.env), path(c.exe.empty() && !c.argv.empty() ? c.argv[0] : c.exe) {
     for (auto& a : storage_argv) argv.push_back(a.data());
     argv.push_back(nullptr);
     for (auto& e : storage_env) envp.push_back(e.data());
@@ -103,7 +105,7 @@ pid_t start_child(const ChildSpec& c, int* out_read_fd) {
       fflush(nullptr);
       _exit(rc);
     }
-    execve(args.argv[0], args.argv.data(), args.envp.data());
+    execve(args.path.c_str(), args.argv.data(), args.envp.data());
     const char msg[] = "ddp launcher: execve failed\n";
     ssize_t ignored = write(2, msg, sizeof(msg) - 1);
     (void)ignored;

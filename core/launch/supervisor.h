@@ -23,7 +23,8 @@ using Millis = std::chrono::milliseconds;
 struct ChildSpec {
   int rank = 0;                       // label for messages (global rank)
   std::vector<std::string> env;       // full environment, "K=V"
-  std::vector<std::string> argv;      // exec this (argv[0] is the path) ...
+  std::vector<std::string> argv;      // exec this (argv[0] is the path unless `exe` is set) ...
+  std::string exe;                    // the file to exec, keeping argv[0] as given
   std::function<int()> body;          // ... or run this in a forked child
   std::vector<int> keep_fds;          // fds the child inherits (others close-on-exec)
   bool capture_output = false;        // pipe stdout+stderr to on_line

@@ -1,0 +1,256 @@
+/*
+ * One SWIG interface for every language (GDAL's layout): the handles of the
+ * C API become classes that free themselves, a non-OK status becomes an
+ * exception carrying the status and the message, and each language's file
+ * (python/ddp_python.i, java/ddp_java.i) maps buffers, arrays and
+ * callbacks. No algorithm lives here: every method is one C API call.
+ */
+%module(package="libddp") ddp
+
+%{
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ddp/ddp.h>
+
+/* The proxy classes' C names: SWIG names its helpers <type>_<method>,
+ * which for ddp_group would collide with the C API's own functions. */
+typedef ddp_tensor DdpTensor;
+typedef ddp_group DdpGroup;
+typedef ddp_comm_hook DdpCommHook;
+typedef ddp_reducer DdpReducer;
+typedef ddp_model_averager DdpModelAverager;
+typedef ddp_worker DdpWorker;
+
+/* The status of the wrapped call, set by ddp_swig_check; each language's
+ * %exception turns a non-OK one into an exception right after the call. */
+static __thread ddp_status ddp_swig_status = 0;
+static int ddp_swig_check(ddp_status s) {
+  ddp_swig_status = s;
+  return s != DDP_OK;
+}
+%}
+
+%include <stdint.i>
+
+%nodefaultctor;
+%nodefaultdtor;
+
+
+/* ---- constants ---------------------------------------------------------- */
+%rename("%(strip:[DDP_])s", %$isconstant) "";
+%rename("%(strip:[DDP_])s", %$isenumitem) "";
+typedef int32_t ddp_status;
+enum {
+  DDP_OK = 0, DDP_E_INVALID_ARGUMENT = -1, DDP_E_STATE = -2, DDP_E_TIMEOUT = -3, DDP_E_PEER_FAILED = -4,
+  DDP_E_BACKEND = -5, DDP_E_NOMEM = -6, DDP_E_UNSUPPORTED = -7, DDP_E_IO = -8, DDP_E_INTERNAL = -9,
+  DDP_E_WORKER_FAILED = -10
+};
+typedef enum ddp_dtype {
+  DDP_FLOAT32 = 0, DDP_FLOAT64 = 1, DDP_FLOAT16 = 2, DDP_BFLOAT16 = 3, DDP_INT8 = 4,
+  DDP_UINT8 = 5, DDP_INT32 = 6, DDP_INT64 = 7, DDP_BOOL = 8
+} ddp_dtype;
+typedef enum ddp_reduce_op { DDP_SUM = 0, DDP_MEAN = 1, DDP_MIN = 2, DDP_MAX = 3, DDP_PRODUCT = 4 } ddp_reduce_op;
+typedef enum ddp_start_method { DDP_START_POPEN = 0, DDP_START_FORK = 1 } ddp_start_method;
+
+%rename(version_string) ddp_version_string;
+const char *ddp_version_string(void);
+%rename(status_string) ddp_status_string;
+const char *ddp_status_string(ddp_status status);
+
+/* ---- the language's own mappings ----------------------------------------- */
+#if defined(SWIGPYTHON)
+%include "python/ddp_python.i"
+#elif defined(SWIGJAVA)
+%include "java/ddp_java.i"
+#endif
+
+/* ---- handles -------------------------------------------------------------
+ * Each is an opaque C struct; SWIG sees an empty one and the %extend blocks
+ * give it its constructor, destructor and methods. */
+
+%rename(Tensor) DdpTensor;
+typedef struct {} DdpTensor;
+%rename(Group) DdpGroup;
+typedef struct {} DdpGroup;
+%rename(CommHook) DdpCommHook;
+typedef struct {} DdpCommHook;
+%rename(Reducer) DdpReducer;
+typedef struct {} DdpReducer;
+%rename(ModelAverager) DdpModelAverager;
+typedef struct {} DdpModelAverager;
+
+%newobject DdpTensor::zeros;
+%newobject DdpTensor::wrap;
+%newobject DdpGroup::new_subgroups;
+%newobject DdpGroup::all_gather;
+%newobject DdpReducer::gradient;
+%newobject DdpCommHook::allreduce;
+%newobject DdpCommHook::fp16_compress;
+%newobject DdpCommHook::bf16_compress;
+%newobject DdpCommHook::noop;
+%newobject DdpCommHook::wrap_fp16;
+%newobject DdpCommHook::wrap_bf16;
+%newobject DdpCommHook::powersgd;
+%newobject DdpCommHook::post_localsgd;
+
+%extend DdpTensor {
+  /* A new zero tensor on the CPU. */
+  static DdpTensor *zeros(ddp_dtype dtype, const int64_t *SHAPE, size_t NDIM) {
+    DdpTensor *t = NULL;
+    ddp_device cpu = DDP_DEVICE_CPU_INIT;
+    ddp_swig_check(ddp_tensor_new(&t, dtype, SHAPE, NDIM, cpu));
+    return t;
+  }
+  /* A view of the caller's memory (no copy); the binding keeps it alive. */
+  static DdpTensor *wrap(void *BUFFER, size_t BUFLEN, ddp_dtype dtype, const int64_t *SHAPE, size_t NDIM) {
+    DdpTensor *t = NULL;
+    int64_t numel = 1;
+    for (size_t i = 0; i < NDIM; ++i) numel *= SHAPE[i];
+    if ((size_t)numel * ddp_dtype_size(dtype) != BUFLEN) {
+      ddp_swig_check(DDP_E_INVALID_ARGUMENT); /* the C API cannot see the buffer's length */
+      return NULL;
+    }
+    ddp_swig_check(ddp_tensor_from_blob(&t, BUFFER, dtype, SHAPE, NDIM));
+    return t;
+  }
+  ~DdpTensor() { ddp_tensor_free($self); }
+  ddp_dtype dtype() { return ddp_tensor_dtype($self); }
+  size_t ndim() { return ddp_tensor_ndim($self); }
+  int64_t dim_size(size_t i) { return i < ddp_tensor_ndim($self) ? ddp_tensor_shape($self)[i] : -1; }
+  int64_t numel() { return ddp_tensor_numel($self); }
+  size_t nbytes() { return ddp_tensor_nbytes($self); }
+  void copy_to(void *BUFFER, size_t BUFLEN) { ddp_swig_check(ddp_tensor_copy_to($self, BUFFER, BUFLEN)); }
+  void copy_from(const void *CBUFFER, size_t CBUFLEN) { ddp_swig_check(ddp_tensor_copy_from($self, CBUFFER, CBUFLEN)); }
+}
+
+%extend DdpGroup {
+  /* rank < 0: everything from the environment (torchrun, SLURM, ...). */
+  DdpGroup(int rank = -1, int world_size = 1, const char *master_addr = "127.0.0.1", int master_port = 0,
+            const char *backend = NULL, long long timeout_ms = 0) {
+    ddp_env *env = NULL;
+    DdpGroup *g = NULL;
+    ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+    o.backend = backend;
+    o.timeout_ms = timeout_ms;
+    if (rank >= 0 && ddp_swig_check(ddp_env_new(&env, rank, world_size, rank, world_size, 0, master_addr, master_port)))
+      return NULL;
+    ddp_swig_check(ddp_group_init(&g, env, &o));
+    ddp_env_free(env);
+    return g;
+  }
+  ~DdpGroup() { ddp_group_free($self); }
+  int rank() { return ddp_group_rank($self); }
+  int size() { return ddp_group_size($self); }
+  const char *backend() { return ddp_group_backend($self); }
+  long long timeout_ms() { return ddp_group_timeout_ms($self); }
+  DdpGroup *new_subgroups(int group_size) {
+    DdpGroup *sub = NULL;
+    ddp_swig_check(ddp_group_new_subgroups($self, group_size, &sub));
+    return sub;
+  }
+  void barrier() { ddp_swig_check(ddp_barrier($self)); }
+  void all_reduce(DdpTensor *t, ddp_reduce_op op = DDP_SUM) { ddp_swig_check(ddp_all_reduce($self, t, op)); }
+  void reduce(DdpTensor *t, int dst, ddp_reduce_op op = DDP_SUM) { ddp_swig_check(ddp_reduce($self, t, dst, op)); }
+  void broadcast(DdpTensor *t, int src = 0) { ddp_swig_check(ddp_broadcast($self, t, src)); }
+  DdpTensor *all_gather(const DdpTensor *t) {
+    DdpTensor *out = NULL;
+    ddp_swig_check(ddp_all_gather($self, t, &out));
+    return out;
+  }
+  /* Lightning's gather_all_tensors: one tensor per rank, sizes may differ. */
+  void all_gather_uneven(const DdpTensor *t, DdpTensor **PARTS_OUT, int NPARTS_OUT) {
+    (void)NPARTS_OUT;
+    ddp_swig_check(ddp_all_gather_uneven($self, t, PARTS_OUT));
+  }
+  /* Lightning's broadcast(obj), as bytes. */
+  void broadcast_bytes(const void *CBUFFER, size_t CBUFLEN, int src, ddp_buffer **BYTES_OUT) {
+    ddp_swig_check(ddp_broadcast_bytes($self, CBUFFER, CBUFLEN, src, BYTES_OUT));
+  }
+  bool reduce_boolean_decision(bool decision, bool all = true) {
+    int out = 0;
+    ddp_swig_check(ddp_reduce_boolean_decision($self, decision, all, &out));
+    return out != 0;
+  }
+}
+
+%extend DdpCommHook {
+  static DdpCommHook *allreduce() { DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_allreduce(&h)); return h; }
+  static DdpCommHook *fp16_compress() { DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_fp16_compress(&h)); return h; }
+  static DdpCommHook *bf16_compress() { DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_bf16_compress(&h)); return h; }
+  static DdpCommHook *noop() { DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_noop(&h)); return h; }
+  static DdpCommHook *wrap_fp16(const DdpCommHook *inner) {
+    DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_wrap_fp16(&h, inner)); return h;
+  }
+  static DdpCommHook *wrap_bf16(const DdpCommHook *inner) {
+    DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_wrap_bf16(&h, inner)); return h;
+  }
+  /* PyTorch's PowerSGDState arguments and defaults. */
+  static DdpCommHook *powersgd(int matrix_approximation_rank = 1, long long start_powersgd_iter = 1000,
+                                 double min_compression_rate = 2, bool use_error_feedback = true,
+                                 bool warm_start = true, double orthogonalization_epsilon = 0,
+                                 unsigned int random_seed = 0, bool batch_tensors_with_same_shape = false,
+                                 bool batched = false) {
+    ddp_powersgd_options o = DDP_POWERSGD_OPTIONS_INIT;
+    DdpCommHook *h = NULL;
+    o.matrix_approximation_rank = matrix_approximation_rank;
+    o.start_powersgd_iter = start_powersgd_iter;
+    o.min_compression_rate = min_compression_rate;
+    o.use_error_feedback = use_error_feedback;
+    o.warm_start = warm_start;
+    o.orthogonalization_epsilon = orthogonalization_epsilon;
+    o.random_seed = random_seed;
+    o.batch_tensors_with_same_shape = batch_tensors_with_same_shape;
+    o.batched = batched;
+    ddp_swig_check(ddp_comm_hook_powersgd(&h, &o));
+    return h;
+  }
+  /* subgroup NULL: one per node. */
+  static DdpCommHook *post_localsgd(DdpGroup *subgroup, long long start_localsgd_iter,
+                                      bool post_local_gradient_allreduce = true) {
+    DdpCommHook *h = NULL;
+    ddp_swig_check(ddp_comm_hook_post_localsgd(&h, subgroup, start_localsgd_iter, post_local_gradient_allreduce));
+    return h;
+  }
+  ~DdpCommHook() { ddp_comm_hook_free($self); }
+  /* (numel before, numel after, iteration) of a PowerSGD hook. */
+  void compression_stats(long long *OUT_BEFORE, long long *OUT_AFTER, long long *OUT_ITER) {
+    ddp_compression_stats s = {0, 0, 0};
+    ddp_swig_check(ddp_comm_hook_compression_stats($self, &s));
+    *OUT_BEFORE = (long long)s.numel_before;
+    *OUT_AFTER = (long long)s.numel_after;
+    *OUT_ITER = (long long)s.iteration;
+  }
+}
+
+%extend DdpReducer {
+  /* Over caller-owned gradient buffers (tensors from Tensor.wrap). */
+  DdpReducer(DdpGroup *group, DdpTensor **TENSORS, size_t NTENSORS, double bucket_cap_mb = 25,
+              double first_bucket_mb = 1, bool find_unused_parameters = false) {
+    DdpReducer *r = NULL;
+    ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+    o.bucket_cap_mb = bucket_cap_mb;
+    o.first_bucket_mb = first_bucket_mb;
+    o.find_unused_parameters = find_unused_parameters;
+    o.broadcast_parameters = 0;
+    ddp_swig_check(ddp_reducer_new(&r, group, NULL, TENSORS, NTENSORS, &o));
+    return r;
+  }
+  ~DdpReducer() { ddp_reducer_free($self); }
+  void mark_ready(size_t index) { ddp_swig_check(ddp_reducer_mark_ready($self, index)); }
+  void finish() { ddp_swig_check(ddp_reducer_finish($self)); }
+  void set_sync(bool enabled) { ddp_swig_check(ddp_reducer_set_sync($self, enabled)); }
+  void join() { ddp_swig_check(ddp_reducer_join($self)); }
+  void set_comm_hook(const DdpCommHook *hook) { ddp_swig_check(ddp_reducer_set_comm_hook($self, hook)); }
+  size_t bucket_count() { return ddp_reducer_bucket_count($self); }
+}
+
+%extend DdpModelAverager {
+  DdpModelAverager(DdpGroup *group, long long period, long long warmup_steps = 0) {
+    DdpModelAverager *a = NULL;
+    ddp_swig_check(ddp_model_averager_new(&a, group, period, warmup_steps));
+    return a;
+  }
+  ~DdpModelAverager() { ddp_model_averager_free($self); }
+  void step(DdpTensor **TENSORS, size_t NTENSORS) { ddp_swig_check(ddp_model_averager_step($self, TENSORS, NTENSORS)); }
+}

@@ -1,0 +1,211 @@
+/* Python side of ddp.i: exceptions, the buffer protocol (NumPy arrays
+ * without copies), sequences, and spawn with a Python callable. */
+
+%{
+static PyObject *ddp_py_error = NULL; /* libddp.Error(status, message) */
+
+static void ddp_py_raise(ddp_status s) {
+  const char *msg = ddp_last_error_message();
+  PyObject *exc = PyObject_CallFunction(ddp_py_error, "is", (int)s, msg && *msg ? msg : ddp_status_string(s));
+  if (!exc) return;
+  PyObject *st = PyLong_FromLong(s), *m = PyUnicode_FromString(msg ? msg : "");
+  PyObject_SetAttrString(exc, "status", st);
+  PyObject_SetAttrString(exc, "message", m);
+  Py_XDECREF(st);
+  Py_XDECREF(m);
+  PyErr_SetObject(ddp_py_error, exc);
+  Py_DECREF(exc);
+}
+%}
+
+%init %{
+  ddp_py_error = PyErr_NewExceptionWithDoc("libddp.ddp.Error",
+      "A libddp call failed: .status (a libddp status code) and .message (what went wrong).",
+      PyExc_RuntimeError, NULL);
+  Py_INCREF(ddp_py_error);
+  PyModule_AddObject(m, "Error", ddp_py_error);
+%}
+
+%exception {
+  ddp_swig_status = DDP_OK;
+  $action
+  if (ddp_swig_status != DDP_OK) {
+    ddp_py_raise(ddp_swig_status);
+    SWIG_fail;
+  }
+}
+
+%feature("kwargs");
+
+/* Shapes: any sequence of ints. */
+%typemap(in) (const int64_t *SHAPE, size_t NDIM) {
+  PyObject *seq = PySequence_Fast($input, "shape must be a sequence of ints");
+  if (!seq) SWIG_fail;
+  $2 = (size_t)PySequence_Fast_GET_SIZE(seq);
+  $1 = (int64_t *)calloc($2 ? $2 : 1, sizeof(int64_t));
+  for (size_t i = 0; i < $2; ++i) $1[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+  Py_DECREF(seq);
+  if (PyErr_Occurred()) SWIG_fail;
+}
+%typemap(freearg) (const int64_t *SHAPE, size_t NDIM) { free($1); }
+
+/* Writable memory through the buffer protocol (NumPy arrays, bytearray). */
+%typemap(in) (void *BUFFER, size_t BUFLEN) (Py_buffer view) {
+  if (PyObject_GetBuffer($input, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) SWIG_fail;
+  $1 = view.buf;
+  $2 = (size_t)view.len;
+  PyBuffer_Release(&view); /* the caller keeps the object (and so the memory) alive */
+}
+/* Readable memory (bytes too); None is no bytes. */
+%typemap(in) (const void *CBUFFER, size_t CBUFLEN) (Py_buffer view) {
+  if ($input == Py_None) {
+    $1 = NULL;
+    $2 = 0;
+  } else {
+    if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) < 0) SWIG_fail;
+    $1 = view.buf;
+    $2 = (size_t)view.len;
+    PyBuffer_Release(&view);
+  }
+}
+
+/* A sequence of Tensor handles. */
+%typemap(in) (DdpTensor **TENSORS, size_t NTENSORS) {
+  PyObject *seq = PySequence_Fast($input, "expected a sequence of Tensor");
+  if (!seq) SWIG_fail;
+  $2 = (size_t)PySequence_Fast_GET_SIZE(seq);
+  $1 = (DdpTensor **)calloc($2 ? $2 : 1, sizeof(DdpTensor *));
+  for (size_t i = 0; i < $2; ++i) {
+    void *p = NULL;
+    if (!SWIG_IsOK(SWIG_ConvertPtr(PySequence_Fast_GET_ITEM(seq, i), &p, $descriptor(DdpTensor *), 0))) {
+      Py_DECREF(seq);
+      free($1);
+      $1 = NULL;
+      SWIG_exception_fail(SWIG_TypeError, "expected a sequence of Tensor");
+    }
+    $1[i] = (DdpTensor *)p;
+  }
+  Py_DECREF(seq);
+}
+%typemap(freearg) (DdpTensor **TENSORS, size_t NTENSORS) { free($1); }
+
+/* all_gather_uneven: a list with one new Tensor per rank. */
+%typemap(in, numinputs=0) (DdpTensor **PARTS_OUT, int NPARTS_OUT) {
+  $1 = NULL;
+  $2 = 0;
+}
+%typemap(check) (DdpTensor **PARTS_OUT, int NPARTS_OUT) {  /* after self is converted */
+  $2 = ddp_group_size(arg1);
+  $1 = (DdpTensor **)calloc($2 > 0 ? (size_t)$2 : 1, sizeof(DdpTensor *));
+}
+%typemap(argout) (DdpTensor **PARTS_OUT, int NPARTS_OUT) {
+  if (ddp_swig_status == DDP_OK) {
+    PyObject *list = PyList_New($2);
+    for (int i = 0; i < $2; ++i)
+      PyList_SetItem(list, i, SWIG_NewPointerObj($1[i], $descriptor(DdpTensor *), SWIG_POINTER_OWN));
+    Py_DECREF($result);
+    $result = list;
+  }
+}
+%typemap(freearg) (DdpTensor **PARTS_OUT, int NPARTS_OUT) { free($1); }
+
+/* broadcast_bytes: the bytes. */
+%typemap(in, numinputs=0) ddp_buffer **BYTES_OUT (ddp_buffer *buf = NULL) { $1 = &buf; }
+%typemap(argout) ddp_buffer **BYTES_OUT {
+  if (*$1) {
+    Py_DECREF($result);
+    $result = PyBytes_FromStringAndSize((const char *)ddp_buffer_data(*$1), (Py_ssize_t)ddp_buffer_size(*$1));
+    ddp_buffer_free(*$1);
+  }
+}
+
+%include <typemaps.i>
+%apply long long *OUTPUT { long long *OUT_BEFORE, long long *OUT_AFTER, long long *OUT_ITER };
+
+/* ---- spawn with a Python callable ----------------------------------------
+ * fn(worker, arg: bytes) runs in each of nprocs processes (popen re-runs this
+ * script up to the spawn call, which then becomes the worker) and returns 0
+ * or an exit code; worker.set_result(bytes) on rank 0 is spawn's result. */
+%rename(Worker) DdpWorker;
+typedef struct {} DdpWorker;
+%extend DdpWorker {
+  int rank() { return ddp_worker_rank($self); }
+  int world_size() { return ddp_worker_world_size($self); }
+  int local_rank() { return ddp_worker_local_rank($self); }
+  void set_result(const void *CBUFFER, size_t CBUFLEN) { ddp_swig_check(ddp_worker_set_result($self, CBUFFER, CBUFLEN)); }
+}
+
+%{
+static PyObject *ddp_py_worker_fn = NULL;
+
+static void ddp_py_flush(const char *name) {
+  PyObject *f = PySys_GetObject(name);
+  if (f) {
+    PyObject *r = PyObject_CallMethod(f, "flush", NULL);
+    Py_XDECREF(r);
+  }
+  PyErr_Clear();
+}
+
+static int ddp_py_trampoline(DdpWorker *w, const void *arg, size_t len) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *pw = SWIG_NewPointerObj(w, SWIGTYPE_p_DdpWorker, 0);
+  PyObject *pa = PyBytes_FromStringAndSize((const char *)arg, (Py_ssize_t)len);
+  PyObject *r = PyObject_CallFunctionObjArgs(ddp_py_worker_fn, pw, pa, NULL);
+  int rc = 0;
+  if (!r) {
+    PyErr_Print(); /* the traceback, then a failing exit code for the launcher */
+    rc = 1;
+  } else {
+    rc = r == Py_None ? 0 : (int)PyLong_AsLong(r);
+    Py_DECREF(r);
+  }
+  Py_XDECREF(pw);
+  Py_XDECREF(pa);
+  /* The worker process ends in C right after this: flush Python's buffers. */
+  ddp_py_flush("stdout");
+  ddp_py_flush("stderr");
+  PyGILState_Release(gil);
+  return rc;
+}
+%}
+
+%exception ddp_py_spawn {
+  ddp_swig_status = DDP_OK;
+  $action
+  if (ddp_swig_status != DDP_OK) {
+    ddp_py_raise(ddp_swig_status);
+    SWIG_fail;
+  }
+  if (!result) SWIG_fail;
+}
+%rename(spawn) ddp_py_spawn;
+%{
+/* Returns rank 0's result (bytes; b"" when none). */
+static PyObject *ddp_py_spawn(PyObject *fn, int nprocs, const void *CBUFFER, size_t CBUFLEN,
+                              ddp_start_method start_method, long long timeout_ms) {
+  ddp_spawn_options o = DDP_SPAWN_OPTIONS_INIT;
+  ddp_buffer *res = NULL;
+  PyObject *out;
+  if (!PyCallable_Check(fn)) {
+    PyErr_SetString(PyExc_TypeError, "spawn: fn must be callable");
+    return NULL;
+  }
+  o.nprocs = nprocs;
+  o.start_method = start_method;
+  o.timeout_ms = timeout_ms;
+  Py_XDECREF(ddp_py_worker_fn);
+  Py_INCREF(fn);
+  ddp_py_worker_fn = fn;
+  if (ddp_swig_check(ddp_spawn(&o, ddp_py_trampoline, CBUFFER, CBUFLEN, &res))) {
+    Py_INCREF(Py_None);
+    return Py_None;
+  }
+  out = res ? PyBytes_FromStringAndSize((const char *)ddp_buffer_data(res), (Py_ssize_t)ddp_buffer_size(res))
+            : PyBytes_FromStringAndSize("", 0);
+  ddp_buffer_free(res);
+  return out;
+}
+%}
+PyObject *ddp_py_spawn(PyObject *fn, int nprocs, const void *CBUFFER = NULL, size_t CBUFLEN = 0,
+                       ddp_start_method start_method = DDP_START_POPEN, long long timeout_ms = 0);
