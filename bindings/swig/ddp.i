@@ -40,6 +40,9 @@ static int ddp_swig_check(ddp_status s) {
 /* ---- constants ---------------------------------------------------------- */
 %rename("%(strip:[DDP_])s", %$isconstant) "";
 %rename("%(strip:[DDP_])s", %$isenumitem) "";
+%rename(DType) ddp_dtype;
+%rename(ReduceOp) ddp_reduce_op;
+%rename(StartMethod) ddp_start_method;
 typedef int32_t ddp_status;
 enum {
   DDP_OK = 0, DDP_E_INVALID_ARGUMENT = -1, DDP_E_STATE = -2, DDP_E_TIMEOUT = -3, DDP_E_PEER_FAILED = -4,
@@ -158,6 +161,7 @@ typedef struct {} DdpModelAverager;
     ddp_swig_check(ddp_all_gather($self, t, &out));
     return out;
   }
+#ifndef SWIGJAVA /* java/ddp_java.i has its own forms of these two */
   /* Lightning's gather_all_tensors: one tensor per rank, sizes may differ. */
   void all_gather_uneven(const DdpTensor *t, DdpTensor **PARTS_OUT, int NPARTS_OUT) {
     (void)NPARTS_OUT;
@@ -167,6 +171,7 @@ typedef struct {} DdpModelAverager;
   void broadcast_bytes(const void *CBUFFER, size_t CBUFLEN, int src, ddp_buffer **BYTES_OUT) {
     ddp_swig_check(ddp_broadcast_bytes($self, CBUFFER, CBUFLEN, src, BYTES_OUT));
   }
+#endif
   bool reduce_boolean_decision(bool decision, bool all = true) {
     int out = 0;
     ddp_swig_check(ddp_reduce_boolean_decision($self, decision, all, &out));

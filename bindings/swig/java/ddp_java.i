@@ -1,0 +1,206 @@
+/* Java side of ddp.i (package org.libddp): DdpException, direct
+ * ByteBuffers without copies, arrays, AutoCloseable handles. */
+
+%pragma(java) jniclasscode=%{
+  static {
+    System.loadLibrary("ddp_java");  // libddp_java.so: the JNI glue, linked to libddp.so
+  }
+%}
+%include <various.i>
+
+%{
+static void ddp_java_throw(JNIEnv *jenv, ddp_status s) {
+  const char *msg = ddp_last_error_message();
+  jclass cls = (*jenv)->FindClass(jenv, "org/libddp/DdpException");
+  if (!cls) return;
+  jmethodID ctor = (*jenv)->GetMethodID(jenv, cls, "<init>", "(ILjava/lang/String;)V");
+  jstring jmsg = (*jenv)->NewStringUTF(jenv, msg && *msg ? msg : ddp_status_string(s));
+  jobject exc = (*jenv)->NewObject(jenv, cls, ctor, (jint)s, jmsg);
+  if (exc) (*jenv)->Throw(jenv, (jthrowable)exc);
+}
+
+/* A new Java proxy (org.libddp.<name>) owning the C handle. */
+static jobject ddp_java_proxy(JNIEnv *jenv, const char *cls_name, void *handle) {
+  jclass cls = (*jenv)->FindClass(jenv, cls_name);
+  jmethodID ctor = cls ? (*jenv)->GetMethodID(jenv, cls, "<init>", "(JZ)V") : NULL;
+  return ctor ? (*jenv)->NewObject(jenv, cls, ctor, (jlong)(intptr_t)handle, JNI_TRUE) : NULL;
+}
+%}
+
+%exception {
+  ddp_swig_status = DDP_OK;
+  $action
+  if (ddp_swig_status != DDP_OK) {
+    ddp_java_throw(jenv, ddp_swig_status);
+    return $null;
+  }
+}
+
+/* Shapes: long[]. */
+%typemap(jni) (const int64_t *SHAPE, size_t NDIM) "jlongArray"
+%typemap(jtype) (const int64_t *SHAPE, size_t NDIM) "long[]"
+%typemap(jstype) (const int64_t *SHAPE, size_t NDIM) "long[]"
+%typemap(javain) (const int64_t *SHAPE, size_t NDIM) "$javainput"
+%typemap(in) (const int64_t *SHAPE, size_t NDIM) {
+  $2 = (size_t)(*jenv)->GetArrayLength(jenv, $input);
+  $1 = (int64_t *)calloc($2 ? $2 : 1, sizeof(int64_t));
+  (*jenv)->GetLongArrayRegion(jenv, $input, 0, (jsize)$2, (jlong *)$1);
+}
+%typemap(freearg) (const int64_t *SHAPE, size_t NDIM) { free($1); }
+
+/* Memory the library reads and writes in place: a direct ByteBuffer. */
+%typemap(jni) (void *BUFFER, size_t BUFLEN) "jobject"
+%typemap(jtype) (void *BUFFER, size_t BUFLEN) "java.nio.ByteBuffer"
+%typemap(jstype) (void *BUFFER, size_t BUFLEN) "java.nio.ByteBuffer"
+%typemap(javain) (void *BUFFER, size_t BUFLEN) "$javainput"
+%typemap(in) (void *BUFFER, size_t BUFLEN) {
+  $1 = $input ? (*jenv)->GetDirectBufferAddress(jenv, $input) : NULL;
+  if (!$1) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "expected a direct ByteBuffer");
+    return $null;
+  }
+  $2 = (size_t)(*jenv)->GetDirectBufferCapacity(jenv, $input);
+}
+
+/* Bytes the library only reads: byte[] (copied). */
+%typemap(jni) (const void *CBUFFER, size_t CBUFLEN) "jbyteArray"
+%typemap(jtype) (const void *CBUFFER, size_t CBUFLEN) "byte[]"
+%typemap(jstype) (const void *CBUFFER, size_t CBUFLEN) "byte[]"
+%typemap(javain) (const void *CBUFFER, size_t CBUFLEN) "$javainput"
+%typemap(in) (const void *CBUFFER, size_t CBUFLEN) {
+  $1 = NULL;
+  $2 = 0;
+  if ($input) {
+    $2 = (size_t)(*jenv)->GetArrayLength(jenv, $input);
+    $1 = malloc($2 ? $2 : 1);
+    (*jenv)->GetByteArrayRegion(jenv, $input, 0, (jsize)$2, (jbyte *)$1);
+  }
+}
+%typemap(freearg) (const void *CBUFFER, size_t CBUFLEN) { free((void *)$1); }
+
+/* Tensor[] in. */
+%typemap(jni) (DdpTensor **TENSORS, size_t NTENSORS) "jlongArray"
+%typemap(jtype) (DdpTensor **TENSORS, size_t NTENSORS) "long[]"
+%typemap(jstype) (DdpTensor **TENSORS, size_t NTENSORS) "Tensor[]"
+%typemap(javain) (DdpTensor **TENSORS, size_t NTENSORS) "Tensor.handles($javainput)"
+%typemap(in) (DdpTensor **TENSORS, size_t NTENSORS) {
+  jlong *h;
+  $2 = (size_t)(*jenv)->GetArrayLength(jenv, $input);
+  $1 = (DdpTensor **)calloc($2 ? $2 : 1, sizeof(DdpTensor *));
+  h = (*jenv)->GetLongArrayElements(jenv, $input, NULL);
+  for (size_t i = 0; i < $2; ++i) $1[i] = (DdpTensor *)(intptr_t)h[i];
+  (*jenv)->ReleaseLongArrayElements(jenv, $input, h, JNI_ABORT);
+}
+%typemap(freearg) (DdpTensor **TENSORS, size_t NTENSORS) { free($1); }
+
+/* Results of several values come back as Java arrays. */
+%{
+typedef struct { DdpTensor **items; int n; } DdpTensorArray;
+typedef struct { ddp_buffer *buf; } DdpBytes;
+%}
+%typemap(jni) DdpTensorArray "jobjectArray"
+%typemap(jtype) DdpTensorArray "Tensor[]"
+%typemap(jstype) DdpTensorArray "Tensor[]"
+%typemap(javaout) DdpTensorArray { return $jnicall; }
+%typemap(out) DdpTensorArray {
+  if ($1.items) {
+    jclass cls = (*jenv)->FindClass(jenv, "org/libddp/Tensor");
+    $result = (*jenv)->NewObjectArray(jenv, $1.n, cls, NULL);
+    for (int i = 0; i < $1.n; ++i)
+      (*jenv)->SetObjectArrayElement(jenv, $result, i, ddp_java_proxy(jenv, "org/libddp/Tensor", $1.items[i]));
+    free($1.items);
+  }
+}
+%typemap(jni) DdpBytes "jbyteArray"
+%typemap(jtype) DdpBytes "byte[]"
+%typemap(jstype) DdpBytes "byte[]"
+%typemap(javaout) DdpBytes { return $jnicall; }
+%typemap(out) DdpBytes {
+  if ($1.buf) {
+    jsize n = (jsize)ddp_buffer_size($1.buf);
+    $result = (*jenv)->NewByteArray(jenv, n);
+    (*jenv)->SetByteArrayRegion(jenv, $result, 0, n, (const jbyte *)ddp_buffer_data($1.buf));
+    ddp_buffer_free($1.buf);
+  }
+}
+
+%extend DdpGroup {
+  /* Lightning's gather_all_tensors: one tensor per rank, sizes may differ. */
+  DdpTensorArray all_gather_uneven(const DdpTensor *t) {
+    DdpTensorArray out = {NULL, ddp_group_size($self)};
+    out.items = (DdpTensor **)calloc(out.n > 0 ? (size_t)out.n : 1, sizeof(DdpTensor *));
+    if (ddp_swig_check(ddp_all_gather_uneven($self, t, out.items))) {
+      free(out.items);
+      out.items = NULL;
+    }
+    return out;
+  }
+  /* Lightning's broadcast(obj), as bytes. */
+  DdpBytes broadcast_bytes(const void *CBUFFER, size_t CBUFLEN, int src) {
+    DdpBytes out = {NULL};
+    ddp_swig_check(ddp_broadcast_bytes($self, CBUFFER, CBUFLEN, src, &out.buf));
+    return out;
+  }
+}
+
+%include <typemaps.i>
+%apply long long *OUTPUT { long long *OUT_BEFORE, long long *OUT_AFTER, long long *OUT_ITER };
+
+/* Handles: AutoCloseable; close() frees now, the finalizer otherwise. */
+%define DDP_JAVA_CLOSEABLE(TYPE)
+%typemap(javainterfaces) TYPE "AutoCloseable"
+%typemap(javacode) TYPE %{
+  /** Frees the handle now; later calls are harmless. */
+  @Override
+  public void close() { delete(); }
+%}
+%enddef
+%typemap(javainterfaces) DdpGroup "AutoCloseable"
+%typemap(javacode) DdpGroup %{
+  /** The group the environment describes (torchrun, SLURM, ddprun, ...). */
+  public static Group fromEnvironment() { return new Group(-1, 1, "127.0.0.1", 0, null, 0); }
+
+  @Override
+  public void close() { delete(); }
+%}
+DDP_JAVA_CLOSEABLE(DdpCommHook)
+%typemap(javainterfaces) DdpReducer "AutoCloseable"
+%typemap(javacode) DdpReducer %{
+  private Tensor[] gradients;  // the memory the reducer reduces in place
+
+  /** A reducer over wrapped gradient buffers; keeps them alive. */
+  public static Reducer create(Group group, Tensor[] gradients, double bucketCapMb, double firstBucketMb,
+                               boolean findUnusedParameters) {
+    Reducer r = new Reducer(group, gradients, bucketCapMb, firstBucketMb, findUnusedParameters);
+    r.gradients = gradients.clone();
+    return r;
+  }
+
+  @Override
+  public void close() { delete(); }
+%}
+DDP_JAVA_CLOSEABLE(DdpModelAverager)
+
+/* Tensor.wrap keeps its ByteBuffer alive; the native form is wrapNative. */
+%rename(wrapNative) DdpTensor::wrap;
+%javamethodmodifiers DdpTensor::wrap "protected";
+%typemap(javainterfaces) DdpTensor "AutoCloseable"
+%typemap(javacode) DdpTensor %{
+  private Object owner;  // the memory a wrapped tensor views
+
+  /** A tensor viewing a direct ByteBuffer (native byte order), without copying. */
+  public static Tensor wrap(java.nio.ByteBuffer buffer, DType dtype, long[] shape) {
+    Tensor t = wrapNative(buffer, dtype, shape);
+    t.owner = buffer;
+    return t;
+  }
+
+  static long[] handles(Tensor[] tensors) {
+    long[] h = new long[tensors.length];
+    for (int i = 0; i < tensors.length; ++i) h[i] = getCPtr(tensors[i]);
+    return h;
+  }
+
+  @Override
+  public void close() { delete(); }
+%}

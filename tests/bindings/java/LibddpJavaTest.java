@@ -1,0 +1,72 @@
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertTrue;
+import static org.junit.Assert.fail;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.concurrent.TimeUnit;
+import org.junit.Test;
+import org.libddp.*;
+
+/** The SWIG Java binding (org.libddp). System properties: ddprun, classpath, library path. */
+public class LibddpJavaTest {
+  @Test
+  public void twoRanksThroughDdprun() throws Exception {
+    ProcessBuilder pb = new ProcessBuilder(System.getProperty("ddp.ddprun"), "--standalone", "--nproc-per-node", "2",
+        System.getProperty("java.home") + "/bin/java", "-Djava.library.path=" + System.getProperty("java.library.path"),
+        "-cp", System.getProperty("java.class.path"), "TwoRankWorker");
+    pb.redirectErrorStream(true);
+    pb.environment().put("OMP_NUM_THREADS", "1");
+    Process p = pb.start();
+    StringBuilder out = new StringBuilder();
+    try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream()))) {
+      for (String line; (line = r.readLine()) != null;) out.append(line).append('\n');
+    }
+    assertTrue("ddprun did not finish", p.waitFor(120, TimeUnit.SECONDS));
+    assertEquals(out.toString(), 0, p.exitValue());
+    assertTrue(out.toString(), out.toString().contains("rank 0 OK") && out.toString().contains("rank 1 OK"));
+  }
+
+  @Test
+  public void errorsCarryTheStatusAndTheMessage() {
+    try {
+      CommHook.powersgd(1, 1, 2, true, true, 0, 0, false, false);
+      fail("start_powersgd_iter 1 with error feedback must be refused");
+    } catch (DdpException e) {
+      assertEquals(ddpConstants.E_INVALID_ARGUMENT, e.status);
+      assertTrue(e.getMessage(), e.getMessage().contains("start_powersgd_iter"));
+    }
+    try {
+      Tensor.wrap(ByteBuffer.allocate(8), DType.FLOAT32, new long[] {2});
+      fail("a heap ByteBuffer has no address to share");
+    } catch (IllegalArgumentException expected) {
+    }
+  }
+
+  @Test
+  public void oneRankPowerSgdCountsItsCompression() {
+    try (Group g = new Group(0, 1, "127.0.0.1", 0, null, 0);
+         CommHook h = CommHook.powersgd(1, 2, 2, true, true, 0, 0, false, false)) {
+      ByteBuffer w = ByteBuffer.allocateDirect(4 * 16 * 8).order(ByteOrder.nativeOrder());
+      for (int i = 0; i < 16 * 8; ++i) w.putFloat(i * 4, (float) Math.sin(i));
+      ByteBuffer b = ByteBuffer.allocateDirect(4 * 8).order(ByteOrder.nativeOrder());
+      try (Tensor tw = Tensor.wrap(w, DType.FLOAT32, new long[] {16, 8});
+           Tensor tb = Tensor.wrap(b, DType.FLOAT32, new long[] {8});
+           Reducer r = Reducer.create(g, new Tensor[] {tw, tb}, 25, 1, false)) {
+        r.set_comm_hook(h);
+        for (int step = 0; step < 3; ++step) {
+          r.mark_ready(1);
+          r.mark_ready(0);
+          r.finish();
+        }
+      }
+      long[] before = new long[1], after = new long[1], iters = new long[1];
+      h.compression_stats(before, after, iters);
+      assertEquals(3, iters[0]);
+      assertEquals(16 * 8 + 8, before[0]);
+      assertEquals((16 + 8) + 8, after[0]);
+    }
+  }
+}

@@ -1,0 +1,67 @@
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import org.libddp.*;
+
+/** One rank of the Java binding's 2-rank test (started by ddprun): prints "rank R OK" when every check held. */
+public class TwoRankWorker {
+  static ByteBuffer floats(float... v) {
+    ByteBuffer b = ByteBuffer.allocateDirect(4 * v.length).order(ByteOrder.nativeOrder());
+    b.asFloatBuffer().put(v);
+    return b;
+  }
+
+  static float at(ByteBuffer b, int i) { return b.asFloatBuffer().get(i); }
+
+  static void check(boolean ok, String what) {
+    if (!ok) throw new AssertionError(what);
+  }
+
+  public static void main(String[] args) {
+    try (Group g = Group.fromEnvironment()) {
+      int rank = g.rank(), world = g.size();
+      check(world == 2, "world size");
+      // all_reduce in place in a direct ByteBuffer.
+      ByteBuffer x = floats(rank, rank + 1, rank + 2);
+      try (Tensor t = Tensor.wrap(x, DType.FLOAT32, new long[] {3})) {
+        g.all_reduce(t, ReduceOp.SUM);
+      }
+      check(at(x, 0) == 1 && at(x, 1) == 3 && at(x, 2) == 5, "all_reduce");
+      // Uneven all_gather: rank r sends r + 1 values equal to r.
+      float[] mine = new float[rank + 1];
+      java.util.Arrays.fill(mine, rank);
+      try (Tensor t = Tensor.wrap(floats(mine), DType.FLOAT32, new long[] {rank + 1})) {
+        Tensor[] parts = g.all_gather_uneven(t);
+        check(parts.length == world, "uneven: one tensor per rank");
+        for (int r = 0; r < world; ++r) {
+          check(parts[r].numel() == r + 1, "uneven: sizes");
+          ByteBuffer out = ByteBuffer.allocateDirect((int) parts[r].nbytes()).order(ByteOrder.nativeOrder());
+          parts[r].copy_to(out);
+          check(at(out, 0) == r, "uneven: values");
+          parts[r].close();
+        }
+      }
+      // Lightning's broadcast(obj) as bytes.
+      byte[] got = g.broadcast_bytes(rank == 0 ? "from rank 0".getBytes(StandardCharsets.UTF_8) : new byte[0], 0);
+      check(new String(got, StandardCharsets.UTF_8).equals("from rank 0"), "broadcast_bytes");
+      // A reducer step with the fp16 hook over a caller-owned gradient.
+      ByteBuffer grad = floats(rank == 0 ? new float[] {1, 2, 3, 4} : new float[] {3, 4, 5, 6});
+      try (Tensor tg = Tensor.wrap(grad, DType.FLOAT32, new long[] {2, 2});
+           CommHook hook = CommHook.fp16_compress();
+           Reducer r = Reducer.create(g, new Tensor[] {tg}, 25, 1, false)) {
+        r.set_comm_hook(hook);
+        r.mark_ready(0);
+        r.finish();
+      }
+      check(at(grad, 0) == 2 && at(grad, 1) == 3 && at(grad, 2) == 4 && at(grad, 3) == 5, "reducer with fp16 hook");
+      // A failing call throws DdpException with the status and the message.
+      try (Tensor t = Tensor.wrap(floats(0), DType.FLOAT32, new long[] {1})) {
+        g.broadcast(t, world);
+        check(false, "broadcast from a rank that does not exist must fail");
+      } catch (DdpException e) {
+        check(e.status == ddpConstants.E_INVALID_ARGUMENT && e.getMessage().contains("src"), "exception");
+      }
+      System.out.println("rank " + rank + " OK");
+    }
+  }
+}
