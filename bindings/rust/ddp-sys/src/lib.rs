@@ -1,0 +1,483 @@
+//! Raw declarations of libddp's C API (capi/include/ddp/*.h): every
+//! function, struct, enum and constant, as the header declares them.
+//! `check_sys.py` (run by the test suite) compares this file with Debian's
+//! bindgen output for the header, so the two cannot drift apart.
+//!
+//! Ownership and errors follow the C API: a function returning `ddp_status`
+//! gives `DDP_OK` (0) or a negative status and sets a thread-local message
+//! (`ddp_last_error_message`); `*_free` releases what `**out` handed out.
+#![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
+
+use std::os::raw::{c_char, c_int, c_uint, c_void};
+
+pub const DDP_VERSION_MAJOR: u32 = 0;
+pub const DDP_VERSION_MINOR: u32 = 1;
+pub const DDP_VERSION_PATCH: u32 = 0;
+pub const DDP_VERSION_NUMBER: u32 = 100;
+pub const DDP_GROUP_OPTIONS_VERSION: u32 = 1;
+pub const DDP_SPAWN_OPTIONS_VERSION: u32 = 1;
+pub const DDP_POWERSGD_OPTIONS_VERSION: u32 = 1;
+pub const DDP_REDUCER_OPTIONS_VERSION: u32 = 1;
+pub type ddp_status = i32;
+pub const DDP_OK: c_int = 0;
+pub const DDP_E_INVALID_ARGUMENT: c_int = -1;
+pub const DDP_E_STATE: c_int = -2;
+pub const DDP_E_TIMEOUT: c_int = -3;
+pub const DDP_E_PEER_FAILED: c_int = -4;
+pub const DDP_E_BACKEND: c_int = -5;
+pub const DDP_E_NOMEM: c_int = -6;
+pub const DDP_E_UNSUPPORTED: c_int = -7;
+pub const DDP_E_IO: c_int = -8;
+pub const DDP_E_INTERNAL: c_int = -9;
+pub const DDP_E_WORKER_FAILED: c_int = -10;
+pub const DDP_FLOAT32: ddp_dtype = 0;
+pub const DDP_FLOAT64: ddp_dtype = 1;
+pub const DDP_FLOAT16: ddp_dtype = 2;
+pub const DDP_BFLOAT16: ddp_dtype = 3;
+pub const DDP_INT8: ddp_dtype = 4;
+pub const DDP_UINT8: ddp_dtype = 5;
+pub const DDP_INT32: ddp_dtype = 6;
+pub const DDP_INT64: ddp_dtype = 7;
+pub const DDP_BOOL: ddp_dtype = 8;
+pub const DDP_DTYPE_FORCE_INT: ddp_dtype = 2147483647;
+pub type ddp_dtype = c_uint;
+pub const DDP_DEVICE_CPU: ddp_device_type = 0;
+pub const DDP_DEVICE_CUDA: ddp_device_type = 1;
+pub const DDP_DEVICE_TYPE_FORCE_INT: ddp_device_type = 2147483647;
+pub type ddp_device_type = c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_device {
+    pub type_: ddp_device_type,
+    pub index: c_int,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_buffer {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_tensor {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_env {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_group {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_group_options {
+    pub version: c_uint,
+    pub backend: *const c_char,
+    pub timeout_ms: i64,
+    pub device: ddp_device,
+}
+pub const DDP_SUM: ddp_reduce_op = 0;
+pub const DDP_MEAN: ddp_reduce_op = 1;
+pub const DDP_MIN: ddp_reduce_op = 2;
+pub const DDP_MAX: ddp_reduce_op = 3;
+pub const DDP_PRODUCT: ddp_reduce_op = 4;
+pub const DDP_REDUCE_OP_FORCE_INT: ddp_reduce_op = 2147483647;
+pub type ddp_reduce_op = c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_work {
+    _unused: [u8; 0],
+}
+pub const DDP_START_POPEN: ddp_start_method = 0;
+pub const DDP_START_FORK: ddp_start_method = 1;
+pub const DDP_START_METHOD_FORCE_INT: ddp_start_method = 2147483647;
+pub type ddp_start_method = c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_worker {
+    _unused: [u8; 0],
+}
+pub type ddp_worker_fn = Option<
+    unsafe extern "C" fn(
+        worker: *mut ddp_worker,
+        arg: *const c_void,
+        arg_len: usize,
+    ) -> c_int,
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_spawn_options {
+    pub version: c_uint,
+    pub nprocs: c_int,
+    pub start_method: ddp_start_method,
+    pub master_addr: *const c_char,
+    pub master_port: c_int,
+    pub timeout_ms: i64,
+    pub grace_ms: i64,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_comm_hook {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_powersgd_options {
+    pub version: c_uint,
+    pub matrix_approximation_rank: c_int,
+    pub start_powersgd_iter: i64,
+    pub min_compression_rate: f64,
+    pub use_error_feedback: c_int,
+    pub warm_start: c_int,
+    pub orthogonalization_epsilon: f64,
+    pub random_seed: u32,
+    pub batch_tensors_with_same_shape: c_int,
+    pub batched: c_int,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_compression_stats {
+    pub numel_before: u64,
+    pub numel_after: u64,
+    pub iteration: i64,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_comm_bucket {
+    pub buffer: *mut ddp_tensor,
+    pub index: usize,
+    pub is_last: c_int,
+    pub divisor: c_int,
+    pub num_params: usize,
+    pub param_indices: *const usize,
+    pub offsets: *const i64,
+    pub ndims: *const usize,
+    pub shapes: *const *const i64,
+}
+pub type ddp_comm_hook_fn = Option<
+    unsafe extern "C" fn(
+        group: *mut ddp_group,
+        bucket: *const ddp_comm_bucket,
+        user_data: *mut c_void,
+    ) -> ddp_status,
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_model_averager {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_reducer {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_reducer_options {
+    pub version: c_uint,
+    pub bucket_cap_mb: f64,
+    pub first_bucket_mb: f64,
+    pub find_unused_parameters: c_int,
+    pub gradient_as_bucket_view: c_int,
+    pub broadcast_parameters: c_int,
+    pub autograd_hooks: c_int,
+    pub join_enabled: c_int,
+}
+
+#[link(name = "ddp")]
+extern "C" {
+    pub fn ddp_version_number() -> c_uint;
+    pub fn ddp_version_string() -> *const c_char;
+    pub fn ddp_status_string(status: ddp_status) -> *const c_char;
+    pub fn ddp_last_error_message() -> *const c_char;
+    pub fn ddp_error_clear();
+    pub fn ddp_dtype_size(dtype: ddp_dtype) -> usize;
+    pub fn ddp_dtype_name(dtype: ddp_dtype) -> *const c_char;
+    pub fn ddp_buffer_data(buf: *const ddp_buffer) -> *const c_void;
+    pub fn ddp_buffer_size(buf: *const ddp_buffer) -> usize;
+    pub fn ddp_buffer_free(buf: *mut ddp_buffer);
+    pub fn ddp_tensor_from_blob(
+        out: *mut *mut ddp_tensor,
+        data: *mut c_void,
+        dtype: ddp_dtype,
+        shape: *const i64,
+        ndim: usize,
+    ) -> ddp_status;
+    pub fn ddp_tensor_new(
+        out: *mut *mut ddp_tensor,
+        dtype: ddp_dtype,
+        shape: *const i64,
+        ndim: usize,
+        device: ddp_device,
+    ) -> ddp_status;
+    pub fn ddp_tensor_from_aten(
+        out: *mut *mut ddp_tensor,
+        aten_tensor: *const c_void,
+    ) -> ddp_status;
+    pub fn ddp_tensor_free(t: *mut ddp_tensor);
+    pub fn ddp_tensor_data(t: *const ddp_tensor) -> *mut c_void;
+    pub fn ddp_tensor_ndim(t: *const ddp_tensor) -> usize;
+    pub fn ddp_tensor_shape(t: *const ddp_tensor) -> *const i64;
+    pub fn ddp_tensor_dtype(t: *const ddp_tensor) -> ddp_dtype;
+    pub fn ddp_tensor_numel(t: *const ddp_tensor) -> i64;
+    pub fn ddp_tensor_nbytes(t: *const ddp_tensor) -> usize;
+    pub fn ddp_tensor_device(t: *const ddp_tensor) -> ddp_device;
+    pub fn ddp_tensor_copy_to(
+        t: *const ddp_tensor,
+        dst: *mut c_void,
+        nbytes: usize,
+    ) -> ddp_status;
+    pub fn ddp_tensor_copy_from(
+        t: *mut ddp_tensor,
+        src: *const c_void,
+        nbytes: usize,
+    ) -> ddp_status;
+    pub fn ddp_env_detect(out: *mut *mut ddp_env) -> ddp_status;
+    pub fn ddp_env_from_vars(
+        out: *mut *mut ddp_env,
+        vars: *const *const c_char,
+        name: *const c_char,
+    ) -> ddp_status;
+    pub fn ddp_env_from_name(
+        out: *mut *mut ddp_env,
+        name: *const c_char,
+    ) -> ddp_status;
+    pub fn ddp_env_new(
+        out: *mut *mut ddp_env,
+        rank: c_int,
+        world_size: c_int,
+        local_rank: c_int,
+        local_world_size: c_int,
+        node_rank: c_int,
+        master_addr: *const c_char,
+        master_port: c_int,
+    ) -> ddp_status;
+    pub fn ddp_env_name(env: *const ddp_env) -> *const c_char;
+    pub fn ddp_env_rank(env: *const ddp_env) -> c_int;
+    pub fn ddp_env_world_size(env: *const ddp_env) -> c_int;
+    pub fn ddp_env_local_rank(env: *const ddp_env) -> c_int;
+    pub fn ddp_env_local_world_size(env: *const ddp_env) -> c_int;
+    pub fn ddp_env_node_rank(env: *const ddp_env) -> c_int;
+    pub fn ddp_env_master_addr(env: *const ddp_env) -> *const c_char;
+    pub fn ddp_env_master_port(env: *const ddp_env) -> c_int;
+    pub fn ddp_env_free(env: *mut ddp_env);
+    pub fn ddp_group_options_init(
+        opts: *mut ddp_group_options,
+        version: c_uint,
+    ) -> ddp_status;
+    pub fn ddp_group_init(
+        out: *mut *mut ddp_group,
+        env: *const ddp_env,
+        opts: *const ddp_group_options,
+    ) -> ddp_status;
+    pub fn ddp_group_new_subgroups(
+        parent: *mut ddp_group,
+        group_size: c_int,
+        out: *mut *mut ddp_group,
+    ) -> ddp_status;
+    pub fn ddp_group_rank(g: *const ddp_group) -> c_int;
+    pub fn ddp_group_size(g: *const ddp_group) -> c_int;
+    pub fn ddp_group_backend(g: *const ddp_group) -> *const c_char;
+    pub fn ddp_group_timeout_ms(g: *const ddp_group) -> i64;
+    pub fn ddp_group_set_timeout(g: *mut ddp_group, timeout_ms: i64) -> ddp_status;
+    pub fn ddp_group_is_broken(g: *const ddp_group) -> c_int;
+    pub fn ddp_group_free(g: *mut ddp_group);
+    pub fn ddp_work_wait(work: *mut ddp_work, timeout_ms: i64) -> ddp_status;
+    pub fn ddp_work_is_completed(
+        work: *mut ddp_work,
+        out: *mut c_int,
+    ) -> ddp_status;
+    pub fn ddp_work_result_count(work: *const ddp_work) -> usize;
+    pub fn ddp_work_result_tensor(
+        work: *mut ddp_work,
+        index: usize,
+        out: *mut *mut ddp_tensor,
+    ) -> ddp_status;
+    pub fn ddp_work_result_buffer(work: *mut ddp_work, out: *mut *mut ddp_buffer) -> ddp_status;
+    pub fn ddp_work_result_decision(
+        work: *mut ddp_work,
+        out: *mut c_int,
+    ) -> ddp_status;
+    pub fn ddp_work_free(work: *mut ddp_work);
+    pub fn ddp_barrier(g: *mut ddp_group) -> ddp_status;
+    pub fn ddp_barrier_async(g: *mut ddp_group, out: *mut *mut ddp_work) -> ddp_status;
+    pub fn ddp_broadcast(
+        g: *mut ddp_group,
+        t: *mut ddp_tensor,
+        src: c_int,
+    ) -> ddp_status;
+    pub fn ddp_broadcast_async(
+        g: *mut ddp_group,
+        t: *mut ddp_tensor,
+        src: c_int,
+        out: *mut *mut ddp_work,
+    ) -> ddp_status;
+    pub fn ddp_broadcast_bytes(
+        g: *mut ddp_group,
+        data: *const c_void,
+        len: usize,
+        src: c_int,
+        out: *mut *mut ddp_buffer,
+    ) -> ddp_status;
+    pub fn ddp_broadcast_bytes_async(
+        g: *mut ddp_group,
+        data: *const c_void,
+        len: usize,
+        src: c_int,
+        out: *mut *mut ddp_work,
+    ) -> ddp_status;
+    pub fn ddp_all_reduce(g: *mut ddp_group, t: *mut ddp_tensor, op: ddp_reduce_op) -> ddp_status;
+    pub fn ddp_all_reduce_async(
+        g: *mut ddp_group,
+        t: *mut ddp_tensor,
+        op: ddp_reduce_op,
+        out: *mut *mut ddp_work,
+    ) -> ddp_status;
+    pub fn ddp_reduce(
+        g: *mut ddp_group,
+        t: *mut ddp_tensor,
+        dst: c_int,
+        op: ddp_reduce_op,
+    ) -> ddp_status;
+    pub fn ddp_reduce_async(
+        g: *mut ddp_group,
+        t: *mut ddp_tensor,
+        dst: c_int,
+        op: ddp_reduce_op,
+        out: *mut *mut ddp_work,
+    ) -> ddp_status;
+    pub fn ddp_all_gather(
+        g: *mut ddp_group,
+        in_: *const ddp_tensor,
+        out: *mut *mut ddp_tensor,
+    ) -> ddp_status;
+    pub fn ddp_all_gather_async(
+        g: *mut ddp_group,
+        in_: *const ddp_tensor,
+        out: *mut *mut ddp_work,
+    ) -> ddp_status;
+    pub fn ddp_all_gather_uneven(
+        g: *mut ddp_group,
+        in_: *const ddp_tensor,
+        out: *mut *mut ddp_tensor,
+    ) -> ddp_status;
+    pub fn ddp_all_gather_uneven_async(
+        g: *mut ddp_group,
+        in_: *const ddp_tensor,
+        out: *mut *mut ddp_work,
+    ) -> ddp_status;
+    pub fn ddp_reduce_boolean_decision(
+        g: *mut ddp_group,
+        decision: c_int,
+        all: c_int,
+        out: *mut c_int,
+    ) -> ddp_status;
+    pub fn ddp_reduce_boolean_decision_async(
+        g: *mut ddp_group,
+        decision: c_int,
+        all: c_int,
+        out: *mut *mut ddp_work,
+    ) -> ddp_status;
+    pub fn ddp_spawn_options_init(
+        opts: *mut ddp_spawn_options,
+        version: c_uint,
+    ) -> ddp_status;
+    pub fn ddp_spawn(
+        opts: *const ddp_spawn_options,
+        fn_: ddp_worker_fn,
+        arg: *const c_void,
+        arg_len: usize,
+        rank0_result: *mut *mut ddp_buffer,
+    ) -> ddp_status;
+    pub fn ddp_worker_rank(worker: *const ddp_worker) -> c_int;
+    pub fn ddp_worker_world_size(worker: *const ddp_worker) -> c_int;
+    pub fn ddp_worker_local_rank(worker: *const ddp_worker) -> c_int;
+    pub fn ddp_worker_set_result(
+        worker: *mut ddp_worker,
+        data: *const c_void,
+        len: usize,
+    ) -> ddp_status;
+    pub fn ddp_comm_hook_allreduce(out: *mut *mut ddp_comm_hook) -> ddp_status;
+    pub fn ddp_comm_hook_fp16_compress(out: *mut *mut ddp_comm_hook) -> ddp_status;
+    pub fn ddp_comm_hook_bf16_compress(out: *mut *mut ddp_comm_hook) -> ddp_status;
+    pub fn ddp_comm_hook_wrap_fp16(
+        out: *mut *mut ddp_comm_hook,
+        inner: *const ddp_comm_hook,
+    ) -> ddp_status;
+    pub fn ddp_comm_hook_wrap_bf16(
+        out: *mut *mut ddp_comm_hook,
+        inner: *const ddp_comm_hook,
+    ) -> ddp_status;
+    pub fn ddp_comm_hook_noop(out: *mut *mut ddp_comm_hook) -> ddp_status;
+    pub fn ddp_powersgd_options_init(
+        opts: *mut ddp_powersgd_options,
+        version: c_uint,
+    ) -> ddp_status;
+    pub fn ddp_comm_hook_powersgd(
+        out: *mut *mut ddp_comm_hook,
+        opts: *const ddp_powersgd_options,
+    ) -> ddp_status;
+    pub fn ddp_comm_hook_compression_stats(
+        hook: *const ddp_comm_hook,
+        out: *mut ddp_compression_stats,
+    ) -> ddp_status;
+    pub fn ddp_comm_hook_post_localsgd(
+        out: *mut *mut ddp_comm_hook,
+        subgroup: *mut ddp_group,
+        start_localsgd_iter: i64,
+        post_local_gradient_allreduce: c_int,
+    ) -> ddp_status;
+    pub fn ddp_comm_hook_custom(
+        out: *mut *mut ddp_comm_hook,
+        fn_: ddp_comm_hook_fn,
+        user_data: *mut c_void,
+    ) -> ddp_status;
+    pub fn ddp_comm_hook_free(hook: *mut ddp_comm_hook);
+    pub fn ddp_model_averager_new(
+        out: *mut *mut ddp_model_averager,
+        group: *mut ddp_group,
+        period: i64,
+        warmup_steps: i64,
+    ) -> ddp_status;
+    pub fn ddp_model_averager_step(
+        avg: *mut ddp_model_averager,
+        params: *const *mut ddp_tensor,
+        n: usize,
+    ) -> ddp_status;
+    pub fn ddp_model_averager_free(avg: *mut ddp_model_averager);
+    pub fn ddp_reducer_options_init(
+        opts: *mut ddp_reducer_options,
+        version: c_uint,
+    ) -> ddp_status;
+    pub fn ddp_reducer_new(
+        out: *mut *mut ddp_reducer,
+        group: *mut ddp_group,
+        params: *const *mut ddp_tensor,
+        grads: *const *mut ddp_tensor,
+        n: usize,
+        opts: *const ddp_reducer_options,
+    ) -> ddp_status;
+    pub fn ddp_reducer_mark_ready(r: *mut ddp_reducer, index: usize) -> ddp_status;
+    pub fn ddp_reducer_finish(r: *mut ddp_reducer) -> ddp_status;
+    pub fn ddp_reducer_set_sync(r: *mut ddp_reducer, enabled: c_int) -> ddp_status;
+    pub fn ddp_reducer_join(r: *mut ddp_reducer) -> ddp_status;
+    pub fn ddp_reducer_set_comm_hook(r: *mut ddp_reducer, hook: *const ddp_comm_hook)
+        -> ddp_status;
+    pub fn ddp_reducer_bucket_count(r: *const ddp_reducer) -> usize;
+    pub fn ddp_reducer_bucket_indices(
+        r: *const ddp_reducer,
+        bucket: usize,
+        out: *mut usize,
+        cap: usize,
+        count: *mut usize,
+    ) -> ddp_status;
+    pub fn ddp_reducer_gradient(
+        r: *const ddp_reducer,
+        index: usize,
+        out: *mut *mut ddp_tensor,
+    ) -> ddp_status;
+    pub fn ddp_reducer_free(r: *mut ddp_reducer);
+}

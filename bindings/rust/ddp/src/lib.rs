@@ -1,0 +1,342 @@
+//! libddp from Rust: process groups, Lightning's collectives, and the DDP
+//! gradient reducer with PyTorch's comm hooks, over libddp's C API.
+//!
+//! Handles free themselves on `Drop`; every failing call returns
+//! [`Error`] with libddp's status and message. Thread safety follows the
+//! header: groups, tensors and reducers may move between threads (`Send`)
+//! but are not for concurrent use (not `Sync`); comm hooks may be shared.
+//!
+//! ```no_run
+//! let group = ddp::Group::from_env()?;           // torchrun, SLURM, ddprun, ...
+//! let mut x = vec![group.rank() as f32; 4];
+//! group.all_reduce(&mut x, ddp::ReduceOp::Sum)?;
+//! # Ok::<(), ddp::Error>(())
+//! ```
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::os::raw::{c_int, c_void};
+use std::ptr;
+
+pub use ddp_sys as sys;
+
+/// A failed libddp call: the status (`sys::DDP_E_*`) and what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub status: i32,
+    pub message: String,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "libddp status {}: {}", self.status, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+fn check(status: sys::ddp_status) -> Result<()> {
+    if status == sys::DDP_OK {
+        return Ok(());
+    }
+    // SAFETY: the message is a NUL-terminated thread-local string.
+    let message = unsafe { CStr::from_ptr(sys::ddp_last_error_message()) }.to_string_lossy().into_owned();
+    Err(Error { status, message })
+}
+
+fn invalid(message: &str) -> Error {
+    Error { status: sys::DDP_E_INVALID_ARGUMENT, message: message.to_string() }
+}
+
+/// Reduction operators (Lightning's sync_ddp: "sum", "mean", ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Mean,
+    Min,
+    Max,
+    Product,
+}
+
+impl ReduceOp {
+    fn raw(self) -> sys::ddp_reduce_op {
+        match self {
+            ReduceOp::Sum => sys::DDP_SUM,
+            ReduceOp::Mean => sys::DDP_MEAN,
+            ReduceOp::Min => sys::DDP_MIN,
+            ReduceOp::Max => sys::DDP_MAX,
+            ReduceOp::Product => sys::DDP_PRODUCT,
+        }
+    }
+}
+
+/// Element types that libddp tensors can view.
+pub trait Element: Copy + Default {
+    const DTYPE: sys::ddp_dtype;
+}
+macro_rules! element {
+    ($t:ty, $d:ident) => {
+        impl Element for $t {
+            const DTYPE: sys::ddp_dtype = sys::$d;
+        }
+    };
+}
+element!(f32, DDP_FLOAT32);
+element!(f64, DDP_FLOAT64);
+element!(i8, DDP_INT8);
+element!(u8, DDP_UINT8);
+element!(i32, DDP_INT32);
+element!(i64, DDP_INT64);
+
+/// A libddp tensor handle; owned, freed on drop.
+struct Tensor(*mut sys::ddp_tensor);
+
+impl Tensor {
+    /// A 1-D view of `data` (the caller keeps the memory alive and unaliased).
+    fn view<T: Element>(data: &mut [T]) -> Result<Tensor> {
+        let mut t = ptr::null_mut();
+        let n = data.len() as i64;
+        check(unsafe { sys::ddp_tensor_from_blob(&mut t, data.as_mut_ptr() as *mut c_void, T::DTYPE, &n, 1) })?;
+        Ok(Tensor(t))
+    }
+
+    fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if unsafe { sys::ddp_tensor_dtype(self.0) } != T::DTYPE {
+            return Err(invalid("tensor dtype does not match the element type"));
+        }
+        let n = unsafe { sys::ddp_tensor_numel(self.0) } as usize;
+        let mut v = vec![T::default(); n];
+        let bytes = std::mem::size_of_val(v.as_slice());
+        check(unsafe { sys::ddp_tensor_copy_to(self.0, v.as_mut_ptr() as *mut c_void, bytes) })?;
+        Ok(v)
+    }
+}
+
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        unsafe { sys::ddp_tensor_free(self.0) }
+    }
+}
+
+/// A process group (Gloo on the CPU): every rank calls the same collectives
+/// in the same order.
+pub struct Group(*mut sys::ddp_group);
+
+// SAFETY: group.h: "a group may move between threads but is not for concurrent use".
+unsafe impl Send for Group {}
+
+impl Group {
+    /// The group the environment describes (torchrun/ddprun, SLURM, LSF, MPI, Lightning).
+    pub fn from_env() -> Result<Group> {
+        let mut g = ptr::null_mut();
+        check(unsafe { sys::ddp_group_init(&mut g, ptr::null(), ptr::null()) })?;
+        Ok(Group(g))
+    }
+
+    /// An explicit group: `rank` of `world_size`, rank 0's store at `master_addr:master_port`.
+    pub fn new(rank: i32, world_size: i32, master_addr: &str, master_port: u16) -> Result<Group> {
+        let addr = CString::new(master_addr).map_err(|_| invalid("master_addr contains NUL"))?;
+        let mut env = ptr::null_mut();
+        check(unsafe {
+            sys::ddp_env_new(&mut env, rank, world_size, rank, world_size, 0, addr.as_ptr(), c_int::from(master_port))
+        })?;
+        let mut g = ptr::null_mut();
+        let status = unsafe { sys::ddp_group_init(&mut g, env, ptr::null()) };
+        unsafe { sys::ddp_env_free(env) };
+        check(status)?;
+        Ok(Group(g))
+    }
+
+    pub fn rank(&self) -> i32 {
+        unsafe { sys::ddp_group_rank(self.0) }
+    }
+
+    pub fn size(&self) -> i32 {
+        unsafe { sys::ddp_group_size(self.0) }
+    }
+
+    pub fn barrier(&self) -> Result<()> {
+        check(unsafe { sys::ddp_barrier(self.0) })
+    }
+
+    /// Lightning's sync_ddp, in place.
+    pub fn all_reduce<T: Element>(&self, data: &mut [T], op: ReduceOp) -> Result<()> {
+        let t = Tensor::view(data)?;
+        check(unsafe { sys::ddp_all_reduce(self.0, t.0, op.raw()) })
+    }
+
+    /// `src`'s values into every rank's `data`.
+    pub fn broadcast<T: Element>(&self, data: &mut [T], src: i32) -> Result<()> {
+        let t = Tensor::view(data)?;
+        check(unsafe { sys::ddp_broadcast(self.0, t.0, src) })
+    }
+
+    /// Lightning's gather_all_tensors: every rank's `data`, lengths may differ.
+    pub fn all_gather_uneven<T: Element>(&self, data: &[T]) -> Result<Vec<Vec<T>>> {
+        let mut copy = data.to_vec(); // the C API takes a mutable handle; it only reads it
+        let t = Tensor::view(&mut copy)?;
+        let mut parts = vec![ptr::null_mut(); self.size().max(0) as usize];
+        check(unsafe { sys::ddp_all_gather_uneven(self.0, t.0, parts.as_mut_ptr()) })?;
+        let owned: Vec<Tensor> = parts.into_iter().map(Tensor).collect();
+        owned.iter().map(|p| p.to_vec()).collect()
+    }
+
+    /// Lightning's broadcast(obj), as bytes: `src`'s bytes on every rank.
+    pub fn broadcast_bytes(&self, data: &[u8], src: i32) -> Result<Vec<u8>> {
+        let mut buf = ptr::null_mut();
+        check(unsafe { sys::ddp_broadcast_bytes(self.0, data.as_ptr() as *const c_void, data.len(), src, &mut buf) })?;
+        let out = unsafe {
+            std::slice::from_raw_parts(sys::ddp_buffer_data(buf) as *const u8, sys::ddp_buffer_size(buf)).to_vec()
+        };
+        unsafe { sys::ddp_buffer_free(buf) };
+        Ok(out)
+    }
+
+    /// Lightning's reduce_boolean_decision: all ranks agree (`all`) or any does.
+    pub fn reduce_boolean_decision(&self, decision: bool, all: bool) -> Result<bool> {
+        let mut out: c_int = 0;
+        check(unsafe { sys::ddp_reduce_boolean_decision(self.0, c_int::from(decision), c_int::from(all), &mut out) })?;
+        Ok(out != 0)
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        unsafe { sys::ddp_group_free(self.0) }
+    }
+}
+
+/// A communication hook (PyTorch's DDP comm hooks).
+pub struct CommHook(*mut sys::ddp_comm_hook);
+
+// SAFETY: comm_hook.h: "may be shared between threads".
+unsafe impl Send for CommHook {}
+unsafe impl Sync for CommHook {}
+
+/// PyTorch's PowerSGDState arguments.
+pub type PowerSgdOptions = sys::ddp_powersgd_options;
+
+impl CommHook {
+    fn make(f: unsafe extern "C" fn(*mut *mut sys::ddp_comm_hook) -> sys::ddp_status) -> Result<CommHook> {
+        let mut h = ptr::null_mut();
+        check(unsafe { f(&mut h) })?;
+        Ok(CommHook(h))
+    }
+    pub fn allreduce() -> Result<CommHook> {
+        Self::make(sys::ddp_comm_hook_allreduce)
+    }
+    pub fn fp16_compress() -> Result<CommHook> {
+        Self::make(sys::ddp_comm_hook_fp16_compress)
+    }
+    pub fn bf16_compress() -> Result<CommHook> {
+        Self::make(sys::ddp_comm_hook_bf16_compress)
+    }
+    pub fn noop() -> Result<CommHook> {
+        Self::make(sys::ddp_comm_hook_noop)
+    }
+    /// PyTorch's defaults (rank 1, compression from step 1000, error feedback, warm start).
+    pub fn powersgd_defaults() -> PowerSgdOptions {
+        let mut o = std::mem::MaybeUninit::<PowerSgdOptions>::uninit();
+        // SAFETY: options_init fills the whole struct for this version.
+        unsafe {
+            sys::ddp_powersgd_options_init(o.as_mut_ptr(), sys::DDP_POWERSGD_OPTIONS_VERSION);
+            o.assume_init()
+        }
+    }
+    pub fn powersgd(options: &PowerSgdOptions) -> Result<CommHook> {
+        let mut h = ptr::null_mut();
+        check(unsafe { sys::ddp_comm_hook_powersgd(&mut h, options) })?;
+        Ok(CommHook(h))
+    }
+    /// `inner` run on a float16 copy of each bucket.
+    pub fn wrap_fp16(inner: &CommHook) -> Result<CommHook> {
+        let mut h = ptr::null_mut();
+        check(unsafe { sys::ddp_comm_hook_wrap_fp16(&mut h, inner.0) })?;
+        Ok(CommHook(h))
+    }
+    /// PowerSGD's (elements before, elements after, steps).
+    pub fn compression_stats(&self) -> Result<(u64, u64, i64)> {
+        let mut s = sys::ddp_compression_stats { numel_before: 0, numel_after: 0, iteration: 0 };
+        check(unsafe { sys::ddp_comm_hook_compression_stats(self.0, &mut s) })?;
+        Ok((s.numel_before, s.numel_after, s.iteration))
+    }
+}
+
+impl Drop for CommHook {
+    fn drop(&mut self) {
+        unsafe { sys::ddp_comm_hook_free(self.0) }
+    }
+}
+
+/// The DDP engine over gradient buffers it owns (one `Vec<f32>` per
+/// parameter): write a gradient with [`Reducer::gradient_mut`], mark it
+/// ready, and after [`Reducer::finish`] every gradient is the average over
+/// the group, as PyTorch's DDP computes it.
+pub struct Reducer<'g> {
+    raw: *mut sys::ddp_reducer,
+    grads: Vec<Vec<f32>>,
+    _views: Vec<Tensor>,
+    _group: std::marker::PhantomData<&'g Group>,
+}
+
+// SAFETY: reducer.h: not for concurrent use (so not Sync); the buffers it
+// points into are owned by the Reducer itself and move with it.
+unsafe impl Send for Reducer<'_> {}
+
+impl<'g> Reducer<'g> {
+    /// Buckets as PyTorch's DDP makes them (`bucket_cap_mb`, 1 MiB first bucket).
+    pub fn new(group: &'g Group, mut grads: Vec<Vec<f32>>, bucket_cap_mb: f64) -> Result<Reducer<'g>> {
+        let mut views = Vec::with_capacity(grads.len());
+        for g in grads.iter_mut() {
+            views.push(Tensor::view(g.as_mut_slice())?);
+        }
+        let handles: Vec<*mut sys::ddp_tensor> = views.iter().map(|t| t.0).collect();
+        let mut o = std::mem::MaybeUninit::<sys::ddp_reducer_options>::uninit();
+        let mut opts = unsafe {
+            sys::ddp_reducer_options_init(o.as_mut_ptr(), sys::DDP_REDUCER_OPTIONS_VERSION);
+            o.assume_init()
+        };
+        opts.bucket_cap_mb = bucket_cap_mb;
+        opts.broadcast_parameters = 0;
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::ddp_reducer_new(&mut raw, group.0, ptr::null(), handles.as_ptr(), handles.len(), &opts) })?;
+        Ok(Reducer { raw, grads, _views: views, _group: std::marker::PhantomData })
+    }
+
+    pub fn gradient(&self, index: usize) -> &[f32] {
+        &self.grads[index]
+    }
+
+    /// Write access to gradient `index` (its length is fixed).
+    pub fn gradient_mut(&mut self, index: usize) -> &mut [f32] {
+        &mut self.grads[index]
+    }
+
+    pub fn mark_ready(&mut self, index: usize) -> Result<()> {
+        check(unsafe { sys::ddp_reducer_mark_ready(self.raw, index) })
+    }
+
+    pub fn finish(&mut self) -> Result<()> {
+        check(unsafe { sys::ddp_reducer_finish(self.raw) })
+    }
+
+    /// PyTorch's no_sync: `false` lets gradients accumulate locally.
+    pub fn set_sync(&mut self, enabled: bool) -> Result<()> {
+        check(unsafe { sys::ddp_reducer_set_sync(self.raw, c_int::from(enabled)) })
+    }
+
+    pub fn set_comm_hook(&mut self, hook: &CommHook) -> Result<()> {
+        check(unsafe { sys::ddp_reducer_set_comm_hook(self.raw, hook.0) })
+    }
+
+    pub fn bucket_count(&self) -> usize {
+        unsafe { sys::ddp_reducer_bucket_count(self.raw) }
+    }
+}
+
+impl Drop for Reducer<'_> {
+    fn drop(&mut self) {
+        unsafe { sys::ddp_reducer_free(self.raw) }
+    }
+}
