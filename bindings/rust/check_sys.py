@@ -8,9 +8,14 @@ import re
 import subprocess
 import sys
 
-src = sys.argv[1]
-BINDGEN = ["bindgen", f"{src}/capi/include/ddp/ddp.h", "--allowlist-function", "ddp_.*", "--allowlist-type",
-           "ddp_.*", "--allowlist-var", "DDP_.*", "--no-layout-tests", "--no-doc-comments", "--", f"-I{src}/capi/include"]
+
+
+def header_items(src):
+    """The header as bindgen sees it, as items() of its output."""
+    cmd = ["bindgen", f"{src}/capi/include/ddp/ddp.h", "--allowlist-function", "ddp_.*", "--allowlist-type",
+           "ddp_.*", "--allowlist-var", "DDP_.*", "--no-layout-tests", "--no-doc-comments", "--",
+           f"-I{src}/capi/include"]
+    return items(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
 def normalize(text):
@@ -41,17 +46,25 @@ def items(text):
     return out
 
 
-want = items(subprocess.run(BINDGEN, capture_output=True, text=True, check=True).stdout)
-have = items(open(f"{src}/bindings/rust/ddp-sys/src/lib.rs").read())
-missing = sorted(set(want) - set(have))
-extra = sorted(set(have) - set(want))
-differ = sorted(k for k in set(want) & set(have) if want[k] != have[k])
-for k in missing:
-    print(f"missing in ddp-sys: {k} {want[k]}")
-for k in extra:
-    print(f"not in the header: {k} {have[k]}")
-for k in differ:
-    print(f"differs: {k}\n  header:  {want[k]}\n  ddp-sys: {have[k]}")
-fns = sum(k.startswith("fn ") for k in want)
-print(f"{len(want)} items ({fns} functions) in the header; {len(missing)} missing, {len(extra)} extra, {len(differ)} differ")
-sys.exit(1 if missing or extra or differ else 0)
+
+
+def main(src):
+    want = header_items(src)
+    have = items(open(f"{src}/bindings/rust/ddp-sys/src/lib.rs").read())
+    missing = sorted(set(want) - set(have))
+    extra = sorted(set(have) - set(want))
+    differ = sorted(k for k in set(want) & set(have) if want[k] != have[k])
+    for k in missing:
+        print(f"missing in ddp-sys: {k} {want[k]}")
+    for k in extra:
+        print(f"not in the header: {k} {have[k]}")
+    for k in differ:
+        print(f"differs: {k}\n  header:  {want[k]}\n  ddp-sys: {have[k]}")
+    fns = sum(k.startswith("fn ") for k in want)
+    print(f"{len(want)} items ({fns} functions) in the header; {len(missing)} missing, {len(extra)} extra, "
+          f"{len(differ)} differ")
+    return 1 if missing or extra or differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

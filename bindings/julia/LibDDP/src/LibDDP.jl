@@ -1,0 +1,295 @@
+"""
+    LibDDP
+
+libddp from Julia: process groups, Lightning's collectives and the DDP
+gradient reducer with PyTorch's comm hooks, through `ccall` on libddp's C
+API. Handles are freed by finalizers (or `close`); a failing call throws
+[`DDPError`](@ref) with libddp's status and message.
+
+The library is `ENV["LIBDDP"]` if set, else `libddp` on the loader's path.
+
+    using LibDDP
+    g = LibDDP.Group()                       # torchrun/ddprun, SLURM, ... environment
+    x = fill(Float32(LibDDP.rank(g)), 4)
+    LibDDP.all_reduce!(g, x)                 # in place
+"""
+module LibDDP
+
+const libddp = get(ENV, "LIBDDP", "libddp")
+
+# Statuses and enums of capi/include/ddp/common.h and collectives.h.
+const DDP_OK = Cint(0)
+const DDP_E_INVALID_ARGUMENT = Cint(-1)
+const SUM, MEAN, MIN, MAX, PRODUCT = Cuint(0), Cuint(1), Cuint(2), Cuint(3), Cuint(4)
+const DTYPES = Dict{DataType,Cuint}(Float32 => 0, Float64 => 1, Float16 => 2, Int8 => 4, UInt8 => 5, Int32 => 6,
+                                    Int64 => 7, Bool => 8)
+
+"""A failed libddp call: `status` (a libddp status code) and `message`."""
+struct DDPError <: Exception
+    status::Cint
+    message::String
+end
+Base.showerror(io::IO, e::DDPError) = print(io, "DDPError(", e.status, "): ", e.message)
+
+"""Throws a DDPError with libddp's thread-local message unless `status` is DDP_OK."""
+macro check(call)
+    quote
+        local status = $(esc(call))
+        if status != DDP_OK
+            local msg = unsafe_string(ccall((:ddp_last_error_message, libddp), Cstring, ()))
+            throw(DDPError(status, msg))
+        end
+        nothing
+    end
+end
+
+# ---- structs (layouts of the C header; checked by test/check_ccalls.py) ----
+
+# C: ddp_device
+struct Device
+    type::Cuint
+    index::Cint
+end
+
+# C: ddp_group_options
+struct GroupOptions
+    version::Cuint
+    backend::Cstring
+    timeout_ms::Int64
+    device::Device
+end
+
+# C: ddp_reducer_options
+mutable struct ReducerOptions
+    version::Cuint
+    bucket_cap_mb::Cdouble
+    first_bucket_mb::Cdouble
+    find_unused_parameters::Cint
+    gradient_as_bucket_view::Cint
+    broadcast_parameters::Cint
+    autograd_hooks::Cint
+    join_enabled::Cint
+end
+
+# C: ddp_powersgd_options
+mutable struct PowerSGDOptions
+    version::Cuint
+    matrix_approximation_rank::Cint
+    start_powersgd_iter::Int64
+    min_compression_rate::Cdouble
+    use_error_feedback::Cint
+    warm_start::Cint
+    orthogonalization_epsilon::Cdouble
+    random_seed::UInt32
+    batch_tensors_with_same_shape::Cint
+    batched::Cint
+end
+
+# C: ddp_compression_stats
+mutable struct CompressionStats
+    numel_before::UInt64
+    numel_after::UInt64
+    iteration::Int64
+end
+
+version() = unsafe_string(ccall((:ddp_version_string, libddp), Cstring, ()))
+
+# ---- tensors: views of Julia arrays (the wrapper keeps the array alive) ----
+
+mutable struct Tensor
+    ptr::Ptr{Cvoid}
+    owner::Any
+end
+
+function tensor_view(a::Array{T}) where {T}
+    haskey(DTYPES, T) || throw(ArgumentError("unsupported element type $T"))
+    shape = Int64[size(a)...]
+    reverse!(shape)  # Julia is column-major: the C view is the transposed shape
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_tensor_from_blob, libddp), Cint, (Ptr{Ptr{Cvoid}}, Ptr{Cvoid}, Cuint, Ptr{Int64}, Csize_t),
+                 out, a, DTYPES[T], shape, length(shape))
+    t = Tensor(out[], a)
+    finalizer(t -> ccall((:ddp_tensor_free, libddp), Cvoid, (Ptr{Cvoid},), t.ptr), t)
+    return t
+end
+
+function tensor_to_vector(ptr::Ptr{Cvoid}, ::Type{T}) where {T}
+    n = ccall((:ddp_tensor_numel, libddp), Int64, (Ptr{Cvoid},), ptr)
+    v = Vector{T}(undef, n)
+    @check ccall((:ddp_tensor_copy_to, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Csize_t), ptr, v, sizeof(v))
+    return v
+end
+
+# ---- groups and collectives ----
+
+mutable struct Group
+    ptr::Ptr{Cvoid}
+end
+
+function own_group(ptr::Ptr{Cvoid})
+    g = Group(ptr)
+    finalizer(close, g)
+    return g
+end
+
+"""The group the environment describes (torchrun/ddprun, SLURM, LSF, MPI, Lightning)."""
+function Group()
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_group_init, libddp), Cint, (Ptr{Ptr{Cvoid}}, Ptr{Cvoid}, Ptr{GroupOptions}), out, C_NULL, C_NULL)
+    return own_group(out[])
+end
+
+"""An explicit group: `rank` of `world_size`, rank 0's store at `master_addr:master_port`."""
+function Group(rank::Integer, world_size::Integer, master_addr::AbstractString, master_port::Integer)
+    env = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_env_new, libddp), Cint,
+                 (Ptr{Ptr{Cvoid}}, Cint, Cint, Cint, Cint, Cint, Cstring, Cint),
+                 env, rank, world_size, rank, world_size, 0, master_addr, master_port)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    status = ccall((:ddp_group_init, libddp), Cint, (Ptr{Ptr{Cvoid}}, Ptr{Cvoid}, Ptr{GroupOptions}), out, env[], C_NULL)
+    ccall((:ddp_env_free, libddp), Cvoid, (Ptr{Cvoid},), env[])
+    @check status
+    return own_group(out[])
+end
+
+function Base.close(g::Group)
+    g.ptr == C_NULL || ccall((:ddp_group_free, libddp), Cvoid, (Ptr{Cvoid},), g.ptr)
+    g.ptr = C_NULL
+end
+
+rank(g::Group) = Int(ccall((:ddp_group_rank, libddp), Cint, (Ptr{Cvoid},), g.ptr))
+world_size(g::Group) = Int(ccall((:ddp_group_size, libddp), Cint, (Ptr{Cvoid},), g.ptr))
+barrier(g::Group) = @check ccall((:ddp_barrier, libddp), Cint, (Ptr{Cvoid},), g.ptr)
+
+"""Lightning's sync_ddp, in place (`op`: SUM, MEAN, MIN, MAX, PRODUCT)."""
+function all_reduce!(g::Group, a::Array, op::Cuint=SUM)
+    t = tensor_view(a)
+    @check ccall((:ddp_all_reduce, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Cuint), g.ptr, t.ptr, op)
+    return a
+end
+
+"""`src`'s values into every rank's `a`."""
+function broadcast!(g::Group, a::Array, src::Integer=0)
+    t = tensor_view(a)
+    @check ccall((:ddp_broadcast, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Cint), g.ptr, t.ptr, src)
+    return a
+end
+
+"""Lightning's gather_all_tensors for vectors: every rank's `v`, lengths may differ."""
+function all_gather_uneven(g::Group, v::Vector{T}) where {T}
+    t = tensor_view(copy(v))
+    parts = fill(C_NULL, world_size(g))
+    @check ccall((:ddp_all_gather_uneven, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}), g.ptr, t.ptr,
+                 parts)
+    out = [tensor_to_vector(p, T) for p in parts]
+    foreach(p -> ccall((:ddp_tensor_free, libddp), Cvoid, (Ptr{Cvoid},), p), parts)
+    return out
+end
+
+"""Lightning's broadcast(obj), as bytes."""
+function broadcast_bytes(g::Group, data::Vector{UInt8}, src::Integer=0)
+    buf = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_broadcast_bytes, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Csize_t, Cint, Ptr{Ptr{Cvoid}}),
+                 g.ptr, data, length(data), src, buf)
+    n = ccall((:ddp_buffer_size, libddp), Csize_t, (Ptr{Cvoid},), buf[])
+    p = ccall((:ddp_buffer_data, libddp), Ptr{UInt8}, (Ptr{Cvoid},), buf[])
+    out = copy(unsafe_wrap(Vector{UInt8}, p, n))
+    ccall((:ddp_buffer_free, libddp), Cvoid, (Ptr{Cvoid},), buf[])
+    return out
+end
+
+"""Lightning's reduce_boolean_decision: all ranks agree (`all`) or any does."""
+function reduce_boolean_decision(g::Group, decision::Bool; all::Bool=true)
+    out = Ref{Cint}(0)
+    @check ccall((:ddp_reduce_boolean_decision, libddp), Cint, (Ptr{Cvoid}, Cint, Cint, Ptr{Cint}), g.ptr, decision,
+                 all, out)
+    return out[] != 0
+end
+
+# ---- comm hooks ----
+
+mutable struct CommHook
+    ptr::Ptr{Cvoid}
+end
+
+function own_hook(out::Ref{Ptr{Cvoid}})
+    h = CommHook(out[])
+    finalizer(close, h)
+    return h
+end
+
+function Base.close(h::CommHook)
+    h.ptr == C_NULL || ccall((:ddp_comm_hook_free, libddp), Cvoid, (Ptr{Cvoid},), h.ptr)
+    h.ptr = C_NULL
+end
+
+function allreduce_hook()
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_comm_hook_allreduce, libddp), Cint, (Ptr{Ptr{Cvoid}},), out)
+    return own_hook(out)
+end
+
+function fp16_compress_hook()
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_comm_hook_fp16_compress, libddp), Cint, (Ptr{Ptr{Cvoid}},), out)
+    return own_hook(out)
+end
+
+"""PyTorch's PowerSGDState defaults; change fields, then `powersgd_hook(opts)`."""
+function powersgd_options()
+    o = PowerSGDOptions(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    @check ccall((:ddp_powersgd_options_init, libddp), Cint, (Ref{PowerSGDOptions}, Cuint), o, 1)
+    return o
+end
+
+function powersgd_hook(o::PowerSGDOptions=powersgd_options())
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_comm_hook_powersgd, libddp), Cint, (Ptr{Ptr{Cvoid}}, Ref{PowerSGDOptions}), out, o)
+    return own_hook(out)
+end
+
+"""(elements before, elements after, steps) of a PowerSGD hook."""
+function compression_stats(h::CommHook)
+    s = CompressionStats(0, 0, 0)
+    @check ccall((:ddp_comm_hook_compression_stats, libddp), Cint, (Ptr{Cvoid}, Ref{CompressionStats}), h.ptr, s)
+    return (s.numel_before, s.numel_after, s.iteration)
+end
+
+# ---- the reducer over Julia-owned gradient arrays ----
+
+mutable struct Reducer
+    ptr::Ptr{Cvoid}
+    grads::Vector{Vector{Float32}}
+    views::Vector{Tensor}
+    group::Group
+end
+
+"""A reducer over `grads` (reduced in place: after `finish!` each holds the average)."""
+function Reducer(g::Group, grads::Vector{Vector{Float32}}; bucket_cap_mb::Real=25)
+    views = [tensor_view(v) for v in grads]
+    o = ReducerOptions(0, 0, 0, 0, 0, 0, 0, 0)
+    @check ccall((:ddp_reducer_options_init, libddp), Cint, (Ref{ReducerOptions}, Cuint), o, 1)
+    o.bucket_cap_mb = bucket_cap_mb
+    o.broadcast_parameters = 0
+    handles = [t.ptr for t in views]
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_reducer_new, libddp), Cint,
+                 (Ptr{Ptr{Cvoid}}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}, Ptr{Ptr{Cvoid}}, Csize_t, Ref{ReducerOptions}),
+                 out, g.ptr, C_NULL, handles, length(handles), o)
+    r = Reducer(out[], grads, views, g)
+    finalizer(close, r)
+    return r
+end
+
+function Base.close(r::Reducer)
+    r.ptr == C_NULL || ccall((:ddp_reducer_free, libddp), Cvoid, (Ptr{Cvoid},), r.ptr)
+    r.ptr = C_NULL
+end
+
+mark_ready!(r::Reducer, i::Integer) =  # i is 1-based, as Julia indexes
+    @check ccall((:ddp_reducer_mark_ready, libddp), Cint, (Ptr{Cvoid}, Csize_t), r.ptr, i - 1)
+finish!(r::Reducer) = @check ccall((:ddp_reducer_finish, libddp), Cint, (Ptr{Cvoid},), r.ptr)
+set_comm_hook!(r::Reducer, h::CommHook) =
+    @check ccall((:ddp_reducer_set_comm_hook, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}), r.ptr, h.ptr)
+
+end # module
