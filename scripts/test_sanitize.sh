@@ -13,4 +13,4 @@ fi
 cmake --build "$build" -j "${DDP_JOBS:-2}"
 cd "$build"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-ctest --output-on-failure --timeout 600 -LE "parity|packaging" "$@"
+ctest --output-on-failure --timeout 600 -LE "parity|packaging|bindings" "$@"
