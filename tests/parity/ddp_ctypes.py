@@ -19,6 +19,18 @@ class ReducerOptions(ctypes.Structure):
                 ("join_enabled", ctypes.c_int)]
 
 
+class PowerSGDOptions(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("matrix_approximation_rank", ctypes.c_int),
+                ("start_powersgd_iter", ctypes.c_int64), ("min_compression_rate", ctypes.c_double),
+                ("use_error_feedback", ctypes.c_int), ("warm_start", ctypes.c_int),
+                ("orthogonalization_epsilon", ctypes.c_double), ("random_seed", ctypes.c_uint32),
+                ("batch_tensors_with_same_shape", ctypes.c_int), ("batched", ctypes.c_int)]
+
+
+class CompressionStats(ctypes.Structure):
+    _fields_ = [("numel_before", ctypes.c_uint64), ("numel_after", ctypes.c_uint64), ("iteration", ctypes.c_int64)]
+
+
 class DDPError(RuntimeError):
     pass
 
@@ -59,6 +71,17 @@ class Lib:
                                                  ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
         L.ddp_reducer_free.argtypes = [vp]
         L.ddp_env_free.argtypes = [vp]
+        L.ddp_group_new_subgroups.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp)]
+        L.ddp_powersgd_options_init.argtypes = [ctypes.POINTER(PowerSGDOptions), ctypes.c_uint]
+        L.ddp_comm_hook_powersgd.argtypes = [ctypes.POINTER(vp), ctypes.POINTER(PowerSGDOptions)]
+        L.ddp_comm_hook_compression_stats.argtypes = [vp, ctypes.POINTER(CompressionStats)]
+        L.ddp_comm_hook_wrap_fp16.argtypes = [ctypes.POINTER(vp), vp]
+        L.ddp_comm_hook_post_localsgd.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_int64, ctypes.c_int]
+        L.ddp_comm_hook_free.argtypes = [vp]
+        L.ddp_reducer_set_comm_hook.argtypes = [vp, vp]
+        L.ddp_model_averager_new.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_int64, ctypes.c_int64]
+        L.ddp_model_averager_step.argtypes = [vp, ctypes.POINTER(vp), ctypes.c_size_t]
+        L.ddp_model_averager_free.argtypes = [vp]
 
     def check(self, status, what):
         if status != 0:
@@ -82,6 +105,30 @@ class Lib:
         self.check(self.lib.ddp_reducer_new(ctypes.byref(r), group, parr, garr, len(gh), ctypes.byref(opts)),
                    "reducer_new")
         return r, (ph or []) + gh
+
+    def powersgd_options(self, **fields):
+        """PowerSGD options: the library's defaults with `fields` changed."""
+        o = PowerSGDOptions()
+        self.check(self.lib.ddp_powersgd_options_init(ctypes.byref(o), 1), "powersgd_options_init")
+        for k, v in fields.items():
+            setattr(o, k, v)
+        return o
+
+    def bucket_layout(self, reducer, n):
+        """The reducer's buckets: for each, the indices of its gradients in order."""
+        layout = []
+        for b in range(self.lib.ddp_reducer_bucket_count(reducer)):
+            idx = (ctypes.c_size_t * n)()
+            k = ctypes.c_size_t()
+            self.check(self.lib.ddp_reducer_bucket_indices(reducer, b, idx, n, ctypes.byref(k)), "bucket_indices")
+            layout.append([idx[i] for i in range(k.value)])
+        return layout
+
+    def reduce_all(self, reducer, n):
+        """Marks the n gradients ready as backward would (last first) and finishes the step."""
+        for i in reversed(range(n)):
+            self.check(self.lib.ddp_reducer_mark_ready(reducer, i), "mark_ready")
+        self.check(self.lib.ddp_reducer_finish(reducer), "finish")
 
     def wrap(self, t):
         """A ddp_tensor viewing torch tensor t's memory (t must stay alive)."""

@@ -18,6 +18,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as lo
 from torch.distributed.algorithms.model_averaging import averagers
 
 from ddp_ctypes import Lib
+from grad_bucket import GradBucket
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 START, PERIOD, WARMUP, STEPS = 4, 3, 4, 16
@@ -28,13 +29,6 @@ lib = Lib()
 L = lib.lib
 vp = ctypes.c_void_p
 group = lib.group(rank, world, int(os.environ["DDP_PORT"]))
-L.ddp_group_new_subgroups.argtypes = [vp, ctypes.c_int, ctypes.POINTER(vp)]
-L.ddp_comm_hook_post_localsgd.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_int64, ctypes.c_int]
-L.ddp_model_averager_new.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_int64, ctypes.c_int64]
-L.ddp_model_averager_step.argtypes = [vp, ctypes.POINTER(vp), ctypes.c_size_t]
-L.ddp_model_averager_free.argtypes = [vp]
-L.ddp_reducer_set_comm_hook.argtypes = [vp, vp]
-L.ddp_comm_hook_free.argtypes = [vp]
 sub = vp()
 lib.check(L.ddp_group_new_subgroups(group, 2, ctypes.byref(sub)), "new_subgroups")
 
@@ -65,13 +59,8 @@ period_shift = int(os.environ.get("PERIOD_SHIFT", "0"))  # negative control
 lib.check(L.ddp_model_averager_new(ctypes.byref(averager), group, PERIOD + period_shift, WARMUP), "averager")
 param_handles = [lib.wrap(p.data) for p in ours_params]
 param_array = (vp * len(param_handles))(*[h.value for h in param_handles])
-nb = L.ddp_reducer_bucket_count(reducer)
-buckets = []
-for b in range(nb):
-    idx = (ctypes.c_size_t * len(ours_params))()
-    n = ctypes.c_size_t()
-    lib.check(L.ddp_reducer_bucket_indices(reducer, b, idx, len(ours_params), ctypes.byref(n)), "bucket_indices")
-    buckets.append([idx[k] for k in range(n.value)])
+buckets = lib.bucket_layout(reducer, len(ours_params))
+nb = len(buckets)
 
 # PyTorch: its hook on the same buckets, its averager.
 theirs = make_model()
@@ -80,29 +69,13 @@ state = localsgd.PostLocalSGDState(process_group=None, subgroup=torch_sub, start
 their_averager = averagers.PeriodicModelAverager(period=PERIOD, warmup_steps=WARMUP)
 
 
-class Bucket:
-    def __init__(self, buffer, index, is_last):
-        self._b, self._i, self._l = buffer, index, is_last
-
-    def buffer(self):
-        return self._b
-
-    def index(self):
-        return self._i
-
-    def is_last(self):
-        return self._l
-
-
 opt_ours = torch.optim.SGD(ours_params, lr=0.1)
 opt_theirs = torch.optim.SGD(their_params, lr=0.1)
 failures = []
 for step in range(STEPS):
     x, y = batch(step)
     torch.nn.functional.mse_loss(ours(x), y).backward()
-    for i in reversed(range(len(ours_params))):
-        lib.check(L.ddp_reducer_mark_ready(reducer, i), "mark_ready")
-    lib.check(L.ddp_reducer_finish(reducer), "finish")
+    lib.reduce_all(reducer, len(ours_params))
     opt_ours.step()
     opt_ours.zero_grad(set_to_none=False)
     lib.check(L.ddp_model_averager_step(averager, param_array, len(param_handles)), "averager_step")
@@ -110,7 +83,7 @@ for step in range(STEPS):
     torch.nn.functional.mse_loss(theirs(x), y).backward()
     for b, indices in enumerate(buckets):
         buffer = torch.cat([their_params[i].grad.reshape(-1) for i in indices])
-        out = localsgd.post_localSGD_hook(state, Bucket(buffer, b, b == nb - 1)).wait()
+        out = localsgd.post_localSGD_hook(state, GradBucket(buffer, b, b == nb - 1)).wait()
         out = out[0] if isinstance(out, list) else out
         at = 0
         for i in indices:

@@ -16,7 +16,8 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks as default
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
 
-from ddp_ctypes import Lib
+from ddp_ctypes import CompressionStats, Lib
+from grad_bucket import GradBucket
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 variant = os.environ.get("VARIANT", "plain")
@@ -53,29 +54,8 @@ grads = [torch.zeros(s) for s in shapes]
 reducer, keep = lib.reducer(group, None, grads, broadcast=False, first_mb=0.005, cap_mb=0.012)
 
 L = lib.lib
-
-
-class PowerSGDOptions(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint), ("matrix_approximation_rank", ctypes.c_int),
-                ("start_powersgd_iter", ctypes.c_int64), ("min_compression_rate", ctypes.c_double),
-                ("use_error_feedback", ctypes.c_int), ("warm_start", ctypes.c_int),
-                ("orthogonalization_epsilon", ctypes.c_double), ("random_seed", ctypes.c_uint32),
-                ("batch_tensors_with_same_shape", ctypes.c_int), ("batched", ctypes.c_int)]
-
-
-class Stats(ctypes.Structure):
-    _fields_ = [("numel_before", ctypes.c_uint64), ("numel_after", ctypes.c_uint64), ("iteration", ctypes.c_int64)]
-
-
 vp = ctypes.c_void_p
-L.ddp_powersgd_options_init.argtypes = [ctypes.POINTER(PowerSGDOptions), ctypes.c_uint]
-L.ddp_comm_hook_powersgd.argtypes = [ctypes.POINTER(vp), ctypes.POINTER(PowerSGDOptions)]
-L.ddp_comm_hook_compression_stats.argtypes = [vp, ctypes.POINTER(Stats)]
-L.ddp_comm_hook_wrap_fp16.argtypes = [ctypes.POINTER(vp), vp]
-L.ddp_reducer_set_comm_hook.argtypes = [vp, vp]
-L.ddp_comm_hook_free.argtypes = [vp]
-o = PowerSGDOptions()
-lib.check(L.ddp_powersgd_options_init(ctypes.byref(o), 1), "options_init")
+o = lib.powersgd_options()
 o.matrix_approximation_rank = opts["matrix_approximation_rank"]
 o.start_powersgd_iter = opts["start_powerSGD_iter"]
 o.min_compression_rate = opts["min_compression_rate"]
@@ -106,40 +86,8 @@ if wrap:
     torch_hook = default.fp16_compress_wrapper(torch_hook)
 
 
-class Bucket:
-    """What the hooks use of dist.GradBucket."""
-
-    def __init__(self, buffer, index, is_last, indices):
-        self._buffer, self._index, self._last, self._indices = buffer, index, is_last, indices
-
-    def buffer(self):
-        return self._buffer
-
-    def set_buffer(self, b):
-        self._buffer = b
-
-    def index(self):
-        return self._index
-
-    def is_last(self):
-        return self._last
-
-    def gradients(self):
-        out, at = [], 0
-        for i in self._indices:
-            n = grads[i].numel()
-            out.append(self._buffer[at:at + n].view(shapes[i]))
-            at += n
-        return out
-
-
-nb = L.ddp_reducer_bucket_count(reducer)
-buckets = []
-for b in range(nb):
-    idx = (ctypes.c_size_t * len(shapes))()
-    n = ctypes.c_size_t()
-    lib.check(L.ddp_reducer_bucket_indices(reducer, b, idx, len(shapes), ctypes.byref(n)), "bucket_indices")
-    buckets.append([idx[k] for k in range(n.value)])
+buckets = lib.bucket_layout(reducer, len(shapes))
+nb = len(buckets)
 assert nb >= 3, f"want several buckets, got {buckets}"
 
 tol = 2e-3 if wrap else 1e-5
@@ -150,14 +98,12 @@ for step in range(8):
     # libddp
     for g, v in zip(grads, local):
         g.copy_(v)
-    for i in reversed(range(len(shapes))):
-        lib.check(L.ddp_reducer_mark_ready(reducer, i), "mark_ready")
-    lib.check(L.ddp_reducer_finish(reducer), "finish")
+    lib.reduce_all(reducer, len(shapes))
     # PyTorch
     expected = [None] * len(shapes)
     for b, indices in enumerate(buckets):
         buffer = torch.cat([local[i].reshape(-1) for i in indices])
-        out = torch_hook(state, Bucket(buffer, b, b == nb - 1, indices)).wait()
+        out = torch_hook(state, GradBucket(buffer, b, b == nb - 1, [shapes[i] for i in indices])).wait()
         out = (out[0] if isinstance(out, list) else out).to(torch.float32)  # the reducer casts back
         at = 0
         for i in indices:
@@ -168,7 +114,7 @@ for step in range(8):
             failures.append(f"step {step} grad {i} {tuple(shapes[i])}: max |diff| "
                             f"{(grads[i] - expected[i]).abs().max().item():.3g}")
 
-s = Stats()
+s = CompressionStats()
 lib.check(L.ddp_comm_hook_compression_stats(stats_handle, ctypes.byref(s)), "compression_stats")
 rate, before, after = state.compression_stats()
 if (s.numel_before, s.numel_after, s.iteration) != (before, after, state.iter):

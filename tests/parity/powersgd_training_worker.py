@@ -17,19 +17,7 @@ L = lib.lib
 group = lib.group(rank, world, int(os.environ["DDP_PORT"]))
 
 
-class PowerSGDOptions(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint), ("matrix_approximation_rank", ctypes.c_int),
-                ("start_powersgd_iter", ctypes.c_int64), ("min_compression_rate", ctypes.c_double),
-                ("use_error_feedback", ctypes.c_int), ("warm_start", ctypes.c_int),
-                ("orthogonalization_epsilon", ctypes.c_double), ("random_seed", ctypes.c_uint32),
-                ("batch_tensors_with_same_shape", ctypes.c_int), ("batched", ctypes.c_int)]
-
-
 vp = ctypes.c_void_p
-L.ddp_powersgd_options_init.argtypes = [ctypes.POINTER(PowerSGDOptions), ctypes.c_uint]
-L.ddp_comm_hook_powersgd.argtypes = [ctypes.POINTER(vp), ctypes.POINTER(PowerSGDOptions)]
-L.ddp_reducer_set_comm_hook.argtypes = [vp, vp]
-L.ddp_comm_hook_free.argtypes = [vp]
 
 # A teacher network makes the targets; the student sees noisy batches.
 torch.manual_seed(0)
@@ -55,11 +43,8 @@ def train(powersgd_feedback):
         p.grad = torch.zeros_like(p)
     reducer, keep = lib.reducer(group, [p.data for p in params], [p.grad for p in params])
     if powersgd_feedback is not None:
-        o = PowerSGDOptions()
-        lib.check(L.ddp_powersgd_options_init(ctypes.byref(o), 1), "options_init")
-        o.matrix_approximation_rank = 2
-        o.start_powersgd_iter = 10
-        o.use_error_feedback = int(powersgd_feedback)
+        o = lib.powersgd_options(matrix_approximation_rank=2, start_powersgd_iter=10,
+                                 use_error_feedback=int(powersgd_feedback))
         h = vp()
         lib.check(L.ddp_comm_hook_powersgd(ctypes.byref(h), ctypes.byref(o)), "powersgd")
         lib.check(L.ddp_reducer_set_comm_hook(reducer, h), "set_comm_hook")
@@ -68,9 +53,7 @@ def train(powersgd_feedback):
     for step in range(steps):
         x, y = batch(step)
         torch.nn.functional.mse_loss(model(x), y).backward()
-        for i in reversed(range(len(params))):
-            lib.check(L.ddp_reducer_mark_ready(reducer, i), "mark_ready")
-        lib.check(L.ddp_reducer_finish(reducer), "finish")
+        lib.reduce_all(reducer, len(params))
         opt.step()
         opt.zero_grad(set_to_none=False)
     L.ddp_reducer_free(reducer)
