@@ -164,6 +164,7 @@ typedef struct { ddp_buffer *buf; } DdpBytes;
   public void close() { delete(); }
 %}
 DDP_JAVA_CLOSEABLE(DdpCommHook)
+%javamethodmodifiers DdpReducer::DdpReducer "protected";  /* Reducer.create keeps the gradients alive */
 %typemap(javainterfaces) DdpReducer "AutoCloseable"
 %typemap(javacode) DdpReducer %{
   private Tensor[] gradients;  // the memory the reducer reduces in place

@@ -37,6 +37,12 @@ static void ddp_py_raise(ddp_status s) {
 
 %feature("kwargs");
 
+/* A reducer reduces its tensors' memory in place: keep them (and so the
+ * arrays they view) alive as long as the reducer. */
+%pythonappend DdpReducer::DdpReducer %{
+        self._keep = list(TENSORS)
+%}
+
 /* Shapes: any sequence of ints. */
 %typemap(in) (const int64_t *SHAPE, size_t NDIM) {
   PyObject *seq = PySequence_Fast($input, "shape must be a sequence of ints");

@@ -46,11 +46,8 @@ def to_numpy(tensor):
 
 
 def reducer(group, grads, **options):
-    """A Reducer over NumPy gradient arrays (reduced in place); keeps them alive."""
-    tensors = [wrap(g) for g in grads]
-    r = Reducer(group, tensors, **options)
-    r._keep = tensors
-    return r
+    """A Reducer over NumPy gradient arrays (reduced in place); it keeps them alive."""
+    return Reducer(group, [wrap(g) for g in grads], **options)
 
 
 def _close(self):
