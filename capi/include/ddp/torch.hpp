@@ -86,6 +86,11 @@ class DistributedDataParallel {
   };
   NoSync no_sync() { return NoSync(reducer_); }
 
+  /** PyTorch's register_comm_hook: e.g. ddp_comm_hook_powersgd; call between steps. */
+  void register_comm_hook(const ddp_comm_hook* hook) {
+    check(ddp_reducer_set_comm_hook(reducer_, hook), "ddp_reducer_set_comm_hook");
+  }
+
   ddp_reducer* reducer() const { return reducer_; }
 
  private:
