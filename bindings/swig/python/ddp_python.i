@@ -186,6 +186,7 @@ static int ddp_py_trampoline(DdpWorker *w, const void *arg, size_t len) {
   if (!result) SWIG_fail;
 }
 %rename(spawn) ddp_py_spawn;
+%nothread ddp_py_spawn; /* it handles Python objects itself; the trampoline takes the GIL in workers */
 %{
 /* Returns rank 0's result (bytes; b"" when none). */
 static PyObject *ddp_py_spawn(PyObject *fn, int nprocs, const void *CBUFFER, size_t CBUFLEN,

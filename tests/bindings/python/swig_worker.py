@@ -61,6 +61,26 @@ def work(worker, arg):
             checks["error"] = False
         except libddp.Error as e:
             checks["error"] = e.status == libddp.E_INVALID_ARGUMENT and "src" in e.message
+        # Blocking calls release the GIL: while rank 0 waits in a barrier that
+        # rank 1 enters 1 s late, a Python thread of rank 0 keeps running.
+        import threading
+        import time
+        ticks = []
+        stop = threading.Event()
+
+        def tick():
+            while not stop.is_set():
+                ticks.append(1)
+                time.sleep(0.01)
+
+        ticker = threading.Thread(target=tick)
+        ticker.start()
+        if rank == 1:
+            time.sleep(1.0)
+        g.barrier()
+        stop.set()
+        ticker.join()
+        checks["gil_released_while_blocked"] = rank == 1 or len(ticks) > 20
         everyone_ok = g.reduce_boolean_decision(all(bool(v) for v in checks.values()), all=True)
     if rank == 0:
         worker.set_result(json.dumps({"checks": checks, "all_ranks_ok": everyone_ok}).encode())
