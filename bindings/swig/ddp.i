@@ -250,6 +250,17 @@ typedef struct {} DdpModelAverager;
   size_t bucket_count() { return ddp_reducer_bucket_count($self); }
 }
 
+/* Inside a worker of spawn (each language's file provides spawn itself). */
+%rename(Worker) DdpWorker;
+typedef struct {} DdpWorker;
+%extend DdpWorker {
+  int rank() { return ddp_worker_rank($self); }
+  int world_size() { return ddp_worker_world_size($self); }
+  int local_rank() { return ddp_worker_local_rank($self); }
+  /* On rank 0: what spawn returns to the launching program. */
+  void set_result(const void *CBUFFER, size_t CBUFLEN) { ddp_swig_check(ddp_worker_set_result($self, CBUFFER, CBUFLEN)); }
+}
+
 %extend DdpModelAverager {
   DdpModelAverager(DdpGroup *group, long long period, long long warmup_steps = 0) {
     DdpModelAverager *a = NULL;

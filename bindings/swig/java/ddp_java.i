@@ -205,3 +205,77 @@ DDP_JAVA_CLOSEABLE(DdpModelAverager)
   @Override
   public void close() { delete(); }
 %}
+
+/* ---- spawn with a Java callback --------------------------------------------
+ * fn.run(worker, arg) runs in each of nprocs processes: popen re-runs this
+ * Java program (same command line) up to the spawn call, which then becomes
+ * the worker. Returns rank 0's result (worker.set_result). */
+%{
+static JavaVM *ddp_java_vm = NULL;
+static jobject ddp_java_worker_fn = NULL; /* global reference to an org.libddp.WorkerFunction */
+
+static void ddp_java_flush(JNIEnv *env, const char *stream) {
+  jclass sys = (*env)->FindClass(env, "java/lang/System");
+  jfieldID f = sys ? (*env)->GetStaticFieldID(env, sys, stream, "Ljava/io/PrintStream;") : NULL;
+  jobject ps = f ? (*env)->GetStaticObjectField(env, sys, f) : NULL;
+  jmethodID flush = ps ? (*env)->GetMethodID(env, (*env)->GetObjectClass(env, ps), "flush", "()V") : NULL;
+  if (flush) (*env)->CallVoidMethod(env, ps, flush);
+  (*env)->ExceptionClear(env);
+}
+
+static int ddp_java_trampoline(ddp_worker *w, const void *arg, size_t len) {
+  JNIEnv *env = NULL;
+  jint rc = 1;
+  if ((*ddp_java_vm)->GetEnv(ddp_java_vm, (void **)&env, JNI_VERSION_1_6) != JNI_OK) return 1;
+  jclass wcls = (*env)->FindClass(env, "org/libddp/Worker");
+  jmethodID wctor = wcls ? (*env)->GetMethodID(env, wcls, "<init>", "(JZ)V") : NULL;
+  jobject jw = wctor ? (*env)->NewObject(env, wcls, wctor, (jlong)(intptr_t)w, JNI_FALSE) : NULL;
+  jbyteArray ja = (*env)->NewByteArray(env, (jsize)len);
+  if (ja && len) (*env)->SetByteArrayRegion(env, ja, 0, (jsize)len, (const jbyte *)arg);
+  jmethodID run = (*env)->GetMethodID(env, (*env)->GetObjectClass(env, ddp_java_worker_fn), "run",
+                                      "(Lorg/libddp/Worker;[B)I");
+  if (jw && ja && run) rc = (*env)->CallIntMethod(env, ddp_java_worker_fn, run, jw, ja);
+  if ((*env)->ExceptionCheck(env)) { /* the stack trace, then a failing exit code for the launcher */
+    (*env)->ExceptionDescribe(env);
+    (*env)->ExceptionClear(env);
+    rc = 1;
+  }
+  /* The worker process ends in C right after this: flush Java's streams. */
+  ddp_java_flush(env, "out");
+  ddp_java_flush(env, "err");
+  return (int)rc;
+}
+
+typedef struct { int unused; } DdpJavaWorkerFn; /* stands for the Java callback in signatures */
+
+static DdpBytes ddp_java_spawn(DdpJavaWorkerFn *fn, int nprocs, const void *CBUFFER, size_t CBUFLEN,
+                               ddp_start_method start_method, long long timeout_ms) {
+  ddp_spawn_options o = DDP_SPAWN_OPTIONS_INIT;
+  DdpBytes out = {NULL};
+  (void)fn; /* already stored by its typemap */
+  o.nprocs = nprocs;
+  o.start_method = start_method;
+  o.timeout_ms = timeout_ms;
+  ddp_swig_check(ddp_spawn(&o, ddp_java_trampoline, CBUFFER, CBUFLEN, &out.buf));
+  return out;
+}
+%}
+
+%typemap(jni) DdpJavaWorkerFn *FN "jobject"
+%typemap(jtype) DdpJavaWorkerFn *FN "WorkerFunction"
+%typemap(jstype) DdpJavaWorkerFn *FN "WorkerFunction"
+%typemap(javain) DdpJavaWorkerFn *FN "$javainput"
+%typemap(in) DdpJavaWorkerFn *FN {
+  if (!$input) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "spawn: fn is null");
+    return $null;
+  }
+  (*jenv)->GetJavaVM(jenv, &ddp_java_vm);
+  if (ddp_java_worker_fn) (*jenv)->DeleteGlobalRef(jenv, ddp_java_worker_fn);
+  ddp_java_worker_fn = (*jenv)->NewGlobalRef(jenv, $input);
+  $1 = NULL;
+}
+
+%rename(spawn) ddp_java_spawn;
+DdpBytes ddp_java_spawn(DdpJavaWorkerFn *FN, int nprocs, const void *CBUFFER, size_t CBUFLEN,
+                        ddp_start_method start_method, long long timeout_ms);

@@ -132,15 +132,6 @@ static void ddp_py_raise(ddp_status s) {
  * fn(worker, arg: bytes) runs in each of nprocs processes (popen re-runs this
  * script up to the spawn call, which then becomes the worker) and returns 0
  * or an exit code; worker.set_result(bytes) on rank 0 is spawn's result. */
-%rename(Worker) DdpWorker;
-typedef struct {} DdpWorker;
-%extend DdpWorker {
-  int rank() { return ddp_worker_rank($self); }
-  int world_size() { return ddp_worker_world_size($self); }
-  int local_rank() { return ddp_worker_local_rank($self); }
-  void set_result(const void *CBUFFER, size_t CBUFLEN) { ddp_swig_check(ddp_worker_set_result($self, CBUFFER, CBUFLEN)); }
-}
-
 %{
 static PyObject *ddp_py_worker_fn = NULL;
 

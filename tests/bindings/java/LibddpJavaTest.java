@@ -30,6 +30,23 @@ public class LibddpJavaTest {
   }
 
   @Test
+  public void spawnRunsAJavaCallbackOnTwoRanks() throws Exception {
+    ProcessBuilder pb = new ProcessBuilder(System.getProperty("java.home") + "/bin/java",
+        "-Djava.library.path=" + System.getProperty("java.library.path"), "-cp", System.getProperty("java.class.path"),
+        "SpawnMain");
+    pb.redirectErrorStream(true);
+    pb.environment().put("OMP_NUM_THREADS", "1");
+    Process p = pb.start();
+    StringBuilder out = new StringBuilder();
+    try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream()))) {
+      for (String line; (line = r.readLine()) != null;) out.append(line).append('\n');
+    }
+    assertTrue("spawn did not finish", p.waitFor(120, TimeUnit.SECONDS));
+    assertEquals(out.toString(), 0, p.exitValue());
+    assertTrue(out.toString(), out.toString().contains("spawn result: sum=3.0 world=2 arg=hello"));
+  }
+
+  @Test
   public void errorsCarryTheStatusAndTheMessage() {
     try {
       CommHook.powersgd(1, 1, 2, true, true, 0, 0, false, false);
