@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -824,6 +826,79 @@ void scenario_post_localsgd() {
   ddp_group_free(g);
 }
 
+// PowerSGD, per tensor and batched, with error feedback and warm start
+// (start step 2): every rank ends each step with the same gradients; with
+// the per-tensor hook, a rank-1 weight ((rank + 1) u v^T on each rank) comes
+// back as its exact average and the bias (a vector) is averaged as it is;
+// the statistics count what was sent.
+void scenario_powersgd() {
+  ddp_group* g = join(60000);
+  int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  const int64_t rows = 32, cols = 16;
+  std::vector<float> w(rows * cols), b(cols);
+  int64_t sw[2] = {rows, cols}, sb[1] = {cols};
+  ddp_tensor* grads[2] = {nullptr, nullptr};
+  WOK(ddp_tensor_from_blob(&grads[0], w.data(), DDP_FLOAT32, sw, 2));
+  WOK(ddp_tensor_from_blob(&grads[1], b.data(), DDP_FLOAT32, sb, 1));
+  const float mean_scale = (world + 1) / 2.0f;  // the average of rank + 1
+  for (int batched = 0; batched < 2; ++batched) {
+    ddp_reducer_options ro = DDP_REDUCER_OPTIONS_INIT;
+    ro.broadcast_parameters = 0;
+    ddp_reducer* red = nullptr;
+    WOK(ddp_reducer_new(&red, g, nullptr, grads, 2, &ro));
+    ddp_powersgd_options o = DDP_POWERSGD_OPTIONS_INIT;
+    o.start_powersgd_iter = 2;
+    o.batched = batched;
+    ddp_comm_hook* hook = nullptr;
+    WOK(ddp_comm_hook_powersgd(&hook, &o));
+    WOK(ddp_reducer_set_comm_hook(red, hook));
+    for (int step = 0; step < 4; ++step) {
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          w[i * cols + j] = (rank + 1) * std::sin(0.3f * (i + 1) + step) * std::cos(0.2f * j - step);
+      for (int64_t j = 0; j < cols; ++j) b[j] = static_cast<float>(rank + j);
+      WOK(ddp_reducer_mark_ready(red, 1));
+      WOK(ddp_reducer_mark_ready(red, 0));
+      WOK(ddp_reducer_finish(red));
+      for (ddp_tensor* t : grads) {  // the same on every rank
+        ddp_tensor* all = nullptr;
+        WOK(ddp_all_gather(g, t, &all));
+        size_t bytes = ddp_tensor_nbytes(t);
+        const char* rows_all = static_cast<const char*>(ddp_tensor_data(all));
+        for (int r = 0; r < world; ++r)
+          WCHECK(std::memcmp(rows_all + r * bytes, ddp_tensor_data(t), bytes) == 0,
+                 "batched=%d step %d: rank %d's gradients differ from rank %d's", batched, step, r, rank);
+        ddp_tensor_free(all);
+      }
+      if (batched) continue;
+      for (int64_t j = 0; j < cols; ++j)
+        WCHECK(std::fabs(b[j] - ((world - 1) / 2.0f + j)) <= 1e-5f * (1 + j), "step %d: bias %lld is %g", step,
+               (long long)j, b[j]);  // x / world then SUM: float rounding
+      float worst = 0;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          float want = mean_scale * std::sin(0.3f * (i + 1) + step) * std::cos(0.2f * j - step);
+          worst = std::max(worst, std::fabs(w[i * cols + j] - want));
+        }
+      WCHECK(worst < 1e-4f * mean_scale, "step %d: rank-1 average off by %g", step, worst);
+    }
+    ddp_compression_stats st;
+    WOK(ddp_comm_hook_compression_stats(hook, &st));
+    const uint64_t numel = rows * cols + cols;
+    const uint64_t side = 23;  // ceil(sqrt(32 * 16 + 16))
+    WCHECK(st.iteration == 4, "iteration %lld", (long long)st.iteration);
+    WCHECK(st.numel_before == 2 * numel, "numel_before %llu", (unsigned long long)st.numel_before);
+    uint64_t after = batched ? 2 * side * 2 : 2 * ((rows + cols) + cols);
+    WCHECK(st.numel_after == after, "numel_after %llu, want %llu", (unsigned long long)st.numel_after,
+           (unsigned long long)after);
+    ddp_comm_hook_free(hook);
+    ddp_reducer_free(red);
+  }
+  ddp_tensor_free(grads[0]);
+  ddp_tensor_free(grads[1]);
+  ddp_group_free(g);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -852,6 +927,7 @@ int main(int argc, char** argv) {
       {"custom_hook", scenario_custom_hook},
       {"custom_hook_error", scenario_custom_hook_error},
       {"post_localsgd", scenario_post_localsgd},
+      {"powersgd", scenario_powersgd},
   };
   auto it = scenarios.find(argv[1]);
   if (it == scenarios.end()) {

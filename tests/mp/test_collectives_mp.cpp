@@ -65,6 +65,8 @@ TEST(Reducer, PostLocalSgdWithPeriodicModelAveraging) {
   expect_all_ok(run(4, "post_localsgd", {"LOCAL_WORLD_SIZE=2"}, 120));
 }
 
+TEST(Reducer, PowerSgdRecoversRankOneAveragesIdenticallyOnEveryRank) { expect_all_ok(run(3, "powersgd", {}, 120)); }
+
 TEST(Reducer, JoinWithThreeFiveAndEightBatches) { expect_all_ok(run(3, "join", {}, 120)); }
 
 TEST(Collectives, StoppedRankGivesTimeoutWithinTwiceTheTimeout) {
