@@ -156,6 +156,14 @@ impl Group {
         unsafe { sys::ddp_group_size(self.0) }
     }
 
+    /// PyTorch's new_subgroups: consecutive ranks in groups of `group_size`
+    /// (collective; every rank gets its own subgroup).
+    pub fn new_subgroups(&self, group_size: i32) -> Result<Group> {
+        let mut g = ptr::null_mut();
+        check(unsafe { sys::ddp_group_new_subgroups(self.0, group_size, &mut g) })?;
+        Ok(Group(g))
+    }
+
     pub fn barrier(&self) -> Result<()> {
         check(unsafe { sys::ddp_barrier(self.0) })
     }
@@ -207,32 +215,37 @@ impl Drop for Group {
     }
 }
 
-/// A communication hook (PyTorch's DDP comm hooks).
-pub struct CommHook(*mut sys::ddp_comm_hook);
+/// A communication hook (PyTorch's DDP comm hooks). `'a` is the lifetime of
+/// a subgroup it uses (post-local SGD); a reducer can only take a hook whose
+/// subgroup outlives it.
+pub struct CommHook<'a>(*mut sys::ddp_comm_hook, std::marker::PhantomData<&'a Group>);
 
 // SAFETY: comm_hook.h: "may be shared between threads".
-unsafe impl Send for CommHook {}
-unsafe impl Sync for CommHook {}
+unsafe impl Send for CommHook<'_> {}
+unsafe impl Sync for CommHook<'_> {}
 
 /// PyTorch's PowerSGDState arguments.
 pub type PowerSgdOptions = sys::ddp_powersgd_options;
 
-impl CommHook {
-    fn make(f: unsafe extern "C" fn(*mut *mut sys::ddp_comm_hook) -> sys::ddp_status) -> Result<CommHook> {
+impl<'a> CommHook<'a> {
+    fn own(raw: *mut sys::ddp_comm_hook) -> CommHook<'a> {
+        CommHook(raw, std::marker::PhantomData)
+    }
+    fn make(f: unsafe extern "C" fn(*mut *mut sys::ddp_comm_hook) -> sys::ddp_status) -> Result<CommHook<'a>> {
         let mut h = ptr::null_mut();
         check(unsafe { f(&mut h) })?;
-        Ok(CommHook(h))
+        Ok(Self::own(h))
     }
-    pub fn allreduce() -> Result<CommHook> {
+    pub fn allreduce() -> Result<CommHook<'a>> {
         Self::make(sys::ddp_comm_hook_allreduce)
     }
-    pub fn fp16_compress() -> Result<CommHook> {
+    pub fn fp16_compress() -> Result<CommHook<'a>> {
         Self::make(sys::ddp_comm_hook_fp16_compress)
     }
-    pub fn bf16_compress() -> Result<CommHook> {
+    pub fn bf16_compress() -> Result<CommHook<'a>> {
         Self::make(sys::ddp_comm_hook_bf16_compress)
     }
-    pub fn noop() -> Result<CommHook> {
+    pub fn noop() -> Result<CommHook<'a>> {
         Self::make(sys::ddp_comm_hook_noop)
     }
     /// PyTorch's defaults (rank 1, compression from step 1000, error feedback, warm start).
@@ -244,16 +257,37 @@ impl CommHook {
             o.assume_init()
         }
     }
-    pub fn powersgd(options: &PowerSgdOptions) -> Result<CommHook> {
+    pub fn powersgd(options: &PowerSgdOptions) -> Result<CommHook<'a>> {
         let mut h = ptr::null_mut();
         check(unsafe { sys::ddp_comm_hook_powersgd(&mut h, options) })?;
-        Ok(CommHook(h))
+        Ok(Self::own(h))
     }
     /// `inner` run on a float16 copy of each bucket.
-    pub fn wrap_fp16(inner: &CommHook) -> Result<CommHook> {
+    pub fn wrap_fp16(inner: &CommHook<'a>) -> Result<CommHook<'a>> {
         let mut h = ptr::null_mut();
         check(unsafe { sys::ddp_comm_hook_wrap_fp16(&mut h, inner.0) })?;
-        Ok(CommHook(h))
+        Ok(Self::own(h))
+    }
+    /// `inner` run on a bfloat16 copy of each bucket.
+    pub fn wrap_bf16(inner: &CommHook<'a>) -> Result<CommHook<'a>> {
+        let mut h = ptr::null_mut();
+        check(unsafe { sys::ddp_comm_hook_wrap_bf16(&mut h, inner.0) })?;
+        Ok(Self::own(h))
+    }
+    /// PyTorch's post_localSGD_hook: global all-reduce for `start_iter` steps,
+    /// then within `subgroup` (None: one subgroup per node) or, without
+    /// `post_local_gradient_allreduce`, not at all. Pair it with a [`ModelAverager`].
+    pub fn post_localsgd(
+        subgroup: Option<&'a Group>,
+        start_iter: i64,
+        post_local_gradient_allreduce: bool,
+    ) -> Result<CommHook<'a>> {
+        let mut h = ptr::null_mut();
+        let sub = subgroup.map_or(ptr::null_mut(), |g| g.0);
+        check(unsafe {
+            sys::ddp_comm_hook_post_localsgd(&mut h, sub, start_iter, c_int::from(post_local_gradient_allreduce))
+        })?;
+        Ok(Self::own(h))
     }
     /// PowerSGD's (elements before, elements after, steps).
     pub fn compression_stats(&self) -> Result<(u64, u64, i64)> {
@@ -263,9 +297,41 @@ impl CommHook {
     }
 }
 
-impl Drop for CommHook {
+impl Drop for CommHook<'_> {
     fn drop(&mut self) {
         unsafe { sys::ddp_comm_hook_free(self.0) }
+    }
+}
+
+/// PyTorch's PeriodicModelAverager: call [`ModelAverager::step`] after each
+/// optimizer step; every `period` steps from `warmup_steps` on, the
+/// parameters are averaged over the group.
+pub struct ModelAverager<'g> {
+    raw: *mut sys::ddp_model_averager,
+    _group: std::marker::PhantomData<&'g Group>,
+}
+
+// SAFETY: model_averager.h: not for concurrent use (not Sync); may move.
+unsafe impl Send for ModelAverager<'_> {}
+
+impl<'g> ModelAverager<'g> {
+    pub fn new(group: &'g Group, period: i64, warmup_steps: i64) -> Result<ModelAverager<'g>> {
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::ddp_model_averager_new(&mut raw, group.0, period, warmup_steps) })?;
+        Ok(ModelAverager { raw, _group: std::marker::PhantomData })
+    }
+
+    /// One optimizer step done: averages `params` in place when it is time.
+    pub fn step(&mut self, params: &mut [&mut [f32]]) -> Result<()> {
+        let views = params.iter_mut().map(|p| Tensor::view(p)).collect::<Result<Vec<_>>>()?;
+        let handles: Vec<*mut sys::ddp_tensor> = views.iter().map(|t| t.0).collect();
+        check(unsafe { sys::ddp_model_averager_step(self.raw, handles.as_ptr(), handles.len()) })
+    }
+}
+
+impl Drop for ModelAverager<'_> {
+    fn drop(&mut self) {
+        unsafe { sys::ddp_model_averager_free(self.raw) }
     }
 }
 
@@ -326,7 +392,20 @@ impl<'g> Reducer<'g> {
         check(unsafe { sys::ddp_reducer_set_sync(self.raw, c_int::from(enabled)) })
     }
 
-    pub fn set_comm_hook(&mut self, hook: &CommHook) -> Result<()> {
+    /// The reducer keeps its own reference to the hook; a subgroup the hook
+    /// uses must outlive the reducer (`'h: 'g`), which the compiler checks:
+    ///
+    /// ```compile_fail
+    /// let group = ddp::Group::from_env().unwrap();
+    /// let mut reducer = ddp::Reducer::new(&group, vec![vec![0.0f32; 4]], 25.0).unwrap();
+    /// {
+    ///     let sub = group.new_subgroups(1).unwrap();
+    ///     let hook = ddp::CommHook::post_localsgd(Some(&sub), 0, true).unwrap();
+    ///     reducer.set_comm_hook(&hook).unwrap();
+    /// } // `sub` is freed here, but the reducer's hook would still use it
+    /// reducer.finish().unwrap();
+    /// ```
+    pub fn set_comm_hook<'h: 'g>(&mut self, hook: &CommHook<'h>) -> Result<()> {
         check(unsafe { sys::ddp_reducer_set_comm_hook(self.raw, hook.0) })
     }
 

@@ -5,7 +5,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ddp::{CommHook, Group, ReduceOp, Reducer};
+use ddp::{CommHook, Group, ModelAverager, ReduceOp, Reducer};
 
 #[test]
 fn two_ranks_collectives_and_a_reducer_step() {
@@ -87,6 +87,32 @@ fn worker() {
             assert_eq!(reducer.gradient(i), &want[..], "step {step} gradient {i}");
         }
     }
+
+    // no_sync: gradients stay local.
+    reducer.set_sync(false).unwrap();
+    reducer.gradient_mut(1)[0] = rank as f32;
+    reducer.mark_ready(1).unwrap();
+    reducer.mark_ready(0).unwrap();
+    reducer.finish().unwrap();
+    assert_eq!(reducer.gradient(1)[0], rank as f32);
+    reducer.set_sync(true).unwrap();
+
+    // Post-local SGD in subgroups of one rank, and the model averager every 2 steps.
+    let sub = group.new_subgroups(1).unwrap();
+    let local = CommHook::post_localsgd(Some(&sub), 0, true).unwrap();
+    let mut local_reducer = Reducer::new(&group, vec![vec![0.0f32; 4]], 25.0).unwrap();
+    local_reducer.set_comm_hook(&local).unwrap();
+    local_reducer.gradient_mut(0).fill(rank as f32);
+    local_reducer.mark_ready(0).unwrap();
+    local_reducer.finish().unwrap();
+    assert_eq!(local_reducer.gradient(0), &[rank as f32; 4][..], "subgroups of one: nothing averaged");
+    let mut averager = ModelAverager::new(&group, 2, 0).unwrap();
+    let mut param = vec![rank as f32 * 4.0; 3];
+    averager.step(&mut [&mut param[..]]).unwrap(); // step 0: averaged
+    assert_eq!(param, vec![2.0; 3]);
+    param.fill(rank as f32);
+    averager.step(&mut [&mut param[..]]).unwrap(); // step 1: left alone
+    assert_eq!(param, vec![rank as f32; 3]);
 
     // Errors carry the status and the message.
     let err = group.broadcast(&mut [0f32; 2], world).unwrap_err();
