@@ -12,11 +12,13 @@ import org.libddp.*;
 
 /** The SWIG Java binding (org.libddp). System properties: ddprun, classpath, library path. */
 public class LibddpJavaTest {
-  @Test
-  public void twoRanksThroughDdprun() throws Exception {
-    ProcessBuilder pb = new ProcessBuilder(System.getProperty("ddp.ddprun"), "--standalone", "--nproc-per-node", "2",
-        System.getProperty("java.home") + "/bin/java", "-Djava.library.path=" + System.getProperty("java.library.path"),
-        "-cp", System.getProperty("java.class.path"), "TwoRankWorker");
+  /** Runs `prefix... java <this classpath and library path> mainClass`; returns its output once it exited 0. */
+  static String runJava(String mainClass, String... prefix) throws Exception {
+    java.util.List<String> cmd = new java.util.ArrayList<>(java.util.Arrays.asList(prefix));
+    cmd.addAll(java.util.Arrays.asList(System.getProperty("java.home") + "/bin/java",
+        "-Djava.library.path=" + System.getProperty("java.library.path"), "-cp", System.getProperty("java.class.path"),
+        mainClass));
+    ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.redirectErrorStream(true);
     pb.environment().put("OMP_NUM_THREADS", "1");
     Process p = pb.start();
@@ -24,26 +26,21 @@ public class LibddpJavaTest {
     try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream()))) {
       for (String line; (line = r.readLine()) != null;) out.append(line).append('\n');
     }
-    assertTrue("ddprun did not finish", p.waitFor(120, TimeUnit.SECONDS));
+    assertTrue(mainClass + " did not finish", p.waitFor(120, TimeUnit.SECONDS));
     assertEquals(out.toString(), 0, p.exitValue());
-    assertTrue(out.toString(), out.toString().contains("rank 0 OK") && out.toString().contains("rank 1 OK"));
+    return out.toString();
+  }
+
+  @Test
+  public void twoRanksThroughDdprun() throws Exception {
+    String out = runJava("TwoRankWorker", System.getProperty("ddp.ddprun"), "--standalone", "--nproc-per-node", "2");
+    assertTrue(out, out.contains("rank 0 OK") && out.contains("rank 1 OK"));
   }
 
   @Test
   public void spawnRunsAJavaCallbackOnTwoRanks() throws Exception {
-    ProcessBuilder pb = new ProcessBuilder(System.getProperty("java.home") + "/bin/java",
-        "-Djava.library.path=" + System.getProperty("java.library.path"), "-cp", System.getProperty("java.class.path"),
-        "SpawnMain");
-    pb.redirectErrorStream(true);
-    pb.environment().put("OMP_NUM_THREADS", "1");
-    Process p = pb.start();
-    StringBuilder out = new StringBuilder();
-    try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream()))) {
-      for (String line; (line = r.readLine()) != null;) out.append(line).append('\n');
-    }
-    assertTrue("spawn did not finish", p.waitFor(120, TimeUnit.SECONDS));
-    assertEquals(out.toString(), 0, p.exitValue());
-    assertTrue(out.toString(), out.toString().contains("spawn result: sum=3.0 world=2 arg=hello"));
+    String out = runJava("SpawnMain");
+    assertTrue(out, out.contains("spawn result: sum=3.0 world=2 arg=hello"));
   }
 
   @Test
