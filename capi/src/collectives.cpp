@@ -23,13 +23,15 @@ ddp::ReduceOp to_core(ddp_reduce_op op) {
 ddp::Group& group_of(ddp_group* g) { return *require(g, "group")->group; }
 const at::Tensor& tensor_of(const ddp_tensor* t) { return require(t, "tensor")->t; }
 
-// Runs `start` and hands the pending operation out as a ddp_work.
+// Runs `start` and hands the pending operation out as a ddp_work, which
+// keeps the group alive until it is freed.
 template <typename Start>
-ddp_status start_async(ddp_work** out, const char* fn, Start&& start) {
+ddp_status start_async(ddp_work** out, const char* fn, ddp_group* g, Start&& start) {
   if (!out) return invalid(std::string(fn) + ": out is NULL");
   *out = nullptr;
   return fence([&] {
     auto h = std::make_unique<ddp_work>();
+    h->group = require(g, "group")->group;
     h->pending = start();
     hand_out(out, std::move(h));
   });
@@ -49,9 +51,14 @@ ddp_status run_blocking(Start&& start) {
   return run_blocking(std::forward<Start>(start), [](ddp::Pending&) {});
 }
 
-ddp::Pending& waited(ddp_work* w) {
+// The waited work behind `w`; `fn` and `result` name the call and what it
+// reads, and `kind` (if given) is the only operation whose result that is.
+ddp::Pending& waited(ddp_work* w, const char* fn, const char* kind = nullptr) {
   auto* h = require(w, "work");
-  if (!h->pending->done()) ddp::fail(DDP_E_STATE, "the work has not been waited for yet");
+  if (kind && h->pending->op() != kind)
+    ddp::fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": the work is a " + h->pending->op() +
+                                          "; only a " + kind + " work has this result");
+  if (!h->pending->done()) ddp::fail(DDP_E_STATE, std::string(fn) + ": the work has not been waited for yet");
   return *h->pending;
 }
 
@@ -82,7 +89,7 @@ ddp_status ddp_work_result_tensor(ddp_work* w, size_t index, ddp_tensor** out) {
   if (!out) return invalid("ddp_work_result_tensor: out is NULL");
   *out = nullptr;
   return fence([&] {
-    auto& p = waited(w);
+    auto& p = waited(w, "ddp_work_result_tensor");
     ddp::check_arg(index < p.tensors.size(), "result index " + std::to_string(index) +
                                                  " >= result count " + std::to_string(p.tensors.size()));
     hand_out(out, wrap_tensor(p.tensors[index]));
@@ -94,7 +101,7 @@ ddp_status ddp_work_result_buffer(ddp_work* w, ddp_buffer** out) {
   *out = nullptr;
   return fence([&] {
     auto h = std::make_unique<ddp_buffer>();
-    h->bytes = waited(w).bytes;
+    h->bytes = waited(w, "ddp_work_result_buffer", "broadcast_bytes").bytes;
     hand_out(out, std::move(h));
   });
 }
@@ -102,7 +109,7 @@ ddp_status ddp_work_result_buffer(ddp_work* w, ddp_buffer** out) {
 ddp_status ddp_work_result_decision(ddp_work* w, int* out) {
   if (!out) return invalid("ddp_work_result_decision: out is NULL");
   *out = 0;
-  return fence([&] { *out = waited(w).decision ? 1 : 0; });
+  return fence([&] { *out = waited(w, "ddp_work_result_decision", "reduce_boolean_decision").decision ? 1 : 0; });
 }
 
 void ddp_work_free(ddp_work* w) { release(w); }
@@ -111,15 +118,14 @@ ddp_status ddp_barrier(ddp_group* g) {
   return run_blocking([&] { return ddp::barrier(group_of(g)); });
 }
 ddp_status ddp_barrier_async(ddp_group* g, ddp_work** out) {
-  return start_async(out, "ddp_barrier_async", [&] { return ddp::barrier(group_of(g)); });
+  return start_async(out, "ddp_barrier_async", g, [&] { return ddp::barrier(group_of(g)); });
 }
 
 ddp_status ddp_broadcast(ddp_group* g, ddp_tensor* t, int src) {
   return run_blocking([&] { return ddp::broadcast(group_of(g), tensor_of(t), src); });
 }
 ddp_status ddp_broadcast_async(ddp_group* g, ddp_tensor* t, int src, ddp_work** out) {
-  return start_async(out, "ddp_broadcast_async",
-                     [&] { return ddp::broadcast(group_of(g), tensor_of(t), src); });
+  return start_async(out, "ddp_broadcast_async", g, [&] { return ddp::broadcast(group_of(g), tensor_of(t), src); });
 }
 
 ddp_status ddp_broadcast_bytes(ddp_group* g, const void* data, size_t len, int src, ddp_buffer** out) {
@@ -134,24 +140,21 @@ ddp_status ddp_broadcast_bytes(ddp_group* g, const void* data, size_t len, int s
 }
 ddp_status ddp_broadcast_bytes_async(ddp_group* g, const void* data, size_t len, int src,
                                      ddp_work** out) {
-  return start_async(out, "ddp_broadcast_bytes_async",
-                     [&] { return ddp::broadcast_bytes(group_of(g), data, len, src); });
+  return start_async(out, "ddp_broadcast_bytes_async", g, [&] { return ddp::broadcast_bytes(group_of(g), data, len, src); });
 }
 
 ddp_status ddp_all_reduce(ddp_group* g, ddp_tensor* t, ddp_reduce_op op) {
   return run_blocking([&] { return ddp::all_reduce(group_of(g), tensor_of(t), to_core(op)); });
 }
 ddp_status ddp_all_reduce_async(ddp_group* g, ddp_tensor* t, ddp_reduce_op op, ddp_work** out) {
-  return start_async(out, "ddp_all_reduce_async",
-                     [&] { return ddp::all_reduce(group_of(g), tensor_of(t), to_core(op)); });
+  return start_async(out, "ddp_all_reduce_async", g, [&] { return ddp::all_reduce(group_of(g), tensor_of(t), to_core(op)); });
 }
 
 ddp_status ddp_reduce(ddp_group* g, ddp_tensor* t, int dst, ddp_reduce_op op) {
   return run_blocking([&] { return ddp::reduce(group_of(g), tensor_of(t), dst, to_core(op)); });
 }
 ddp_status ddp_reduce_async(ddp_group* g, ddp_tensor* t, int dst, ddp_reduce_op op, ddp_work** out) {
-  return start_async(out, "ddp_reduce_async",
-                     [&] { return ddp::reduce(group_of(g), tensor_of(t), dst, to_core(op)); });
+  return start_async(out, "ddp_reduce_async", g, [&] { return ddp::reduce(group_of(g), tensor_of(t), dst, to_core(op)); });
 }
 
 ddp_status ddp_all_gather(ddp_group* g, const ddp_tensor* in, ddp_tensor** out) {
@@ -161,8 +164,7 @@ ddp_status ddp_all_gather(ddp_group* g, const ddp_tensor* in, ddp_tensor** out) 
                       [&](ddp::Pending& p) { hand_out(out, wrap_tensor(p.tensors.at(0))); });
 }
 ddp_status ddp_all_gather_async(ddp_group* g, const ddp_tensor* in, ddp_work** out) {
-  return start_async(out, "ddp_all_gather_async",
-                     [&] { return ddp::all_gather(group_of(g), tensor_of(in)); });
+  return start_async(out, "ddp_all_gather_async", g, [&] { return ddp::all_gather(group_of(g), tensor_of(in)); });
 }
 
 ddp_status ddp_all_gather_uneven(ddp_group* g, const ddp_tensor* in, ddp_tensor** out) {
@@ -177,8 +179,7 @@ ddp_status ddp_all_gather_uneven(ddp_group* g, const ddp_tensor* in, ddp_tensor*
                       });
 }
 ddp_status ddp_all_gather_uneven_async(ddp_group* g, const ddp_tensor* in, ddp_work** out) {
-  return start_async(out, "ddp_all_gather_uneven_async",
-                     [&] { return ddp::all_gather_uneven(group_of(g), tensor_of(in)); });
+  return start_async(out, "ddp_all_gather_uneven_async", g, [&] { return ddp::all_gather_uneven(group_of(g), tensor_of(in)); });
 }
 
 ddp_status ddp_reduce_boolean_decision(ddp_group* g, int decision, int all, int* out) {
@@ -188,7 +189,7 @@ ddp_status ddp_reduce_boolean_decision(ddp_group* g, int decision, int all, int*
                       [&](ddp::Pending& p) { *out = p.decision ? 1 : 0; });
 }
 ddp_status ddp_reduce_boolean_decision_async(ddp_group* g, int decision, int all, ddp_work** out) {
-  return start_async(out, "ddp_reduce_boolean_decision_async", [&] {
+  return start_async(out, "ddp_reduce_boolean_decision_async", g, [&] {
     return ddp::reduce_boolean_decision(group_of(g), decision != 0, all != 0);
   });
 }

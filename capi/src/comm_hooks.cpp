@@ -23,11 +23,22 @@ ddp_status make_hook(ddp_comm_hook** out, const char* fn, const std::function<st
   });
 }
 
-// Calls a C hook with a ddp_comm_bucket describing the bucket.
+// Calls a C hook with a ddp_comm_bucket describing the bucket. The hook gets
+// the reducer's group handle while the caller still holds it; once the
+// caller has freed it, a handle of the hook's own onto the same group (so the
+// hook never receives a freed pointer).
 class CHook : public ddp::CommHook {
  public:
-  CHook(ddp_comm_hook_fn fn, void* user, ddp_group* group) : fn_(fn), user_(user), group_(group) {}
+  CHook(ddp_comm_hook_fn fn, void* user, std::shared_ptr<ddp::Group> group, ddp_group* callers)
+      : fn_(fn), user_(user), callers_(callers) {
+    auto own = std::make_unique<ddp_group>();
+    own->group = std::move(group);
+    hand_out(&own_, std::move(own));
+  }
+  ~CHook() override { release(own_); }
+
   ddp::PendingPtr run(ddp::Group& group, const ddp::BucketView& v) override {
+    ddp_group* handle = live(callers_) && callers_->group == own_->group ? callers_ : own_;
     ddp_tensor* buffer = nullptr;
     hand_out(&buffer, wrap_tensor(v.flat));
     std::vector<size_t> ndims;
@@ -38,7 +49,7 @@ class CHook : public ddp::CommHook {
     }
     ddp_comm_bucket b{buffer, v.index, v.is_last ? 1 : 0, v.divisor, v.param_indices.size(),
                       v.param_indices.data(), v.offsets.data(), ndims.data(), shapes.data()};
-    ddp_status s = fn_(group_, &b, user_);
+    ddp_status s = fn_(handle, &b, user_);
     release(buffer);
     if (s != DDP_OK) {
       std::string why = ddp_last_error_message();
@@ -52,16 +63,17 @@ class CHook : public ddp::CommHook {
  private:
   ddp_comm_hook_fn fn_;
   void* user_;
-  ddp_group* group_;
+  ddp_group* callers_;
+  ddp_group* own_ = nullptr;
 };
 
 }  // namespace
 
 namespace ddp::capi {
 // The core hook a handle stands for, bound to the group of `reducer`.
-std::shared_ptr<ddp::CommHook> bind_hook(const ddp_comm_hook* h, ddp_group* group) {
-  if (h->fn) return std::make_shared<CHook>(h->fn, h->user_data, group);
-  if (h->inner) return ddp::make_compress_wrapper(h->wrap_dtype, bind_hook(h->inner.get(), group));
+std::shared_ptr<ddp::CommHook> bind_hook(const ddp_comm_hook* h, const ddp_reducer* reducer) {
+  if (h->fn) return std::make_shared<CHook>(h->fn, h->user_data, reducer->group, reducer->handle);
+  if (h->inner) return ddp::make_compress_wrapper(h->wrap_dtype, bind_hook(h->inner.get(), reducer));
   return h->hook;
 }
 }  // namespace ddp::capi
@@ -105,7 +117,7 @@ ddp_status ddp_comm_hook_wrap_bf16(ddp_comm_hook** out, const ddp_comm_hook* inn
 ddp_status ddp_comm_hook_post_localsgd(ddp_comm_hook** out, ddp_group* subgroup, int64_t start_localsgd_iter,
                                        int post_local_gradient_allreduce) {
   return make_hook(out, "ddp_comm_hook_post_localsgd", [&] {
-    ddp::Group* sub = subgroup ? require(subgroup, "subgroup")->group.get() : nullptr;
+    std::shared_ptr<ddp::Group> sub = subgroup ? require(subgroup, "subgroup")->group : nullptr;
     return ddp::make_post_localsgd_hook(sub, start_localsgd_iter, post_local_gradient_allreduce != 0);
   });
 }

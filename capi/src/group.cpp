@@ -33,7 +33,7 @@ ddp_status ddp_group_init(ddp_group** out, const ddp_env* env, const ddp_group_o
     ddp::ClusterEnv e = env ? require(env, "env")->env
                             : ddp::detect_cluster_env(ddp::process_env_lookup());
     auto h = std::make_unique<ddp_group>();
-    h->group = ddp::Group::init(e, o);
+    h->group = std::shared_ptr<ddp::Group>(ddp::Group::init(e, o));
     hand_out(out, std::move(h));
   });
 }
@@ -45,7 +45,7 @@ ddp_status ddp_group_new_subgroups(ddp_group* parent, int group_size, ddp_group*
     auto* p = require(parent, "parent");
     ddp::check_arg(group_size >= 0, "group_size " + std::to_string(group_size) + " is negative");
     auto h = std::make_unique<ddp_group>();
-    h->group = p->group->new_subgroup(group_size);
+    h->group = std::shared_ptr<ddp::Group>(p->group->new_subgroup(group_size));
     hand_out(out, std::move(h));
   });
 }

@@ -28,11 +28,15 @@ struct ddp_env {
   ddp::ClusterEnv env;
 };
 
+// A group is shared: works, reducers, averagers and hooks made on it keep it
+// alive, so freeing the handle first (as garbage collectors in the bindings
+// do, in any order) never leaves them pointing at a destroyed group.
 struct ddp_group {
-  std::unique_ptr<ddp::Group> group;
+  std::shared_ptr<ddp::Group> group;
 };
 
 struct ddp_work {
+  std::shared_ptr<ddp::Group> group;  // declared first: outlives `pending`
   ddp::PendingPtr pending;
 };
 
@@ -42,6 +46,7 @@ class CommHook;
 class ModelAverager;
 }
 struct ddp_model_averager {
+  std::shared_ptr<ddp::Group> group;
   std::unique_ptr<ddp::ModelAverager> averager;
   ~ddp_model_averager();
 };
@@ -54,8 +59,9 @@ struct ddp_comm_hook {
   at::ScalarType wrap_dtype = at::ScalarType::Undefined;
 };
 struct ddp_reducer {
+  std::shared_ptr<ddp::Group> group;  // declared first: outlives `reducer`
   std::unique_ptr<ddp::Reducer> reducer;
-  ddp_group* group = nullptr;  // borrowed: custom C hooks are called with it
+  ddp_group* handle = nullptr;  // the caller's handle, passed to custom C hooks while it is live
   ~ddp_reducer();
 };
 

@@ -15,7 +15,8 @@ ddp_status ddp_model_averager_new(ddp_model_averager** out, ddp_group* group, in
   *out = nullptr;
   return fence([&] {
     auto h = std::make_unique<ddp_model_averager>();
-    h->averager = std::make_unique<ddp::ModelAverager>(*require(group, "group")->group, period, warmup_steps);
+    h->group = require(group, "group")->group;
+    h->averager = std::make_unique<ddp::ModelAverager>(*h->group, period, warmup_steps);
     hand_out(out, std::move(h));
   });
 }

@@ -7,7 +7,7 @@
 using namespace ddp::capi;
 
 namespace ddp::capi {
-std::shared_ptr<ddp::CommHook> bind_hook(const ddp_comm_hook* h, ddp_group* group);
+std::shared_ptr<ddp::CommHook> bind_hook(const ddp_comm_hook* h, const ddp_reducer* reducer);
 }
 
 ddp_reducer::~ddp_reducer() = default;
@@ -53,8 +53,9 @@ ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* cons
         gr[i] = require(grads[i], ("grads[" + std::to_string(i) + "]").c_str())->t;
     }
     auto h = std::make_unique<ddp_reducer>();
-    h->reducer = std::make_unique<ddp::Reducer>(*g->group, std::move(p), std::move(gr), o);
-    h->group = g;
+    h->group = g->group;
+    h->handle = g;
+    h->reducer = std::make_unique<ddp::Reducer>(*h->group, std::move(p), std::move(gr), o);
     hand_out(out, std::move(h));
   });
 }
@@ -78,7 +79,7 @@ ddp_status ddp_reducer_join(ddp_reducer* r) {
 ddp_status ddp_reducer_set_comm_hook(ddp_reducer* r, const ddp_comm_hook* hook) {
   return fence([&] {
     auto* red = require(r, "reducer");
-    red->reducer->set_comm_hook(hook ? bind_hook(require(hook, "hook"), red->group) : nullptr);
+    red->reducer->set_comm_hook(hook ? bind_hook(require(hook, "hook"), red) : nullptr);
   });
 }
 

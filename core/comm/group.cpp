@@ -12,20 +12,19 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <condition_variable>
+#include <map>
+#include <thread>
 #include <vector>
 
 #include "comm/backend_factory.h"
 #include "comm/failure.h"
 #include "comm/group_impl.h"
 #include "common/error.h"
+#include "launch/supervisor.h"
 
 namespace ddp {
 namespace {
-
-// How often a waiting rank asks the store whether another rank failed, and
-// how long one such question may take (it must not stall a wait loop).
-constexpr Millis kPollInterval{100};
-constexpr Millis kMonitorTimeout{2000};
 
 // A write to a socket whose peer died raises SIGPIPE, whose default action
 // kills the process; Python ignores it, and so must a C program using us.
@@ -35,14 +34,10 @@ void ignore_sigpipe_if_default() {
     signal(SIGPIPE, SIG_IGN);
 }
 
-// Backends of broken groups still have a thread blocked inside a collective
-// that will never complete; destroying them would join that thread and hang.
-// They are kept here instead (reachable, so leak checkers stay quiet).
-std::mutex g_abandoned_mutex;
-std::vector<c10::intrusive_ptr<c10d::Backend>>& abandoned_backends() {
-  static auto* v = new std::vector<c10::intrusive_ptr<c10d::Backend>>();
-  return *v;
-}
+// How long a failing rank waits for its failure to reach the store, and for
+// a look at what the others published (the root cause) before its own.
+constexpr Millis kPublishWait{1000};
+constexpr Millis kRootCauseWait{1000};
 
 c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& name, const BackendSpec& spec) {
   if (name == "gloo") return make_gloo_backend(spec);
@@ -67,73 +62,150 @@ std::optional<int> take_inherited_listen_fd(int port) {
   return fd;
 }
 
-c10::intrusive_ptr<c10d::TCPStore> connect_store(const ClusterEnv& env, Millis timeout,
-                                                 const std::string& where) {
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<uint16_t>(env.master_port);
-  so.isServer = env.rank == 0;
-  so.numWorkers = env.world_size;
-  so.waitWorkers = false;
-  so.timeout = timeout;
+bool agent_hosts_store() {
   // Under torchrun/ddprun the agent already hosts the store on MASTER_PORT
   // and says so; every rank, rank 0 included, is then a client (as in torch).
   const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-  if (agent_store && std::string(agent_store) == "True") so.isServer = false;
-  if (so.isServer) so.masterListenFd = take_inherited_listen_fd(env.master_port);
+  return agent_store && std::string(agent_store) == "True";
+}
+
+// Rank 0's store server, on a socket bound to MASTER_ADDR's address (not
+// every interface): a loopback job's store is reachable from this host only.
+c10::intrusive_ptr<c10d::TCPStore> host_store(const ClusterEnv& env, Millis timeout) {
+  c10d::TCPStoreOptions so;
+  so.isServer = true;
+  so.numWorkers = env.world_size;
+  so.waitWorkers = false;
+  so.timeout = timeout;
+  std::optional<int> fd = take_inherited_listen_fd(env.master_port);
+  int port = env.master_port;
+  if (!fd) fd = launch::listen_socket(env.master_addr, env.master_port, &port);
+  so.masterListenFd = fd;
+  so.port = static_cast<uint16_t>(port);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+  } catch (const std::exception& e) {
+    fail(DDP_E_IO, "rank 0 cannot host the rendezvous store on " + env.master_addr + ":" +
+                       std::to_string(port) + ": " + short_what(e));
+  }
+}
+
+c10::intrusive_ptr<c10d::TCPStore> connect_client(const ClusterEnv& env, int port, Millis timeout,
+                                                  const std::string& where) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(port);
+  so.isServer = false;
+  so.numWorkers = env.world_size;
+  so.waitWorkers = false;
+  so.timeout = timeout;
   try {
     return c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
   } catch (const std::exception& e) {
     std::string what = short_what(e);
-    if (env.rank == 0 && (what.find("in use") != std::string::npos ||
-                          what.find("EADDRINUSE") != std::string::npos))
-      fail(DDP_E_IO, "rank 0 cannot host the rendezvous store on " + where +
-                         ": the port is already in use; choose another MASTER_PORT (" + what + ")");
     ddp_status s = classify_exception(e);
-    if (env.rank != 0 && (s == DDP_E_TIMEOUT || s == DDP_E_PEER_FAILED))
-      fail(DDP_E_TIMEOUT, "rank " + std::to_string(env.rank) +
-                              " could not reach the rendezvous store at " + where + " within " +
-                              std::to_string(timeout.count()) +
-                              " ms; is rank 0 running and are MASTER_ADDR/MASTER_PORT right? (" +
-                              what + ")");
+    if (s == DDP_E_TIMEOUT || s == DDP_E_PEER_FAILED)
+      fail(DDP_E_TIMEOUT, "rank " + std::to_string(env.rank) + " could not reach the rendezvous store at " +
+                              where + " within " + std::to_string(timeout.count()) +
+                              " ms; is rank 0 running and are MASTER_ADDR/MASTER_PORT right? (" + what + ")");
     fail(s == DDP_E_BACKEND ? DDP_E_IO : s, "rendezvous store at " + where + ": " + what);
   }
 }
 
-std::unique_ptr<Group::Impl> finish_impl(std::unique_ptr<Group::Impl> impl, const std::string& where) {
-  count_in(*impl->store, impl->size, impl->timeout, where);
+// The job's keys live under a prefix that only its ranks know when a
+// launcher handed them DDP_JOB_ID (a random id): a stray process that can
+// reach the store cannot guess the keys that abort or join this job.
+std::string job_prefix() {
+  const char* job = std::getenv("DDP_JOB_ID");
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return "ddp/" + std::string(job && *job ? job : "world") + "/r" + std::string(restart ? restart : "0");
+}
+
+void connect_backend(Group::Impl& impl) {
   BackendSpec spec;
-  spec.store = c10::make_intrusive<c10d::PrefixStore>(impl->backend_name, impl->store);
-  spec.rank = impl->rank;
-  spec.size = impl->size;
-  spec.timeout = impl->timeout;
-  spec.master_addr = impl->master_addr;
-  spec.device = impl->device;
+  spec.store = c10::make_intrusive<c10d::PrefixStore>(impl.backend_name, impl.store);
+  spec.rank = impl.rank;
+  spec.size = impl.size;
+  spec.timeout = impl.timeout;
+  spec.master_addr = impl.master_addr;
+  spec.device = impl.device;
   try {
-    impl->backend = make_backend(impl->backend_name, spec);
+    impl.backend = make_backend(impl.backend_name, spec);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    fail(classify_exception(e), impl->backend_name + " backend could not connect rank " +
-                                    std::to_string(impl->rank) + " of " +
-                                    std::to_string(impl->size) + ": " + short_what(e));
+    fail(classify_exception(e), impl.backend_name + " backend could not connect rank " +
+                                    std::to_string(impl.rank) + " of " + std::to_string(impl.size) +
+                                    ": " + short_what(e));
   }
-  return impl;
 }
 
+// Backends of broken groups may have a thread blocked inside a collective
+// that only the backend's own timeout ends; destroying one before that would
+// join the thread and block. The reaper destroys each once its timeout (and
+// a margin) has passed, on a thread of its own, so a broken group's threads,
+// sockets and memory come back without the caller ever waiting.
+class BackendReaper {
+ public:
+  static BackendReaper& get() {
+    static auto* r = new BackendReaper();  // never destroyed: its thread may outlive main
+    return *r;
+  }
+  void destroy_after(c10::intrusive_ptr<c10d::Backend> backend, Millis delay) {
+    std::lock_guard<std::mutex> lock(m_);
+    due_.emplace(Clock::now() + delay, std::move(backend));
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { run(); }).detach();
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      if (due_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      auto first = due_.begin();
+      if (Clock::now() < first->first) {
+        cv_.wait_until(lock, first->first);
+        continue;
+      }
+      c10::intrusive_ptr<c10d::Backend> b = std::move(first->second);
+      due_.erase(first);
+      lock.unlock();
+      b.reset();
+      lock.lock();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::multimap<Clock::time_point, c10::intrusive_ptr<c10d::Backend>> due_;
+  bool started_ = false;
+};
+
+constexpr Millis kReapMargin{2000};
+
 }  // namespace
+
+void check_timeout(Millis timeout, const std::string& what) {
+  check_arg(timeout.count() > 0, what + " " + std::to_string(timeout.count()) + " ms must be positive");
+  check_arg(timeout <= kMaxTimeout, what + " " + std::to_string(timeout.count()) + " ms exceeds the maximum of " +
+                                        std::to_string(kMaxTimeout.count()) + " ms (about 24.8 days)");
+}
 
 Group::Group(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Group::~Group() {
-  if (impl_ && impl_->broken && impl_->backend) {
-    std::lock_guard<std::mutex> lock(g_abandoned_mutex);
-    abandoned_backends().push_back(std::move(impl_->backend));
-  }
+  if (impl_ && impl_->broken && impl_->backend)
+    BackendReaper::get().destroy_after(std::move(impl_->backend), impl_->timeout + kReapMargin);
 }
 
 std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& opts) {
   validate_cluster_env(env, env.name);
-  check_arg(opts.timeout.count() > 0, "timeout must be positive");
+  check_timeout(opts.timeout, "timeout");
   check_arg(opts.device.type == DDP_DEVICE_CPU || opts.device.type == DDP_DEVICE_CUDA,
             "unknown device type " + std::to_string(opts.device.type));
   ignore_sigpipe_if_default();
@@ -149,25 +221,29 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   impl->timeout = opts.timeout;
   impl->device = opts.device;
   impl->master_addr = env.master_addr;
-  // Keys are namespaced per restart and per init in this process, so that
-  // a store that outlives one group (an agent's, across restarts, or a
-  // second ddp_group_init) never mixes two groups' counters.
-  static std::atomic<int> inits{0};
-  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  impl->prefix = "ddp/world/r" + std::string(restart ? restart : "0") + "/g" +
-                 std::to_string(inits.fetch_add(1));
 
   std::string where = env.master_addr + ":" + std::to_string(env.master_port);
-  auto tcp = connect_store(env, opts.timeout, where);
-  impl->store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, tcp);
+  int port = env.master_port;
+  if (env.rank == 0 && !agent_hosts_store()) {
+    auto server = host_store(env, opts.timeout);
+    port = server->getPort();
+    impl->server = server;
+  }
+  auto client = connect_client(env, port, opts.timeout, where);
+  // Keys are namespaced per job, per restart, and per generation of inits on
+  // this store (a store that outlives one group, an agent's or across
+  // restarts, never mixes two groups' counters).
+  std::string base = job_prefix();
+  int64_t gen = join_generation(c10::make_intrusive<c10d::PrefixStore>(base, client), impl->size,
+                                impl->timeout, where);
+  impl->prefix = base + "/g" + std::to_string(gen);
+  impl->store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, client);
 
-  ClusterEnv monitor_env = env;
-  monitor_env.rank = 1;  // a client connection, also on rank 0
-  monitor_env.master_port = tcp->getPort();
-  auto monitor = connect_store(monitor_env, kMonitorTimeout, where);
-  impl->monitor = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, monitor);
-
-  return std::unique_ptr<Group>(new Group(finish_impl(std::move(impl), where)));
+  auto monitor = connect_client(env, port, opts.timeout, where);
+  impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, monitor);
+  impl->monitor = std::make_unique<StoreMonitor>(impl->monitor_store);
+  connect_backend(*impl);
+  return std::unique_ptr<Group>(new Group(std::move(impl)));
 }
 
 std::unique_ptr<Group> Group::new_subgroup(int group_size) {
@@ -189,8 +265,11 @@ std::unique_ptr<Group> Group::new_subgroup(int group_size) {
   impl->master_addr = impl_->master_addr;
   impl->prefix = impl_->prefix + "/" + sub;
   impl->store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->store);
-  impl->monitor = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->monitor);
-  return std::unique_ptr<Group>(new Group(finish_impl(std::move(impl), impl_->prefix + "/" + sub)));
+  impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->monitor_store);
+  count_in(*impl->store, impl->size, impl->timeout, impl->prefix);
+  impl->monitor = std::make_unique<StoreMonitor>(impl->monitor_store);
+  connect_backend(*impl);
+  return std::unique_ptr<Group>(new Group(std::move(impl)));
 }
 
 int Group::rank() const { return impl_->rank; }
@@ -200,7 +279,7 @@ Millis Group::timeout() const { return impl_->timeout; }
 ddp_device Group::device() const { return impl_->device; }
 
 void Group::set_timeout(Millis timeout) {
-  check_arg(timeout.count() > 0, "timeout must be positive");
+  check_timeout(timeout, "set_timeout: timeout");
   impl_->timeout = timeout;
   if (impl_->backend) impl_->backend->setTimeout(timeout);
 }
@@ -225,33 +304,15 @@ void Group::fail_and_publish(ddp_status status, const std::string& message) {
     }
   }
   // Tell the other ranks, so that those waiting on a peer that is not the
-  // dead one stop too. Best effort: the store host may be the dead peer.
+  // dead one stop too. Best effort, and bounded: the store host may be the
+  // dead or stopped peer.
   std::string payload = std::to_string(status) + "|rank " + std::to_string(impl_->rank) + ": " + message;
-  try {
-    impl_->monitor->set("abort", std::vector<uint8_t>(payload.begin(), payload.end()));
-  } catch (...) {
-  }
+  impl_->monitor->publish(payload, kPublishWait);
   throw Error(status, message);
 }
 
-void Group::throw_if_peer_reported() {
-  auto now = Clock::now();
-  if (now < impl_->next_poll) return;
-  impl_->next_poll = now + kPollInterval;
-  std::string payload;
-  try {
-    if (!impl_->monitor->check({"abort"})) return;
-    auto v = impl_->monitor->get("abort");
-    payload.assign(v.begin(), v.end());
-  } catch (const std::exception& e) {
-    ddp_status s = classify_exception(e);
-    if (s == DDP_E_TIMEOUT) return;  // store host stalled: keep waiting up to our deadline
-    std::lock_guard<std::mutex> lock(impl_->state_mutex);
-    impl_->broken_reason = "lost the rendezvous store on rank 0 (" + short_what(e) + ")";
-    impl_->broken = true;
-    throw Error(DDP_E_PEER_FAILED, "lost the connection to the rendezvous store hosted by rank 0 "
-                                   "(rank 0 has probably died): " + short_what(e));
-  }
+void Group::throw_reported(const std::string& reported) {
+  std::string payload = reported;
   auto bar = payload.find('|');
   ddp_status status = DDP_E_PEER_FAILED;
   if (bar != std::string::npos) {
@@ -265,6 +326,21 @@ void Group::throw_if_peer_reported() {
   impl_->broken_reason = "reported by " + payload;
   impl_->broken = true;
   throw Error(status, "another rank failed, so this one stops too: " + payload);
+}
+
+void Group::throw_if_peer_reported() {
+  if (auto r = impl_->monitor->reported()) throw_reported(*r);
+  if (auto lost = impl_->monitor->lost()) {
+    std::lock_guard<std::mutex> lock(impl_->state_mutex);
+    impl_->broken_reason = "lost the rendezvous store on rank 0 (" + *lost + ")";
+    impl_->broken = true;
+    throw Error(DDP_E_PEER_FAILED, "lost the connection to the rendezvous store hosted by rank 0 "
+                                   "(rank 0 has probably died): " + *lost);
+  }
+}
+
+void Group::throw_root_cause_if_reported() {
+  if (auto r = impl_->monitor->refresh(kRootCauseWait)) throw_reported(*r);
 }
 
 }  // namespace ddp

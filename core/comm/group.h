@@ -22,6 +22,15 @@ namespace ddp {
 using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
+// The longest timeout libddp accepts (about 24.8 days): the largest wait
+// that poll(2) and the backends' condition waits hold without overflowing
+// (c10d and Gloo add the timeout to a nanosecond clock; 1e13 ms wraps it).
+constexpr Millis kMaxTimeout{2147483647};
+
+// Throws DDP_E_INVALID_ARGUMENT unless 0 < timeout <= kMaxTimeout; `what`
+// names the setting in the message.
+void check_timeout(Millis timeout, const std::string& what);
+
 struct GroupOptions {
   std::string backend;         // "" = auto: "nccl" for a CUDA device, else "gloo"
   Millis timeout{1800 * 1000};  // every collective and the rendezvous
@@ -59,14 +68,19 @@ class Group {
   // later call fails with DDP_E_STATE.
   bool broken() const;
   [[noreturn]] void fail_and_publish(ddp_status status, const std::string& message);
-  // Polls the store for a failure published by another rank; throws it
-  // (with its original status) when there is one.
+  // Throws the failure another rank published (with its original status),
+  // or DDP_E_PEER_FAILED when the store is gone; never blocks on the store.
   void throw_if_peer_reported();
+  // Before reporting a failure of its own, a rank looks (waiting up to a
+  // second) for one published earlier: that one is the root cause, and
+  // every rank reports its status.
+  void throw_root_cause_if_reported();
 
   struct Impl;
 
  private:
   explicit Group(std::unique_ptr<Impl> impl);
+  [[noreturn]] void throw_reported(const std::string& payload);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -8,12 +8,17 @@
 #include <mutex>
 
 #include "comm/group.h"
+#include "comm/store_monitor.h"
 
 namespace ddp {
 
+// Declaration order is destruction order, reversed: the backend goes first,
+// the store server (rank 0 without an agent) last.
 struct Group::Impl {
-  c10::intrusive_ptr<c10d::Store> store;    // prefixed with `prefix`
-  c10::intrusive_ptr<c10d::Store> monitor;  // same keys, own connection, short timeout
+  c10::intrusive_ptr<c10d::Store> server;         // hosts MASTER_PORT; the backend never holds it
+  c10::intrusive_ptr<c10d::Store> store;          // prefixed with `prefix`
+  c10::intrusive_ptr<c10d::Store> monitor_store;  // same keys, a connection of its own
+  std::unique_ptr<StoreMonitor> monitor;          // the only user of monitor_store
   c10::intrusive_ptr<c10d::Backend> backend;
   std::string prefix;
   std::string backend_name;
@@ -28,11 +33,16 @@ struct Group::Impl {
   std::mutex state_mutex;
   std::atomic<bool> broken{false};
   std::string broken_reason;
-  Clock::time_point next_poll{};
 };
 
 // Every rank of `prefix` adds itself to a counter; returns once all `size`
-// have, or throws DDP_E_TIMEOUT saying how many of how many arrived.
-void count_in(c10d::Store& store, int size, Millis timeout, const std::string& where);
+// have (true on the rank that arrived last), or throws DDP_E_TIMEOUT saying
+// how many of how many arrived.
+bool count_in(c10d::Store& store, int size, Millis timeout, const std::string& where);
+
+// count_in under the store's current generation, which every rank agrees on
+// whatever failed before; returns that generation.
+int64_t join_generation(const c10::intrusive_ptr<c10d::Store>& base, int size, Millis timeout,
+                        const std::string& where);
 
 }  // namespace ddp

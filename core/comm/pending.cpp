@@ -33,6 +33,8 @@ void Pending::wait(std::optional<Millis> timeout) {
   if (done_) return;
   Millis budget = timeout.value_or(group_.timeout());
   check_arg(budget.count() >= 0, op_ + ": negative timeout");
+  check_arg(budget <= kMaxTimeout, op_ + ": timeout " + std::to_string(budget.count()) +
+                                       " ms exceeds the maximum of " + std::to_string(kMaxTimeout.count()) + " ms");
   auto deadline = Clock::now() + budget;
   if (work_) wait_work(work_, deadline);
   if (then_) {
@@ -68,13 +70,17 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
       } catch (const std::exception& e) {
         ddp_status s = classify_exception(e);
         std::string msg = op_ + " failed on " + who(group_) + ": " + short_what(e);
-        if (s == DDP_E_TIMEOUT || s == DDP_E_PEER_FAILED) group_.fail_and_publish(s, msg);
+        if (s == DDP_E_TIMEOUT || s == DDP_E_PEER_FAILED) {
+          group_.throw_root_cause_if_reported();
+          group_.fail_and_publish(s, msg);
+        }
         fail(s, msg);
       }
     }
     if (finished) return;
     group_.throw_if_peer_reported();
     if (Clock::now() >= deadline) {
+      group_.throw_root_cause_if_reported();
       group_.fail_and_publish(
           DDP_E_TIMEOUT, op_ + " timed out on " + who(group_) +
                              " (a peer is slow, stopped, or did not call the same collective)");

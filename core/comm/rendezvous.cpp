@@ -1,5 +1,6 @@
 // The arrival count that precedes every group's backend connection. c10d's
 // own TCPStore wait reports nothing about who is missing; this one does.
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "comm/failure.h"
@@ -8,7 +9,7 @@
 
 namespace ddp {
 
-void count_in(c10d::Store& store, int size, Millis timeout, const std::string& where) {
+bool count_in(c10d::Store& store, int size, Millis timeout, const std::string& where) {
   int64_t arrived = store.add("arrived", 1);
   if (arrived > size)
     fail(DDP_E_STATE, "rendezvous at " + where + ": " + std::to_string(arrived) +
@@ -16,10 +17,11 @@ void count_in(c10d::Store& store, int size, Millis timeout, const std::string& w
                           " (two jobs sharing MASTER_ADDR:MASTER_PORT?)");
   if (arrived == size) {
     store.set("complete", std::vector<uint8_t>{1});
-    return;
+    return true;
   }
   try {
     store.wait({"complete"}, timeout);
+    return false;
   } catch (const std::exception& e) {
     if (classify_exception(e) == DDP_E_TIMEOUT) {
       int64_t now = arrived;
@@ -38,6 +40,33 @@ void count_in(c10d::Store& store, int size, Millis timeout, const std::string& w
                             std::to_string(arrived) + " of " + std::to_string(size) +
                             " ranks arrived (" + short_what(e) + ")");
   }
+}
+
+int64_t join_generation(const c10::intrusive_ptr<c10d::Store>& base, int size, Millis timeout,
+                        const std::string& where) {
+  // Every init of a group on this store meets under the current generation
+  // "g<N>". The rank that completes the count advances N for the next init;
+  // a rank that times out advances it too (compare-and-set: once), so ranks
+  // whose earlier inits failed differently still meet under the same N.
+  int64_t gen = base->add("gen", 0);
+  auto at_gen = c10::make_intrusive<c10d::PrefixStore>("g" + std::to_string(gen), base);
+  auto advance = [&] {
+    std::string now = std::to_string(gen), next = std::to_string(gen + 1);
+    base->compareSet("gen", std::vector<uint8_t>(now.begin(), now.end()),
+                     std::vector<uint8_t>(next.begin(), next.end()));
+  };
+  try {
+    if (count_in(*at_gen, size, timeout, where)) advance();
+  } catch (const Error& e) {
+    if (e.status() == DDP_E_TIMEOUT) {
+      try {
+        advance();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  return gen;
 }
 
 }  // namespace ddp

@@ -6,6 +6,7 @@
 #include <ATen/ops/mul.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "common/error.h"
 #include "ddp/autograd_hooks.h"
@@ -94,8 +95,10 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
       grads_[i] = view;
     }
   }
+  check_no_aliasing();
   ready_.assign(n, 0);
   reset_step();
+  check_layout_matches_across_ranks();
 
   if (opts.broadcast_parameters && !params.empty()) {
     // All ranks start from rank 0's parameters (DDP's _sync_module_states).
@@ -113,6 +116,75 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
 }
 
 Reducer::~Reducer() = default;
+
+void Reducer::check_no_aliasing() const {
+  // Two gradients over the same bytes would be summed twice and written
+  // back over each other: refuse, naming both.
+  struct Span { uintptr_t begin, end; size_t index; };
+  std::vector<Span> spans;
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (grads_[i].numel() == 0) continue;
+    auto begin = reinterpret_cast<uintptr_t>(grads_[i].data_ptr());
+    spans.push_back({begin, begin + grads_[i].numel() * grads_[i].element_size(), i});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  for (size_t k = 1; k < spans.size(); ++k)
+    if (spans[k].begin < spans[k - 1].end)
+      fail(DDP_E_INVALID_ARGUMENT, "reducer: gradients " + std::to_string(std::min(spans[k - 1].index, spans[k].index)) +
+                                       " and " + std::to_string(std::max(spans[k - 1].index, spans[k].index)) +
+                                       " share memory; every gradient needs a buffer of its own");
+}
+
+void Reducer::check_layout_matches_across_ranks() {
+  // A fingerprint of what the buckets' collectives depend on: the count,
+  // each gradient's size and dtype, and the bucket boundaries.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (auto& g : grads_) {
+    mix(static_cast<uint64_t>(g.numel()));
+    mix(static_cast<uint64_t>(g.scalar_type()));
+  }
+  for (auto& b : buckets_) mix(b.indices.size() + (uint64_t{1} << 40));
+  at::Tensor mine = at::empty({3}, at::TensorOptions().dtype(at::kLong));
+  auto* m = mine.data_ptr<int64_t>();
+  m[0] = static_cast<int64_t>(grads_.size());
+  m[1] = static_cast<int64_t>(buckets_.size());
+  m[2] = static_cast<int64_t>(h >> 1);
+  if (group_.device().type == DDP_DEVICE_CUDA) mine = mine.to(at::Device(at::kCUDA, group_.device().index));
+  auto p = all_gather(group_, mine);
+  p->wait();
+  at::Tensor all = p->tensors[0].cpu();
+  auto* a = all.data_ptr<int64_t>();
+  std::string differ;
+  for (int r = 0; r < group_.size(); ++r) {
+    const int64_t* row = a + 3 * r;
+    if (row[0] == m[0] && row[1] == m[1] && row[2] == m[2]) continue;
+    differ += (differ.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " has " +
+              std::to_string(row[0]) + " gradients in " + std::to_string(row[1]) + " buckets" +
+              (row[0] == m[0] && row[1] == m[1] ? " with other sizes or dtypes" : "");
+  }
+  if (!differ.empty())
+    fail(DDP_E_INVALID_ARGUMENT, "reducer: the ranks' gradient layouts differ (rank " + std::to_string(group_.rank()) +
+                                     " has " + std::to_string(m[0]) + " gradients in " + std::to_string(m[1]) +
+                                     " buckets; " + differ + "): every rank must pass the same gradients, "
+                                     "in the same order, with the same bucket caps");
+}
+
+void Reducer::abandon_step(const std::string& why) {
+  for (auto& b : buckets_) b.work.reset();
+  reset_step();
+  abandoned_ = why;
+}
+
+template <typename F>
+void Reducer::abandon_on_failure(const char* op, F&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    abandon_step(std::string(op) + " failed: " + e.what());
+    throw;
+  }
+}
 
 bool Reducer::step_in_progress() const {
   return std::any_of(ready_.begin(), ready_.end(), [](char r) { return r != 0; });
@@ -202,11 +274,13 @@ void Reducer::mark_ready(size_t i) {
                                    " gradients");
   if (!sync_) return;  // no_sync: gradients accumulate locally
   if (ready_[i]) fail(DDP_E_STATE, "mark_ready: gradient " + std::to_string(i) + " was already marked ready in this step");
-  begin_step_if_needed();
-  ready_[i] = 1;
-  copy_in(i);
-  Bucket& b = buckets_[bucket_of_[i]];
-  if (--b.pending == 0) launch_ready_buckets();
+  abandon_on_failure("mark_ready", [&] {
+    begin_step_if_needed();
+    ready_[i] = 1;
+    copy_in(i);
+    Bucket& b = buckets_[bucket_of_[i]];
+    if (--b.pending == 0) launch_ready_buckets();
+  });
 }
 
 void Reducer::launch_ready_buckets() {
@@ -223,16 +297,33 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::finish() {
   if (!sync_) return;
+  if (!abandoned_.empty()) {
+    std::string why = std::move(abandoned_);
+    abandon_step("");
+    fail(DDP_E_STATE, "finish: this step was abandoned because an earlier call failed (" + why +
+                          "); its gradients are not averaged. The next mark_ready starts a new step.");
+  }
+  // An unready gradient is the caller's mistake, found before anything is
+  // sent: the step stays open for the missing mark_ready.
+  if (!opts_.find_unused_parameters) {
+    std::vector<size_t> unready;
+    for (size_t i = 0; i < ready_.size(); ++i)
+      if (!ready_[i]) unready.push_back(i);
+    if (!unready.empty())
+      fail(DDP_E_STATE, "finish: gradients " + list_indices(unready) +
+                            " were not marked ready in this step. Mark every gradient ready, or create the "
+                            "reducer with find_unused_parameters so that unused ones take part as zeros "
+                            "(PyTorch: \"Expected to have finished reduction in the prior iteration\")");
+  }
+  abandon_on_failure("finish", [&] { finish_step(); });
+}
+
+void Reducer::finish_step() {
   begin_step_if_needed();
   std::vector<size_t> unready;
   for (size_t i = 0; i < ready_.size(); ++i)
     if (!ready_[i]) unready.push_back(i);
   if (!unready.empty()) {
-    if (!opts_.find_unused_parameters)
-      fail(DDP_E_STATE, "finish: gradients " + list_indices(unready) +
-                            " were not marked ready in this step. Mark every gradient ready, or create the "
-                            "reducer with find_unused_parameters so that unused ones take part as zeros "
-                            "(PyTorch: \"Expected to have finished reduction in the prior iteration\")");
     for (size_t i : unready) {
       ready_[i] = 1;
       slot(i).zero_();
@@ -241,7 +332,9 @@ void Reducer::finish() {
     }
     launch_ready_buckets();
   }
-  for (auto& b : buckets_) {
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    auto& b = buckets_[k];
+    if (!b.work) fail(DDP_E_INTERNAL, "finish: bucket " + std::to_string(k) + " was never started");
     b.work->wait();
     b.work.reset();
   }

@@ -47,6 +47,9 @@ class Reducer {
           const ReducerOptions& opts);
   ~Reducer();
 
+  // A failure inside either abandons the step (buckets in flight are
+  // dropped): the next finish() reports it with DDP_E_STATE and resets, so
+  // the step after that starts clean.
   void mark_ready(size_t index);
   void finish();
   void set_sync(bool enabled) { sync_ = enabled; }
@@ -82,6 +85,13 @@ class Reducer {
   void begin_step_if_needed();      // the join count, once per synchronised step
   int count_active(bool active);    // the join all-reduce
   BucketView view_of(size_t b) const;
+  void abandon_step(const std::string& why);
+  void finish_step();
+  template <typename F> void abandon_on_failure(const char* op, F&& body);
+  void check_no_aliasing() const;
+  // Every rank must have built the same buckets, or their all-reduces pair
+  // up different gradients: compared once, here, over the group.
+  void check_layout_matches_across_ranks();
 
   // The gradient buffer of parameter i for this step: the caller's buffer,
   // or (autograd_hooks) the parameter's current .grad().
@@ -99,6 +109,7 @@ class Reducer {
   bool sync_ = true;
   bool step_begun_ = false;
   int divisor_ = 1;  // ranks averaged over in this step
+  std::string abandoned_;  // why the last step was abandoned, until finish() reports it
   std::shared_ptr<CommHook> hook_;
 };
 

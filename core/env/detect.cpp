@@ -29,7 +29,7 @@ void validate_cluster_env(const ClusterEnv& e, const std::string& source) {
   check_arg(e.node_rank >= 0, "node rank " + std::to_string(e.node_rank) + " < 0" + where);
   check_arg(!e.master_addr.empty(), "master address is empty" + where);
   check_arg(e.master_port >= 0 && e.master_port <= 65535,
-            "master port " + std::to_string(e.master_port) + " is outside [1, 65535]" + where);
+            "master port " + std::to_string(e.master_port) + " is outside [0, 65535]" + where);
   check_arg(e.master_port != 0 || e.world_size == 1,
             "master port 0 (any free port) needs world size 1" + where);
 }

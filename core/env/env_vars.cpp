@@ -44,8 +44,10 @@ int require_int(const EnvLookup& env, const std::string& name, long lo, long hi,
   return parse_int(name, require_str(env, name, who), lo, hi);
 }
 
+// 0 is "any free port", which only a one-process job can use (checked with
+// the world size in validate_cluster_env).
 int parse_port(const std::string& name, const std::string& value) {
-  return parse_int(name, value, 1, 65535);
+  return parse_int(name, value, 0, 65535);
 }
 
 }  // namespace ddp::envvars

@@ -1,5 +1,9 @@
 // IBM LSF / jsrun: Lightning's LSFEnvironment.
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fstream>
 #include <map>
@@ -18,10 +22,22 @@ bool lsf_detect(const EnvLookup& env) {
 }
 
 namespace {
+// A rank file lists one host per rank: 64 MiB is millions of ranks.
+constexpr off_t kMaxRankFileBytes = 64 << 20;
+
 // The rank file's hosts, without its first line (the launch node).
 std::vector<std::string> compute_hosts(const EnvLookup& env) {
   std::string path = require_str(env, "LSB_DJOB_RANKFILE", "lsf");
   check_arg(!path.empty(), "LSB_DJOB_RANKFILE='' is empty");
+  // Only a regular file of bounded size: a FIFO would block the reader and
+  // /dev/zero would never end.
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    fail(DDP_E_IO, "LSB_DJOB_RANKFILE='" + path + "' cannot be read: " + std::strerror(errno));
+  check_arg(S_ISREG(st.st_mode), "LSB_DJOB_RANKFILE='" + path + "' is not a regular file");
+  check_arg(st.st_size <= kMaxRankFileBytes, "LSB_DJOB_RANKFILE='" + path + "' has " +
+                                                 std::to_string(st.st_size) + " bytes, more than the " +
+                                                 std::to_string(kMaxRankFileBytes) + " a rank file may have");
   std::ifstream in(path);
   if (!in) fail(DDP_E_IO, "LSB_DJOB_RANKFILE='" + path + "' cannot be read");
   std::vector<std::string> hosts;

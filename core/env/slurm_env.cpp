@@ -17,29 +17,62 @@ bool interactive(const EnvLookup& env) {
 
 bool slurm_detect(const EnvLookup& env) { return has(env, "SLURM_NTASKS") && !interactive(env); }
 
+// SLURM's hostlist syntax: entries separated by ',' (or ' ') outside
+// brackets; an entry is text with bracket groups of comma-separated numbers
+// or ranges ("node[01-04,07]", "rack[1-2]n[3-4]"). The first host takes the
+// first item of every group ("rack1n3"), keeping zero padding. Anything that
+// does not follow the syntax is an error: a guess would send every rank to
+// the wrong rendezvous host.
 std::string slurm_first_host(const std::string& nodelist) {
-  // The first entry at bracket depth 0, ended by ',' or ' '.
-  std::string first;
-  int depth = 0;
-  for (char c : nodelist) {
-    if (depth == 0 && (c == ',' || c == ' ')) {
-      if (!first.empty()) break;
+  auto bad = [&](const std::string& why) {
+    fail(DDP_E_INVALID_ARGUMENT, "SLURM_NODELIST='" + nodelist + "' is malformed: " + why);
+  };
+  auto is_digits = [](const std::string& v) {
+    return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+  };
+  std::string first;       // the first entry, expanded
+  bool first_done = false;
+  bool in_entry = false;
+  size_t i = 0;
+  while (i < nodelist.size()) {
+    char c = nodelist[i];
+    if (c == ',' || c == ' ') {
+      if (in_entry) first_done = true;
+      in_entry = false;
+      ++i;
       continue;
     }
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    first.push_back(c);
+    if (c == ']') bad("']' at position " + std::to_string(i) + " closes no '['");
+    in_entry = true;
+    if (c != '[') {
+      if (!first_done) first.push_back(c);
+      ++i;
+      continue;
+    }
+    size_t close = nodelist.find(']', i + 1);
+    if (close == std::string::npos) bad("'[' at position " + std::to_string(i) + " is never closed");
+    std::string group = nodelist.substr(i + 1, close - i - 1);
+    if (group.find('[') != std::string::npos) bad("brackets nest at position " + std::to_string(i));
+    if (group.empty()) bad("empty brackets at position " + std::to_string(i));
+    std::string head;
+    size_t start = 0;
+    for (;;) {
+      size_t comma = group.find(',', start);
+      std::string item = group.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      size_t dash = item.find('-');
+      std::string lo = item.substr(0, dash);
+      std::string hi = dash == std::string::npos ? lo : item.substr(dash + 1);
+      if (!is_digits(lo) || !is_digits(hi)) bad("'" + item + "' is not a number or a range of numbers");
+      if (lo.size() > 9 || hi.size() > 9 || std::stol(lo) > std::stol(hi))
+        bad("the range '" + item + "' is empty or too large");
+      if (head.empty()) head = lo;
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    if (!first_done) first += head;
+    i = close + 1;
   }
-  // "node[01-04,07]" -> "node" + "01": the first item of the range.
-  auto open = first.find('[');
-  if (open != std::string::npos) {
-    auto close = first.find(']', open);
-    std::string range = first.substr(open + 1, close == std::string::npos ? std::string::npos
-                                                                          : close - open - 1);
-    std::string head = range.substr(0, range.find_first_of(",-"));
-    std::string tail = close == std::string::npos ? "" : first.substr(close + 1);
-    first = first.substr(0, open) + head + tail;
-  }
+  if (first.empty()) bad("it names no host");
   return first;
 }
 
@@ -60,7 +93,6 @@ ClusterEnv slurm_read(const EnvLookup& env) {
   } else {
     std::string nodes = get_str(env, "SLURM_NODELIST", "127.0.0.1");
     e.master_addr = slurm_first_host(nodes);
-    check_arg(!e.master_addr.empty(), "SLURM_NODELIST='" + nodes + "' names no host");
   }
 
   if (auto port = env("MASTER_PORT")) {

@@ -9,8 +9,8 @@ namespace {
 
 class PostLocalSgdHook : public CommHook {
  public:
-  PostLocalSgdHook(Group* subgroup, int64_t start, bool post_allreduce)
-      : subgroup_(subgroup), start_(start), post_allreduce_(post_allreduce) {}
+  PostLocalSgdHook(std::shared_ptr<Group> subgroup, int64_t start, bool post_allreduce)
+      : subgroup_(std::move(subgroup)), start_(start), post_allreduce_(post_allreduce) {}
 
   PendingPtr run(Group& group, const BucketView& bucket) override {
     if (iter_ < start_) {
@@ -19,7 +19,7 @@ class PostLocalSgdHook : public CommHook {
       return all_reduce(group, bucket.flat, ReduceOp::Sum);
     }
     if (!post_allreduce_) return completed(group, "post-local SGD (no gradient sync)");
-    Group* sub = subgroup_;
+    Group* sub = subgroup_.get();
     if (!sub) {
       if (!own_subgroup_) own_subgroup_ = group.new_subgroup(0);  // one per node, as dist.new_subgroups()
       sub = own_subgroup_.get();
@@ -29,7 +29,7 @@ class PostLocalSgdHook : public CommHook {
   }
 
  private:
-  Group* subgroup_;
+  std::shared_ptr<Group> subgroup_;  // shared: the caller may free its handle first
   std::unique_ptr<Group> own_subgroup_;
   int64_t start_, iter_ = 0;
   bool post_allreduce_;
@@ -37,10 +37,10 @@ class PostLocalSgdHook : public CommHook {
 
 }  // namespace
 
-std::shared_ptr<CommHook> make_post_localsgd_hook(Group* subgroup, int64_t start_localsgd_iter,
+std::shared_ptr<CommHook> make_post_localsgd_hook(std::shared_ptr<Group> subgroup, int64_t start_localsgd_iter,
                                                   bool post_local_gradient_allreduce) {
   check_arg(start_localsgd_iter >= 0, "start_localsgd_iter " + std::to_string(start_localsgd_iter) + " is negative");
-  return std::make_shared<PostLocalSgdHook>(subgroup, start_localsgd_iter, post_local_gradient_allreduce);
+  return std::make_shared<PostLocalSgdHook>(std::move(subgroup), start_localsgd_iter, post_local_gradient_allreduce);
 }
 
 ModelAverager::ModelAverager(Group& group, int64_t period, int64_t warmup_steps)

@@ -16,7 +16,7 @@ namespace ddp {
 // bucket); then an all-reduce within `subgroup` (nullptr: one subgroup per
 // node, made on first use, collectively) or, without
 // post_local_gradient_allreduce, no communication at all.
-std::shared_ptr<CommHook> make_post_localsgd_hook(Group* subgroup, int64_t start_localsgd_iter,
+std::shared_ptr<CommHook> make_post_localsgd_hook(std::shared_ptr<Group> subgroup, int64_t start_localsgd_iter,
                                                   bool post_local_gradient_allreduce);
 
 // PeriodicModelAverager: call step() after each optimizer step; on steps

@@ -74,7 +74,8 @@ std::string find_in_path(const std::string& prog) {
 }
 
 // torchrun's worker environment.
-std::vector<std::string> worker_env(const DdprunArgs& a, int local_rank, int port, int restart) {
+std::vector<std::string> worker_env(const DdprunArgs& a, int local_rank, int port, int restart,
+                                    const std::string& job_id) {
   int world = a.nnodes * a.nproc_per_node;
   int rank = a.node_rank * a.nproc_per_node + local_rank;
   std::vector<std::pair<std::string, std::string>> set = {
@@ -93,6 +94,7 @@ std::vector<std::string> worker_env(const DdprunArgs& a, int local_rank, int por
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(a.max_restarts)},
       {"TORCHELASTIC_RUN_ID", a.run_id},
       {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"DDP_JOB_ID", job_id},
   };
   if (!std::getenv("OMP_NUM_THREADS") && a.nproc_per_node > 1) set.push_back({"OMP_NUM_THREADS", "1"});
   return child_environment(set, {"TORCHELASTIC_ERROR_FILE", "DDP_MASTER_LISTEN_FD"});
@@ -166,7 +168,11 @@ std::vector<Failure> failures_of(const JobResult& job, const DdprunArgs& a) {
 
 class Agent {
  public:
-  explicit Agent(DdprunArgs a) : a_(std::move(a)) {}
+  // One node: a random job id nobody else can guess. Several: every agent
+  // must derive the same one, from the rendezvous id (--rdzv-id; choose one
+  // that is not guessable where others can reach the store).
+  explicit Agent(DdprunArgs a)
+      : a_(std::move(a)), job_id_(a_.nnodes == 1 ? random_job_id() : "run-" + a_.run_id) {}
 
   int run() {
     install_signal_handlers();
@@ -176,7 +182,7 @@ class Agent {
     std::string label = "ddprun " + a_.command.front();
     for (int restart = 0;; ++restart) {
       auto round = c10::make_intrusive<c10d::PrefixStore>(
-          "ddprun/" + a_.run_id + "/round" + std::to_string(restart), store_);
+          "ddprun/" + job_id_ + "/round" + std::to_string(restart), store_);
       count_in(*round, a_.nnodes, rdzv_timeout(), a_.master_addr + ":" + std::to_string(port_));
       beats_.clear();
       JobResult job = run_round(*round, argv, restart);
@@ -227,7 +233,7 @@ class Agent {
       a_.master_port = port;
     }
     so.port = static_cast<uint16_t>(a_.master_port);
-    std::string host = so.isServer ? "127.0.0.1" : a_.master_addr;
+    const std::string& host = a_.master_addr;  // node 0 listens on that address only
     try {
       store_ = c10::make_intrusive<c10d::TCPStore>(host, so);
     } catch (const std::exception& e) {
@@ -244,7 +250,7 @@ class Agent {
       ChildSpec c;
       c.rank = a_.node_rank * a_.nproc_per_node + lr;
       c.argv = argv;
-      c.env = worker_env(a_, lr, port_, restart);
+      c.env = worker_env(a_, lr, port_, restart, job_id_);
       c.capture_output = true;
       children.push_back(std::move(c));
     }
@@ -351,6 +357,7 @@ class Agent {
   }
 
   DdprunArgs a_;
+  std::string job_id_;
   c10::intrusive_ptr<c10d::Store> store_;
   int listen_fd_ = -1;
   int port_ = 0;

@@ -84,6 +84,8 @@ DdprunArgs parse_ddprun_args(const std::vector<std::string>& argv) {
       a.node_rank = to_int(flag, take(), 0, 1 << 16);
     } else if (flag == "--master-addr") {
       a.master_addr = take();
+      check_arg(!a.master_addr.empty() && a.master_addr.find_first_of(" \t\n") == std::string::npos,
+                "--master-addr '" + a.master_addr + "' is not a host name or address");
     } else if (flag == "--master-port") {
       a.master_port = to_int(flag, take(), 1, 65535);
     } else if (flag == "--standalone") {
@@ -121,6 +123,10 @@ DdprunArgs parse_ddprun_args(const std::vector<std::string>& argv) {
   check_arg(a.node_rank < a.nnodes, "--node-rank " + std::to_string(a.node_rank) + " must be < --nnodes " +
                                         std::to_string(a.nnodes));
   check_arg(!(a.module && a.no_python), "-m and --no-python exclude each other");
+  for (int lr : a.local_ranks_filter)
+    check_arg(lr < a.nproc_per_node, "--local-ranks-filter names local rank " + std::to_string(lr) +
+                                         ", but each node runs " + std::to_string(a.nproc_per_node) +
+                                         " processes (local ranks 0.." + std::to_string(a.nproc_per_node - 1) + ")");
   if (standalone) {
     check_arg(a.nnodes == 1, "--standalone runs one node; drop --nnodes");
     a.master_addr = "127.0.0.1";

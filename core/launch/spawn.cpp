@@ -62,8 +62,9 @@ std::string self_exe() {
 
 // The parent's environment with the worker's rendezvous variables on top.
 std::vector<std::string> worker_env(const SpawnOptions& o, int rank, int port, int listen_fd,
-                                    int call, const std::string& dir) {
+                                    int call, const std::string& dir, const std::string& job_id) {
   std::vector<std::pair<std::string, std::string>> set = {
+      {"DDP_JOB_ID", job_id},
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(port)},
       {"WORLD_SIZE", std::to_string(o.nprocs)},
@@ -136,6 +137,7 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
   std::vector<uint8_t> arg_bytes(static_cast<const uint8_t*>(arg),
                                  static_cast<const uint8_t*>(arg) + arg_len);
   int port = 0, listen_fd = -1;
+  const std::string job_id = random_job_id();
   try {
     write_file_atomically(dir + "/arg.bin", arg_bytes);
     listen_fd = listen_socket(o.master_addr, o.master_port, &port);
@@ -150,7 +152,7 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
   for (int r = 0; r < o.nprocs; ++r) {
     ChildSpec c;
     c.rank = r;
-    c.env = worker_env(o, r, port, listen_fd, call, dir);
+    c.env = worker_env(o, r, port, listen_fd, call, dir, job_id);
     if (r == 0) c.keep_fds.push_back(listen_fd);
     if (o.method == StartMethod::Popen) {
       // The same binary, whatever argv[0] says; argv[0] itself is kept, as

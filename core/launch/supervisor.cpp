@@ -106,9 +106,15 @@ pid_t start_child(const ChildSpec& c, int* out_read_fd) {
       _exit(rc);
     }
     execve(args.path.c_str(), args.argv.data(), args.envp.data());
-    const char msg[] = "ddp launcher: execve failed\n";
-    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
-    (void)ignored;
+    // Only async-signal-safe calls here: write(2) of pieces, no formatting.
+    int err = errno;
+    const char* parts[] = {"ddp launcher: cannot execute '", args.path.c_str(), "': ", strerrorname_np(err), " (",
+                           strerror(err), ")\n"};
+    for (const char* p : parts) {
+      if (!p) continue;
+      ssize_t ignored = write(2, p, std::strlen(p));
+      (void)ignored;
+    }
     _exit(127);
   }
   setpgid(pid, pid);  // also here: no window in which a signal misses the group
@@ -203,6 +209,21 @@ std::vector<std::string> child_environment(const std::vector<std::pair<std::stri
   return env;
 }
 
+std::string random_job_id() {
+  unsigned char bytes[16] = {0};
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  ssize_t got = fd >= 0 ? read(fd, bytes, sizeof(bytes)) : -1;
+  if (fd >= 0) close(fd);
+  if (got != static_cast<ssize_t>(sizeof(bytes))) fail(DDP_E_IO, "cannot read /dev/urandom for a job id");
+  static const char* hex = "0123456789abcdef";
+  std::string id;
+  for (unsigned char b : bytes) {
+    id.push_back(hex[b >> 4]);
+    id.push_back(hex[b & 15]);
+  }
+  return id;
+}
+
 int thread_count() {
   std::ifstream f("/proc/self/status");
   std::string line;
@@ -211,38 +232,53 @@ int thread_count() {
   return -1;
 }
 
-int listen_socket(const std::string& addr, int port, int* port_out) {
+namespace {
+// Binds and listens on the first address of `host` (nullptr: every
+// interface) that works; -1 with *err set when none does.
+int bind_listen(const char* host, int port, int* err) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
   std::string service = std::to_string(port);
-  // Listen on every interface, like TCPStore's own server does.
-  (void)addr;
-  int rc = getaddrinfo(nullptr, service.c_str(), &hints, &res);
-  if (rc != 0) fail(DDP_E_IO, std::string("getaddrinfo: ") + gai_strerror(rc));
-  int fd = -1, err = 0;
+  int rc = getaddrinfo(host, service.c_str(), &hints, &res);
+  if (rc != 0)
+    fail(DDP_E_IO, "cannot resolve the master address '" + std::string(host ? host : "") + "': " + gai_strerror(rc));
+  int fd = -1;
+  *err = 0;
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
     if (ai->ai_family != AF_INET6 && ai->ai_family != AF_INET) continue;
     fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (ai->ai_family == AF_INET6) {
-      int zero = 0;  // dual stack: IPv4 clients too
+    if (ai->ai_family == AF_INET6 && !host) {
+      int zero = 0;  // the wildcard is dual stack: IPv4 clients too
       setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
     }
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 2048) == 0) break;
-    err = errno;
+    *err = errno;
     close(fd);
     fd = -1;
   }
   freeaddrinfo(res);
+  return fd;
+}
+}  // namespace
+
+int listen_socket(const std::string& addr, int port, int* port_out) {
+  // Bound to the address the job uses, so a loopback job's store cannot be
+  // reached from another host. An address that is not this host's (a name
+  // that resolves to a NAT or load-balancer address) cannot be bound: then,
+  // as torch does, every interface.
+  int err = 0;
+  int fd = addr.empty() ? -1 : bind_listen(addr.c_str(), port, &err);
+  if (fd < 0 && (addr.empty() || err == EADDRNOTAVAIL)) fd = bind_listen(nullptr, port, &err);
   if (fd < 0) {
     if (err == EADDRINUSE)
       fail(DDP_E_IO, "port " + std::to_string(port) + " is already in use; choose another MASTER_PORT");
-    fail(DDP_E_IO, "cannot listen on port " + std::to_string(port) + ": " + std::strerror(err));
+    fail(DDP_E_IO, "cannot listen on " + addr + ":" + std::to_string(port) + ": " + std::strerror(err));
   }
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);

@@ -78,13 +78,19 @@ JobResult run_job(const std::vector<ChildSpec>& children, const SupervisorOption
 std::vector<std::string> child_environment(const std::vector<std::pair<std::string, std::string>>& set,
                                            const std::vector<std::string>& drop);
 
+// 128 random bits as hex: the DDP_JOB_ID a launcher hands its workers, under
+// which they keep their store keys (see comm/group.cpp).
+std::string random_job_id();
+
 // "SIGKILL" for 9, and so on.
 std::string signal_name(int sig);
 
 // Threads of this process (from /proc/self/status); fork is only safe at 1.
 int thread_count();
 
-// A listening TCP socket on addr:port (port 0: any free port). The caller
+// A listening TCP socket on addr:port (port 0: any free port), bound to
+// addr's address (every interface only when addr is empty or not an address
+// of this host). The caller
 // owns the fd; *port_out receives the bound port. Binding happens once and
 // the socket is handed to rank 0's store, so no other process can take the
 // port in between (the race of bind-then-close).

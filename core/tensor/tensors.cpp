@@ -32,12 +32,29 @@ const DtypeInfo* find(ddp_dtype d) {
   return nullptr;
 }
 
-std::vector<int64_t> checked_shape(const int64_t* shape, size_t ndim) {
+// A shape whose element count or byte size does not fit in int64 would wrap
+// (2^62 float32 elements are 0 bytes after the wrap) and reach the backend
+// as a small tensor over a huge buffer: refused here, with the numbers.
+std::vector<int64_t> checked_shape(const int64_t* shape, size_t ndim, size_t element_size) {
   check_arg(ndim == 0 || shape, "shape is NULL with ndim " + std::to_string(ndim));
   check_arg(ndim <= 64, "ndim " + std::to_string(ndim) + " exceeds 64");
   std::vector<int64_t> s(shape, shape + ndim);
-  for (size_t i = 0; i < ndim; ++i)
+  int64_t numel = 1;
+  bool empty = false;
+  for (size_t i = 0; i < ndim; ++i) {
     check_arg(s[i] >= 0, "shape[" + std::to_string(i) + "] = " + std::to_string(s[i]) + " is negative");
+    empty |= s[i] == 0;
+  }
+  if (empty) return s;
+  for (size_t i = 0; i < ndim; ++i) {
+    check_arg(!__builtin_mul_overflow(numel, s[i], &numel),
+              "shape: the element count overflows int64 at dimension " + std::to_string(i) + " (size " +
+                  std::to_string(s[i]) + ")");
+  }
+  int64_t bytes = 0;
+  check_arg(!__builtin_mul_overflow(numel, static_cast<int64_t>(element_size), &bytes),
+            "shape: " + std::to_string(numel) + " elements of " + std::to_string(element_size) +
+                " bytes overflow int64");
   return s;
 }
 }  // namespace
@@ -65,7 +82,7 @@ ddp_device device_of(const at::Tensor& t) {
 
 at::Tensor tensor_from_blob(void* data, ddp_dtype dtype, const int64_t* shape, size_t ndim) {
   auto st = to_scalar_type(dtype);
-  auto s = checked_shape(shape, ndim);
+  auto s = checked_shape(shape, ndim, dtype_size(dtype));
   int64_t numel = 1;
   for (auto v : s) numel *= v;
   check_arg(data || numel == 0, "data is NULL for a tensor of " + std::to_string(numel) + " elements");
@@ -78,7 +95,7 @@ at::Tensor tensor_from_blob(void* data, ddp_dtype dtype, const int64_t* shape, s
 
 at::Tensor tensor_zeros(ddp_dtype dtype, const int64_t* shape, size_t ndim, ddp_device device) {
   auto st = to_scalar_type(dtype);
-  auto s = checked_shape(shape, ndim);
+  auto s = checked_shape(shape, ndim, dtype_size(dtype));
   at::TensorOptions o = at::TensorOptions().dtype(st);
   if (device.type == DDP_DEVICE_CUDA) {
     require_cuda_runtime();

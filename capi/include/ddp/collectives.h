@@ -42,7 +42,10 @@ typedef enum ddp_reduce_op {
   DDP_REDUCE_OP_FORCE_INT = 0x7fffffff /* see DDP_DTYPE_FORCE_INT */
 } ddp_reduce_op;
 
-/** An operation in flight. Threading: not for concurrent use; the group must outlive it. */
+/**
+ * An operation in flight. Threading: not for concurrent use. A work keeps its
+ * group alive: the group handle may be freed before the work.
+ */
 typedef struct ddp_work ddp_work;
 
 /**

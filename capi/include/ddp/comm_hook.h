@@ -118,7 +118,8 @@ DDP_API ddp_status ddp_comm_hook_compression_stats(const ddp_comm_hook *hook, dd
  * period steps after the optimizer step.
  *
  * @param[out] out   new reference.
- * @param subgroup   borrowed, must outlive the reducers using the hook; NULL:
+ * @param subgroup   borrowed; the hook keeps the subgroup alive, so the handle
+ *                   may be freed first; NULL:
  *                   one subgroup per node, created collectively on first use.
  */
 DDP_API ddp_status ddp_comm_hook_post_localsgd(ddp_comm_hook **out, struct ddp_group *subgroup,

@@ -8,7 +8,8 @@
  * parameters are averaged over the group (flattened, divided by the group
  * size, all-reduced); the step counter then advances.
  *
- * Threading: not for concurrent use; the group must outlive the averager.
+ * Threading: not for concurrent use. The averager keeps its group alive: the
+ * group handle may be freed first.
  */
 #ifndef DDP_MODEL_AVERAGER_H
 #define DDP_MODEL_AVERAGER_H

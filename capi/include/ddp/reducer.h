@@ -14,7 +14,8 @@
  * become ready in, so ranks always issue the same collectives.
  *
  * Threading: not for concurrent use; mark_ready and finish are called from
- * the thread that runs backward. The group must outlive the reducer.
+ * the thread that runs backward. The reducer keeps its group alive: the
+ * group handle may be freed before the reducer (bindings free in any order).
  */
 #ifndef DDP_REDUCER_H
 #define DDP_REDUCER_H
@@ -64,7 +65,8 @@ DDP_API ddp_status ddp_reducer_options_init(ddp_reducer_options *opts, unsigned 
  * Creates a reducer (collective when broadcast_parameters is on).
  *
  * @param[out] out  new reference; NULL on error.
- * @param group     borrowed; must outlive the reducer.
+ * @param group     borrowed; the reducer keeps the group itself alive, so the
+ *                  handle may be freed first.
  * @param params    @p n parameters (borrowed handles; their memory is written by
  *                  the broadcast and must outlive the reducer), or NULL when
  *                  broadcast_parameters is 0.

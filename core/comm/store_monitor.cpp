@@ -1,0 +1,111 @@
+#include "comm/store_monitor.h"
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "comm/failure.h"
+
+namespace ddp {
+namespace {
+constexpr Millis kPollInterval{100};
+constexpr Millis kStopWait{500};
+}  // namespace
+
+struct StoreMonitor::State {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::mutex m;
+  std::condition_variable cv;
+  bool stop = false;
+  bool exited = false;
+  bool poll_now = false;
+  uint64_t polls_done = 0;
+  std::optional<std::string> to_publish;
+  uint64_t published = 0, publish_requests = 0;
+  std::optional<std::string> reported;
+  std::optional<std::string> lost;
+};
+
+namespace {
+
+// The watcher's loop: every store call happens here, outside any lock.
+void watch(std::shared_ptr<StoreMonitor::State> s) {
+  std::unique_lock<std::mutex> lock(s->m);
+  while (!s->stop && !s->lost) {
+    std::optional<std::string> payload = std::move(s->to_publish);
+    s->to_publish.reset();
+    uint64_t request = s->publish_requests;
+    s->poll_now = false;
+    lock.unlock();
+    std::optional<std::string> seen, lost;
+    try {
+      if (payload) s->store->set("abort", std::vector<uint8_t>(payload->begin(), payload->end()));
+      if (s->store->check({"abort"})) {
+        auto v = s->store->get("abort");
+        seen = std::string(v.begin(), v.end());
+      }
+    } catch (const std::exception& e) {
+      // A stalled host times out (try again next round); anything else means
+      // the connection is gone.
+      if (classify_exception(e) != DDP_E_TIMEOUT) lost = short_what(e);
+    }
+    lock.lock();
+    if (payload) s->published = request;
+    if (seen) s->reported = seen;
+    if (lost) s->lost = lost;
+    ++s->polls_done;
+    s->cv.notify_all();
+    s->cv.wait_for(lock, kPollInterval, [&] { return s->stop || s->poll_now || s->to_publish; });
+  }
+  s->exited = true;
+  s->cv.notify_all();
+}
+
+}  // namespace
+
+StoreMonitor::StoreMonitor(c10::intrusive_ptr<c10d::Store> store) : s_(std::make_shared<State>()) {
+  s_->store = std::move(store);
+  std::thread(watch, s_).detach();
+}
+
+StoreMonitor::~StoreMonitor() {
+  std::unique_lock<std::mutex> lock(s_->m);
+  s_->stop = true;
+  s_->cv.notify_all();
+  // The detached watcher owns a reference to the state: if it is stuck in a
+  // store call, it finishes that call later and exits.
+  s_->cv.wait_for(lock, kStopWait, [&] { return s_->exited; });
+}
+
+std::optional<std::string> StoreMonitor::reported() const {
+  std::lock_guard<std::mutex> lock(s_->m);
+  return s_->reported;
+}
+
+std::optional<std::string> StoreMonitor::lost() const {
+  std::lock_guard<std::mutex> lock(s_->m);
+  return s_->lost;
+}
+
+std::optional<std::string> StoreMonitor::refresh(Millis bound) {
+  std::unique_lock<std::mutex> lock(s_->m);
+  // The poll in progress may have started before the event we ask about.
+  uint64_t target = s_->polls_done + 2;
+  s_->poll_now = true;
+  s_->cv.notify_all();
+  s_->cv.wait_for(lock, bound, [&] { return s_->polls_done >= target || s_->exited; });
+  return s_->reported;
+}
+
+void StoreMonitor::publish(const std::string& payload, Millis bound) {
+  std::unique_lock<std::mutex> lock(s_->m);
+  if (s_->exited) return;
+  s_->to_publish = payload;
+  uint64_t request = ++s_->publish_requests;
+  s_->cv.notify_all();
+  s_->cv.wait_for(lock, bound, [&] { return s_->published >= request || s_->exited; });
+}
+
+}  // namespace ddp

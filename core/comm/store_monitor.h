@@ -1,0 +1,42 @@
+// Watches a group's "abort" key from a thread of its own, and writes it
+// there too, so that no wait loop ever blocks on the store: a stopped or
+// unreachable store host stalls the watcher, never the caller, and every
+// wait stays bounded by its own deadline.
+#pragma once
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "comm/group.h"
+
+namespace ddp {
+
+class StoreMonitor {
+ public:
+  // `store` is a connection of the monitor's own (prefixed for the group).
+  explicit StoreMonitor(c10::intrusive_ptr<c10d::Store> store);
+  // Stops the watcher; one stuck in a store call is left to end on its own
+  // (it holds what it uses), so this never blocks for long.
+  ~StoreMonitor();
+  StoreMonitor(const StoreMonitor&) = delete;
+  StoreMonitor& operator=(const StoreMonitor&) = delete;
+
+  // What another rank published, as of the last poll (no store access).
+  std::optional<std::string> reported() const;
+  // Why the store connection failed (its host died), if it did.
+  std::optional<std::string> lost() const;
+  // Polls now and waits up to `bound` for that poll; then reported().
+  std::optional<std::string> refresh(Millis bound);
+  // Writes `payload` to the abort key, waiting up to `bound` for the write.
+  void publish(const std::string& payload, Millis bound);
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> s_;
+};
+
+}  // namespace ddp
