@@ -284,6 +284,9 @@ void Reducer::mark_ready(size_t i) {
 }
 
 void Reducer::launch_ready_buckets() {
+  // A broken group refuses the step here, before any hook (a custom C hook
+  // does not touch the backend itself) runs on it.
+  if (group_.broken()) group_.backend_for("reducer bucket");
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
     if (hook_) {

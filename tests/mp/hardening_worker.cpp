@@ -1,0 +1,188 @@
+// One rank of the fault-injection tests (issue 10). Usage:
+// hardening_worker <scenario>; the launcher sets the rendezvous environment.
+// Exit code 0 means every check of the scenario held.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "worker_util.h"
+
+namespace worker {
+int g_failures = 0;
+int g_rank = -1;
+}  // namespace worker
+
+using namespace worker;
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+ddp_group* join(int64_t timeout_ms) {
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.timeout_ms = timeout_ms;
+  ddp_group* g = nullptr;
+  ddp_status s = ddp_group_init(&g, nullptr, &o);
+  if (s != DDP_OK) {
+    std::fprintf(stderr, "[rank %d] ddp_group_init: %s: %s\n", g_rank, ddp_status_string(s), ddp_last_error_message());
+    std::exit(3);
+  }
+  return g;
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Everyone learns `victim`'s pid.
+pid_t pid_of(ddp_group* g, int victim) {
+  int64_t pid = getpid();
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, &pid, DDP_INT64, nullptr, 0));
+  WOK(ddp_broadcast(g, t, victim));
+  ddp_tensor_free(t);
+  return static_cast<pid_t>(pid);
+}
+
+// All-reduces until a call fails; `before(it)` runs ahead of each call.
+std::pair<ddp_status, double> all_reduce_until_failure(ddp_group* g, std::vector<float>& x,
+                                                       const std::function<void(int)>& before) {
+  int64_t s[1] = {static_cast<int64_t>(x.size())};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, s, 1));
+  ddp_status st = DDP_OK;
+  double el = 0;
+  for (int it = 0; it < 100000 && st == DDP_OK; ++it) {
+    before(it);
+    auto t0 = std::chrono::steady_clock::now();
+    st = ddp_all_reduce(g, t, DDP_SUM);
+    el = since(t0);
+  }
+  std::fprintf(stderr, "[rank %d] all_reduce -> %s after %.2f s: %s\n", g_rank, ddp_status_string(st), el,
+               ddp_last_error_message());
+  ddp_tensor_free(t);
+  return {st, el};
+}
+
+// Rank 0 hosts the store and stops itself (SIGSTOP) mid-loop. Rank 1 must
+// get DDP_E_TIMEOUT within its 5 s timeout plus a little: no wait of it may
+// block on the stopped store host. Rank 1 then kills rank 0.
+void scenario_stopped_store_host() {
+  ddp_group* g = join(5000);
+  int rank = ddp_group_rank(g);
+  pid_t host = pid_of(g, 0);
+  std::vector<float> x(1 << 12, 1.0f);
+  auto [st, el] = all_reduce_until_failure(g, x, [&](int it) {
+    if (rank == 0 && it == 3) raise(SIGSTOP);
+  });
+  WCHECK(st == DDP_E_TIMEOUT, "expected DDP_E_TIMEOUT, got %s", ddp_status_string(st));
+  WCHECK(el < 9.0, "took %.2f s with a 5 s timeout", el);
+  kill(host, SIGKILL);
+  ddp_group_free(g);
+}
+
+// Rank 1 stops itself; ranks 0 and 2 time out (the root cause, published).
+// Rank 0 (the store host) then resumes it and stays up a while: on resuming,
+// rank 1 must report that same DDP_E_TIMEOUT, not the broken connection it
+// finds.
+void scenario_resumed_rank_reports_the_root_cause() {
+  ddp_group* g = join(3000);
+  int rank = ddp_group_rank(g);
+  pid_t victim = pid_of(g, 1);
+  std::vector<float> x(1 << 12, 1.0f);
+  auto [st, el] = all_reduce_until_failure(g, x, [&](int it) {
+    if (rank == 1 && it == 3) raise(SIGSTOP);
+  });
+  WCHECK(st == DDP_E_TIMEOUT, "expected the root cause DDP_E_TIMEOUT, got %s: %s", ddp_status_string(st),
+         ddp_last_error_message());
+  if (rank == 0) {
+    kill(victim, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+  }
+  ddp_group_free(g);
+}
+
+// A group broken by a timeout (rank 1 skips an all_reduce) is freed and a
+// new one joined on the same MASTER_PORT, three times; each new group works.
+void scenario_rejoin_after_breakage() {
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    ddp_group* g = join(1500);
+    int rank = ddp_group_rank(g);
+    float v = 1;
+    ddp_tensor* t = nullptr;
+    WOK(ddp_tensor_from_blob(&t, &v, DDP_FLOAT32, nullptr, 0));
+    WOK(ddp_all_reduce(g, t, DDP_SUM));
+    WCHECK(v == 2.0f, "cycle %d: sum %g", cycle, v);
+    ddp_status st = rank == 0 ? ddp_all_reduce(g, t, DDP_SUM) : DDP_OK;
+    if (rank == 0) WCHECK(st == DDP_E_TIMEOUT, "cycle %d: %s", cycle, ddp_status_string(st));
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    // Rank 1 learns of the breakage through the store.
+    if (rank == 1) WCHECK(ddp_barrier(g) != DDP_OK, "cycle %d: rank 1's barrier on a broken group", cycle);
+    // A reducer step on the broken group: a status, not a crash.
+    std::vector<float> grad(4, 1.0f);
+    int64_t n[1] = {4};
+    ddp_tensor* gt = nullptr;
+    WOK(ddp_tensor_from_blob(&gt, grad.data(), DDP_FLOAT32, n, 1));
+    ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+    o.broadcast_parameters = 0;
+    ddp_reducer* r = nullptr;
+    WCHECK(ddp_reducer_new(&r, g, nullptr, &gt, 1, &o) == DDP_E_STATE, "cycle %d: reducer on a broken group: %s",
+           cycle, ddp_last_error_message());
+    ddp_tensor_free(gt);
+    ddp_tensor_free(t);
+    ddp_group_free(g);
+  }
+}
+
+// Ranks pass different gradient layouts: every rank gets
+// DDP_E_INVALID_ARGUMENT naming the other's layout, at construction.
+void scenario_reducer_layouts_differ() {
+  ddp_group* g = join(20000);
+  int rank = ddp_group_rank(g);
+  std::vector<float> a(8, 1.0f), b(8, 1.0f);
+  int64_t n0[1] = {8}, n1[1] = {rank == 0 ? 8 : 4};
+  ddp_tensor* grads[2] = {nullptr, nullptr};
+  WOK(ddp_tensor_from_blob(&grads[0], a.data(), DDP_FLOAT32, n0, 1));
+  WOK(ddp_tensor_from_blob(&grads[1], b.data(), DDP_FLOAT32, n1, 1));
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.broadcast_parameters = 0;
+  ddp_reducer* r = nullptr;
+  ddp_status st = ddp_reducer_new(&r, g, nullptr, grads, 2, &o);
+  WCHECK(st == DDP_E_INVALID_ARGUMENT, "got %s", ddp_status_string(st));
+  WCHECK(std::strstr(ddp_last_error_message(), "layouts differ") != nullptr, "message: %s", ddp_last_error_message());
+  WOK(ddp_barrier(g));  // the group is still usable
+  ddp_tensor_free(grads[0]);
+  ddp_tensor_free(grads[1]);
+  ddp_group_free(g);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_rank = env_int("RANK", -1);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: hardening_worker <scenario>\n");
+    return 2;
+  }
+  std::map<std::string, std::function<void()>> scenarios = {
+      {"stopped_store_host", scenario_stopped_store_host},
+      {"resumed_rank_reports_the_root_cause", scenario_resumed_rank_reports_the_root_cause},
+      {"rejoin_after_breakage", scenario_rejoin_after_breakage},
+      {"reducer_layouts_differ", scenario_reducer_layouts_differ},
+  };
+  auto it = scenarios.find(argv[1]);
+  if (it == scenarios.end()) {
+    std::fprintf(stderr, "unknown scenario %s\n", argv[1]);
+    return 2;
+  }
+  it->second();
+  return g_failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,46 @@
+// Fault injection across real ranks (issue 10): stopped store hosts,
+// resumed ranks, broken groups rejoined on the same port, mismatched layouts.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "launcher.h"
+
+namespace {
+
+std::string hardening_worker() {
+  std::string mp = ddptest::worker_path();
+  return mp.substr(0, mp.rfind('/')) + "/hardening_worker";
+}
+
+ddptest::RunResult run(int world, const std::string& scenario, double limit, std::vector<std::string> env = {}) {
+  static int n = 0;
+  std::string tag = "hardening-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+  env.push_back("DDP_TEST_TAG=" + tag);
+  auto res = ddptest::run_ranks(world, {hardening_worker(), scenario}, env, limit);
+  EXPECT_FALSE(res.timed_out) << res.summary();
+  EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived the test";
+  return res;
+}
+
+void expect_ok(const ddptest::RunResult& res, int except = -1) {
+  for (size_t r = 0; r < res.ranks.size(); ++r) {
+    if (static_cast<int>(r) == except) continue;
+    EXPECT_EQ(res.ranks[r].exit_code, 0) << "rank " << r << "\n" << res.summary();
+    EXPECT_EQ(res.ranks[r].signal, 0) << "rank " << r << "\n" << res.summary();
+  }
+}
+
+TEST(Hardening, StoppedStoreHostGivesTimeoutWithinTheTimeout) {
+  auto res = run(2, "stopped_store_host", 40);
+  EXPECT_EQ(res.ranks[0].signal, 9) << res.summary();
+  expect_ok(res, 0);
+}
+
+TEST(Hardening, AResumedRankReportsTheRootCause) { expect_ok(run(3, "resumed_rank_reports_the_root_cause", 60)); }
+
+TEST(Hardening, ABrokenGroupIsRejoinedOnTheSamePort) { expect_ok(run(2, "rejoin_after_breakage", 90)); }
+
+TEST(Hardening, DifferentReducerLayoutsAreRefusedOnEveryRank) { expect_ok(run(2, "reducer_layouts_differ", 60)); }
+
+}  // namespace
