@@ -62,6 +62,10 @@ int64_t ddp_group_timeout_ms(const ddp_group* g) {
 ddp_status ddp_group_set_timeout(ddp_group* g, int64_t timeout_ms) {
   return fence([&] { require(g, "group")->group->set_timeout(ddp::Millis(timeout_ms)); });
 }
+ddp_status ddp_group_set_debug_detail(ddp_group* g, int enabled) {
+  return fence([&] { require(g, "group")->group->set_detail_checks(enabled != 0); });
+}
+int ddp_group_debug_detail(const ddp_group* g) { return live(g) && g->group->detail_checks() ? 1 : 0; }
 int ddp_group_is_broken(const ddp_group* g) { return live(g) && g->group->broken() ? 1 : 0; }
 void ddp_group_free(ddp_group* g) { release(g); }
 

@@ -87,15 +87,93 @@ c10::intrusive_ptr<c10d::Work> start_all_gather(Group& g, const char* op, const 
   return start(g, op, [&](c10d::Backend& b) { return b.allgather(outs, ins); });
 }
 
+// --- DDP_DEBUG=DETAIL: every rank checks that all call the same thing ----
+
+enum CallKind : int64_t { kBarrier = 1, kBroadcast, kBroadcastBytes, kAllReduce, kReduce, kAllGather,
+                          kAllGatherUneven, kBooleanDecision };
+const char* kind_name(int64_t k) {
+  static const char* names[] = {"?", "barrier", "broadcast", "broadcast_bytes", "all_reduce", "reduce",
+                                "all_gather", "all_gather_uneven", "reduce_boolean_decision"};
+  return k >= 1 && k <= 8 ? names[k] : "?";
+}
+const char* op_name(int64_t op) {
+  static const char* names[] = {"sum", "mean", "min", "max", "product"};
+  return op >= 0 && op <= 4 ? names[op] : "";
+}
+
+// What one rank is about to call, as a fixed-width row of int64 (so that the
+// exchange itself can never mismatch): sequence number, kind, reduce op,
+// dtype, root, ndim, element count, then up to kMaxGatherDims sizes.
+constexpr int64_t kSigWidth = 7 + kMaxGatherDims;
+struct CallSignature {
+  CallKind kind;
+  int64_t op = -1, root = -1;
+  const at::Tensor* tensor = nullptr;
+};
+
+std::string describe(const int64_t* row) {
+  std::string s = kind_name(row[1]);
+  if (row[2] >= 0) s += std::string("(") + op_name(row[2]) + ")";
+  if (row[4] >= 0) s += " root " + std::to_string(row[4]);
+  if (row[3] >= 0) {
+    s += std::string(" ") + c10::toString(static_cast<at::ScalarType>(row[3])) + "[";
+    for (int64_t d = 0; d < row[5] && d < kMaxGatherDims; ++d) s += (d ? "," : "") + std::to_string(row[7 + d]);
+    s += "]";
+  }
+  return s + " (checked call #" + std::to_string(row[0]) + ")";
+}
+
+void verify_same_call(Group& g, const CallSignature& sig) {
+  if (!g.detail_checks()) return;
+  std::vector<int64_t> mine(kSigWidth, -1);
+  mine[0] = g.next_check();
+  mine[1] = sig.kind;
+  mine[2] = sig.op;
+  mine[4] = sig.root;
+  if (sig.tensor) {
+    const at::Tensor& t = *sig.tensor;
+    mine[3] = static_cast<int64_t>(t.scalar_type());
+    mine[5] = t.dim();
+    mine[6] = t.numel();
+    for (int64_t d = 0; d < t.dim() && d < kMaxGatherDims; ++d) mine[7 + d] = t.size(d);
+  }
+  at::Tensor row = at::tensor(mine, at::TensorOptions().dtype(at::kLong));
+  if (g.device().type == DDP_DEVICE_CUDA) row = row.to(at::Device(at::kCUDA, g.device().index));
+  at::Tensor rows;
+  auto w = start_all_gather(g, "debug check", row, rows);
+  Pending(g, "debug check", w, nullptr).wait();
+  at::Tensor all = rows.cpu();
+  const int64_t* a = all.data_ptr<int64_t>();
+  // Which fields must agree: everything, except the sizes for the uneven
+  // gather (only ndim) and the payload of broadcast_bytes (read on src only).
+  auto same = [&](const int64_t* x, const int64_t* y) {
+    if (x[0] != y[0] || x[1] != y[1] || x[2] != y[2] || x[4] != y[4]) return false;
+    if (x[1] == kBroadcastBytes || x[1] == kBarrier || x[1] == kBooleanDecision) return true;
+    if (x[3] != y[3] || x[5] != y[5]) return false;
+    if (x[1] == kAllGatherUneven) return true;
+    for (int64_t k = 6; k < kSigWidth; ++k)
+      if (x[k] != y[k]) return false;
+    return true;
+  };
+  std::string differ;
+  for (int r = 1; r < g.size(); ++r)
+    if (!same(a, a + r * kSigWidth)) differ += "; rank " + std::to_string(r) + ": " + describe(a + r * kSigWidth);
+  if (differ.empty()) return;
+  fail(DDP_E_INVALID_ARGUMENT, std::string("DDP_DEBUG=DETAIL: the ranks did not call the same collective (rank 0: ") +
+                                   describe(a) + differ + "); nothing was sent and the group stays usable");
+}
+
 }  // namespace
 
 PendingPtr barrier(Group& g) {
+  verify_same_call(g, {kBarrier});
   return make(g, "barrier", start(g, "barrier", [](c10d::Backend& b) { return b.barrier(); }));
 }
 
 PendingPtr broadcast(Group& g, const at::Tensor& t, int src) {
   check_tensor(g, t, "broadcast");
   check_root(g, src, "broadcast", "src");
+  verify_same_call(g, {kBroadcast, -1, src, &t});
   std::vector<at::Tensor> ts{t};
   c10d::BroadcastOptions o;
   o.rootRank = src;
@@ -106,6 +184,7 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
   check_root(g, src, "broadcast_bytes", "src");
   bool is_src = g.rank() == src;
   check_arg(!is_src || data || len == 0, "broadcast_bytes: data is NULL on src with len > 0");
+  verify_same_call(g, {kBroadcastBytes, -1, src});
   auto cpu = at::TensorOptions().dtype(at::kLong);
   at::Tensor length = at::full({1}, is_src ? static_cast<int64_t>(len) : 0, cpu);
   at::Tensor payload;
@@ -139,6 +218,7 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
 
 PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op) {
   check_tensor(g, t, "all_reduce");
+  verify_same_call(g, {kAllReduce, static_cast<int64_t>(op), -1, &t});
   std::vector<at::Tensor> ts{t};
   c10d::AllreduceOptions o;
   o.reduceOp = to_c10d(op, native_avg(g));
@@ -154,6 +234,7 @@ PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op) {
 PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
   check_tensor(g, t, "reduce");
   check_root(g, dst, "reduce", "dst");
+  verify_same_call(g, {kReduce, static_cast<int64_t>(op), dst, &t});
   std::vector<at::Tensor> ts{t};
   c10d::ReduceOptions o;
   o.reduceOp = to_c10d(op, native_avg(g));
@@ -169,6 +250,7 @@ PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
 
 PendingPtr all_gather(Group& g, const at::Tensor& in) {
   check_tensor(g, in, "all_gather");
+  verify_same_call(g, {kAllGather, -1, -1, &in});
   at::Tensor out;
   auto w = start_all_gather(g, "all_gather", in, out);
   auto p = make(g, "all_gather", w);
@@ -181,6 +263,7 @@ PendingPtr all_gather_uneven(Group& g, const at::Tensor& in) {
   check_tensor(g, in, op);
   check_arg(in.dim() <= kMaxGatherDims, std::string(op) + ": at most " +
                                             std::to_string(kMaxGatherDims) + " dimensions");
+  verify_same_call(g, {kAllGatherUneven, -1, -1, &in});
   // Step 1: everyone's ndim, dtype and sizes (one small gather).
   std::vector<int64_t> meta(2 + kMaxGatherDims, -1);
   meta[0] = in.dim();
@@ -239,6 +322,7 @@ PendingPtr reduce_boolean_decision(Group& g, bool decision, bool all) {
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
   const char* op = "reduce_boolean_decision";
+  verify_same_call(g, {kBooleanDecision});
   auto w = start(g, op, [&](c10d::Backend& b) { return b.allreduce(ts, o); });
   int world = g.size();
   return make(g, op, w, [t, all, world](Pending& p, Clock::time_point) {

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <atomic>
 #include <optional>
@@ -120,6 +121,18 @@ std::string job_prefix() {
   return "ddp/" + std::string(job && *job ? job : "world") + "/r" + std::string(restart ? restart : "0");
 }
 
+// DDP_DEBUG: "DETAIL" turns the cross-rank call checks on; "OFF" and
+// "INFO" (torch's other levels) leave them off.
+bool detail_checks_from_env() {
+  const char* v = std::getenv("DDP_DEBUG");
+  if (!v || !*v) return false;
+  std::string s(v);
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (s == "DETAIL") return true;
+  check_arg(s == "OFF" || s == "INFO", "DDP_DEBUG='" + std::string(v) + "' is not OFF, INFO or DETAIL");
+  return false;
+}
+
 void connect_backend(Group::Impl& impl) {
   BackendSpec spec;
   spec.store = c10::make_intrusive<c10d::PrefixStore>(impl.backend_name, impl.store);
@@ -221,6 +234,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   impl->timeout = opts.timeout;
   impl->device = opts.device;
   impl->master_addr = env.master_addr;
+  impl->detail_checks = detail_checks_from_env();
 
   std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   int port = env.master_port;
@@ -263,6 +277,7 @@ std::unique_ptr<Group> Group::new_subgroup(int group_size) {
   impl->timeout = impl_->timeout;
   impl->device = impl_->device;
   impl->master_addr = impl_->master_addr;
+  impl->detail_checks = impl_->detail_checks;
   impl->prefix = impl_->prefix + "/" + sub;
   impl->store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->store);
   impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->monitor_store);
@@ -285,6 +300,9 @@ void Group::set_timeout(Millis timeout) {
 }
 
 bool Group::broken() const { return impl_->broken; }
+bool Group::detail_checks() const { return impl_->detail_checks; }
+void Group::set_detail_checks(bool on) { impl_->detail_checks = on; }
+int64_t Group::next_check() { return impl_->checks_made++; }
 
 c10d::Backend& Group::backend_for(const char* op) {
   if (impl_->broken) {

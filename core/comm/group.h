@@ -63,6 +63,13 @@ class Group {
   // the caller in the DDP_E_STATE message.
   c10d::Backend& backend_for(const char* op);
 
+  // DDP_DEBUG=DETAIL (or set_detail_checks): before each collective the
+  // ranks compare what they are about to call (see collectives.cpp). Every
+  // rank must use the same setting. next_check() numbers the checked calls.
+  bool detail_checks() const;
+  void set_detail_checks(bool on);
+  int64_t next_check();
+
   // Failure state. A timeout or a dead peer breaks the group for good: the
   // failure is published to the other ranks through the store, and every
   // later call fails with DDP_E_STATE.

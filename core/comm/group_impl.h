@@ -29,6 +29,8 @@ struct Group::Impl {
   Millis timeout{0};
   ddp_device device{DDP_DEVICE_CPU, 0};
   int subgroups_made = 0;
+  bool detail_checks = false;
+  int64_t checks_made = 0;
 
   std::mutex state_mutex;
   std::atomic<bool> broken{false};

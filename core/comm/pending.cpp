@@ -8,6 +8,7 @@
 
 #include "comm/collectives.h"
 #include "comm/failure.h"
+#include "comm/gloo_guard.h"
 #include "common/error.h"
 
 namespace ddp {
@@ -46,6 +47,7 @@ void Pending::wait(std::optional<Millis> timeout) {
 }
 
 void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_point deadline) {
+  const uint64_t gloo_failures_before = gloo_failures();
   for (;;) {
     auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
     Millis slice = std::max(Millis(1), std::min(kWaitSlice, left));
@@ -78,6 +80,11 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
       }
     }
     if (finished) return;
+    if (gloo_failures() != gloo_failures_before)
+      group_.fail_and_publish(DDP_E_PEER_FAILED,
+                              op_ + " failed on " + who(group_) + ": Gloo's transport failed (" + last_gloo_failure() +
+                                  "); most likely the ranks called this collective with different sizes "
+                                  "(DDP_DEBUG=DETAIL checks every call)");
     group_.throw_if_peer_reported();
     if (Clock::now() >= deadline) {
       group_.throw_root_cause_if_reported();

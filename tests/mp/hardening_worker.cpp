@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <thread>
@@ -164,6 +165,78 @@ void scenario_reducer_layouts_differ() {
   ddp_group_free(g);
 }
 
+// DDP_DEBUG=DETAIL: mismatched calls give DDP_E_INVALID_ARGUMENT on every
+// rank, naming the other rank's call, and leave the group usable.
+void scenario_detail_mismatches() {
+  ddp_group* g = join(20000);
+  int rank = ddp_group_rank(g);
+  WCHECK(ddp_group_debug_detail(g) == 1, "DDP_DEBUG=DETAIL was not picked up");
+  std::vector<float> f(8, 1.0f);
+  std::vector<int32_t> i32(8, 1);
+  int64_t four[1] = {4}, eight[1] = {8};
+  ddp_tensor *small = nullptr, *big = nullptr, *ints = nullptr;
+  WOK(ddp_tensor_from_blob(&small, f.data(), DDP_FLOAT32, four, 1));
+  WOK(ddp_tensor_from_blob(&big, f.data(), DDP_FLOAT32, eight, 1));
+  WOK(ddp_tensor_from_blob(&ints, i32.data(), DDP_INT32, eight, 1));
+  auto expect_refused = [&](ddp_status st, const char* what, const char* mention) {
+    WCHECK(st == DDP_E_INVALID_ARGUMENT, "%s: got %s: %s", what, ddp_status_string(st), ddp_last_error_message());
+    WCHECK(std::strstr(ddp_last_error_message(), mention) != nullptr, "%s: message lacks '%s': %s", what, mention,
+           ddp_last_error_message());
+  };
+  expect_refused(ddp_all_reduce(g, rank == 0 ? small : big, DDP_SUM), "sizes", "rank 1: all_reduce(sum) Float[8]");
+  expect_refused(ddp_all_reduce(g, rank == 0 ? big : ints, DDP_SUM), "dtypes", "Int[8]");
+  expect_refused(ddp_all_reduce(g, big, rank == 0 ? DDP_SUM : DDP_MAX), "ops", "all_reduce(max)");
+  expect_refused(ddp_broadcast(g, big, rank), "roots", "root 1");
+  expect_refused(rank == 0 ? ddp_all_reduce(g, big, DDP_SUM) : ddp_broadcast(g, big, 0), "kinds", "broadcast");
+  // Still usable, and uneven gathers (sizes may differ) pass the check.
+  WOK(ddp_all_reduce(g, big, DDP_SUM));
+  WCHECK(f[0] == 2.0f, "sum after the refusals: %g", f[0]);
+  ddp_tensor* out[2] = {nullptr, nullptr};
+  WOK(ddp_all_gather_uneven(g, rank == 0 ? small : big, out));
+  WCHECK(ddp_tensor_numel(out[0]) == 4 && ddp_tensor_numel(out[1]) == 8, "uneven sizes");
+  ddp_tensor_free(out[0]);
+  ddp_tensor_free(out[1]);
+  // Cost per call of the check: 4-byte all_reduces with it off and on.
+  ddp_tensor* one = nullptr;
+  WOK(ddp_tensor_from_blob(&one, f.data(), DDP_FLOAT32, nullptr, 0));
+  double secs[2] = {0, 0};
+  const int calls = 300;
+  for (int round = 0; round < 4; ++round) {
+    int on = round % 2;
+    WOK(ddp_group_set_debug_detail(g, on));
+    auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < calls; ++k) WOK(ddp_all_reduce(g, one, DDP_SUM));
+    secs[on] += since(t0);
+  }
+  if (rank == 0)
+    std::printf("DETAIL cost: 4-byte all_reduce %.1f us without the check, %.1f us with it (%.2fx)\n",
+                secs[0] / (2 * calls) * 1e6, secs[1] / (2 * calls) * 1e6, secs[1] / secs[0]);
+  ddp_tensor_free(one);
+  ddp_tensor_free(small);
+  ddp_tensor_free(big);
+  ddp_tensor_free(ints);
+  ddp_group_free(g);
+}
+
+// Without DETAIL: all_reduce with different element counts must not abort
+// any process; every rank gets a status within its timeout.
+void scenario_size_mismatch_without_detail() {
+  ddp_group* g = join(3000);
+  int rank = ddp_group_rank(g);
+  std::vector<float> f(1 << 16, 1.0f);
+  int64_t n[1] = {rank == 0 ? 1024 : 1 << 16};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, f.data(), DDP_FLOAT32, n, 1));
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_status st = ddp_all_reduce(g, t, DDP_SUM);
+  std::fprintf(stderr, "[rank %d] mismatched all_reduce -> %s after %.2f s: %s\n", rank, ddp_status_string(st),
+               since(t0), ddp_last_error_message());
+  WCHECK(st != DDP_OK, "a mismatched all_reduce returned OK");
+  WCHECK(since(t0) < 8.0, "took %.2f s with a 3 s timeout", since(t0));
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,6 +250,8 @@ int main(int argc, char** argv) {
       {"resumed_rank_reports_the_root_cause", scenario_resumed_rank_reports_the_root_cause},
       {"rejoin_after_breakage", scenario_rejoin_after_breakage},
       {"reducer_layouts_differ", scenario_reducer_layouts_differ},
+      {"detail_mismatches", scenario_detail_mismatches},
+      {"size_mismatch_without_detail", scenario_size_mismatch_without_detail},
   };
   auto it = scenarios.find(argv[1]);
   if (it == scenarios.end()) {

@@ -43,4 +43,12 @@ TEST(Hardening, ABrokenGroupIsRejoinedOnTheSamePort) { expect_ok(run(2, "rejoin_
 
 TEST(Hardening, DifferentReducerLayoutsAreRefusedOnEveryRank) { expect_ok(run(2, "reducer_layouts_differ", 60)); }
 
+TEST(Hardening, DetailModeRefusesMismatchedCallsOnEveryRank) {
+  auto res = run(2, "detail_mismatches", 90, {"DDP_DEBUG=DETAIL"});
+  expect_ok(res);
+  std::printf("%s", res.ranks[0].output.c_str());
+}
+
+TEST(Hardening, MismatchedSizesWithoutDetailAbortNoProcess) { expect_ok(run(2, "size_mismatch_without_detail", 60)); }
+
 }  // namespace

@@ -85,6 +85,20 @@ DDP_API const char *ddp_group_backend(const ddp_group *g);
 DDP_API int64_t ddp_group_timeout_ms(const ddp_group *g);
 /** Changes the timeout of later collectives on @p g (> 0). */
 DDP_API ddp_status ddp_group_set_timeout(ddp_group *g, int64_t timeout_ms);
+/**
+ * Turns the cross-rank call checks on or off (the default comes from the
+ * environment: DDP_DEBUG=DETAIL turns them on). With them on, before each
+ * collective the ranks exchange what they are about to call (operation,
+ * reduce op, dtype, shape, root and a sequence number) in one small
+ * all_gather, and if any differ every rank gets DDP_E_INVALID_ARGUMENT naming
+ * the ranks and how they differ; the group stays usable. Costs one extra
+ * small collective per call (see the README's failure section). Every rank
+ * must use the same setting: call it on all ranks, between collectives.
+ * @return DDP_OK, or DDP_E_INVALID_ARGUMENT for an invalid handle.
+ */
+DDP_API ddp_status ddp_group_set_debug_detail(ddp_group *g, int enabled);
+/** @return 1 when the cross-rank call checks are on for @p g, else 0 (also for an invalid handle). */
+DDP_API int ddp_group_debug_detail(const ddp_group *g);
 /** @return 1 when an earlier timeout or peer failure broke @p g, else 0. */
 DDP_API int ddp_group_is_broken(const ddp_group *g);
 

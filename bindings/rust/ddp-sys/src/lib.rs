@@ -283,6 +283,8 @@ extern "C" {
     pub fn ddp_group_backend(g: *const ddp_group) -> *const c_char;
     pub fn ddp_group_timeout_ms(g: *const ddp_group) -> i64;
     pub fn ddp_group_set_timeout(g: *mut ddp_group, timeout_ms: i64) -> ddp_status;
+    pub fn ddp_group_set_debug_detail(g: *mut ddp_group, enabled: c_int) -> ddp_status;
+    pub fn ddp_group_debug_detail(g: *const ddp_group) -> c_int;
     pub fn ddp_group_is_broken(g: *const ddp_group) -> c_int;
     pub fn ddp_group_free(g: *mut ddp_group);
     pub fn ddp_work_wait(work: *mut ddp_work, timeout_ms: i64) -> ddp_status;
