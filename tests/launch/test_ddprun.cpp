@@ -212,3 +212,25 @@ TEST(Ddprun, WorkersGrandchildrenDoNotOutliveTheJob) {
 }
 
 }  // namespace
+
+namespace {
+
+// Flags that used to be accepted, and a missing program that used to be
+// reported without its path or errno (issue 10).
+TEST(Ddprun, EmptyMasterAddressAndOutOfRangeRankFilterAreRefused) {
+  auto r = ddprun_run({"--master-addr", "", "--nproc-per-node", "2", worker(), "sleep"});
+  EXPECT_EQ(r.r.exit_code, 2) << r.r.output;
+  EXPECT_TRUE(has(r.r.output, "--master-addr ''")) << r.r.output;
+  r = ddprun_run({"--standalone", "--nproc-per-node", "2", "--local-ranks-filter", "9", worker(), "sleep"});
+  EXPECT_EQ(r.r.exit_code, 2) << r.r.output;
+  EXPECT_TRUE(has(r.r.output, "--local-ranks-filter names local rank 9")) << r.r.output;
+}
+
+TEST(Ddprun, AMissingProgramIsNamedWithItsError) {
+  auto r = ddprun_run({"--standalone", "--nproc-per-node", "1", "/nonexistent/ddp-program"});
+  EXPECT_NE(r.r.exit_code, 0) << r.r.output;
+  EXPECT_TRUE(has(r.r.output, "/nonexistent/ddp-program")) << r.r.output;
+  EXPECT_TRUE(has(r.r.output, "ENOENT")) << r.r.output;
+}
+
+}  // namespace
