@@ -82,7 +82,7 @@ ddp_status ddp_work_is_completed(ddp_work* w, int* out) {
 }
 
 size_t ddp_work_result_count(const ddp_work* w) {
-  return live(w) && w->pending->done() ? w->pending->tensors.size() : 0;
+  auto* h = live(w); return h && h->pending->done() ? h->pending->tensors.size() : 0;
 }
 
 ddp_status ddp_work_result_tensor(ddp_work* w, size_t index, ddp_tensor** out) {

@@ -30,7 +30,7 @@ ddp_status make_hook(ddp_comm_hook** out, const char* fn, const std::function<st
 class CHook : public ddp::CommHook {
  public:
   CHook(ddp_comm_hook_fn fn, void* user, std::shared_ptr<ddp::Group> group, ddp_group* callers)
-      : fn_(fn), user_(user), callers_(callers) {
+      : fn_(fn), user_(user), group_(group), callers_(callers) {
     auto own = std::make_unique<ddp_group>();
     own->group = std::move(group);
     hand_out(&own_, std::move(own));
@@ -38,7 +38,8 @@ class CHook : public ddp::CommHook {
   ~CHook() override { release(own_); }
 
   ddp::PendingPtr run(ddp::Group& group, const ddp::BucketView& v) override {
-    ddp_group* handle = live(callers_) && callers_->group == own_->group ? callers_ : own_;
+    auto* callers = live(callers_);
+    ddp_group* handle = callers && callers->group == group_ ? callers_ : own_;
     ddp_tensor* buffer = nullptr;
     hand_out(&buffer, wrap_tensor(v.flat));
     std::vector<size_t> ndims;
@@ -63,7 +64,8 @@ class CHook : public ddp::CommHook {
  private:
   ddp_comm_hook_fn fn_;
   void* user_;
-  ddp_group* callers_;
+  std::shared_ptr<ddp::Group> group_;
+  ddp_group* callers_;  // handles (tokens), looked up on each call
   ddp_group* own_ = nullptr;
 };
 

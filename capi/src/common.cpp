@@ -46,9 +46,9 @@ const char* ddp_version_string(void) {
 }
 
 const void* ddp_buffer_data(const ddp_buffer* b) {
-  return live(b) && !b->bytes.empty() ? b->bytes.data() : nullptr;
+  auto* h = live(b); return h && !h->bytes.empty() ? h->bytes.data() : nullptr;
 }
-size_t ddp_buffer_size(const ddp_buffer* b) { return live(b) ? b->bytes.size() : 0; }
+size_t ddp_buffer_size(const ddp_buffer* b) { auto* h = live(b); return h ? h->bytes.size() : 0; }
 void ddp_buffer_free(ddp_buffer* b) { release(b); }
 
 }  // extern "C"

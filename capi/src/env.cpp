@@ -74,14 +74,14 @@ ddp_status ddp_env_new(ddp_env** out, int rank, int world_size, int local_rank, 
   });
 }
 
-const char* ddp_env_name(const ddp_env* e) { return live(e) ? e->env.name.c_str() : ""; }
-int ddp_env_rank(const ddp_env* e) { return live(e) ? e->env.rank : -1; }
-int ddp_env_world_size(const ddp_env* e) { return live(e) ? e->env.world_size : -1; }
-int ddp_env_local_rank(const ddp_env* e) { return live(e) ? e->env.local_rank : -1; }
-int ddp_env_local_world_size(const ddp_env* e) { return live(e) ? e->env.local_world_size : -1; }
-int ddp_env_node_rank(const ddp_env* e) { return live(e) ? e->env.node_rank : -1; }
-const char* ddp_env_master_addr(const ddp_env* e) { return live(e) ? e->env.master_addr.c_str() : ""; }
-int ddp_env_master_port(const ddp_env* e) { return live(e) ? e->env.master_port : -1; }
+const char* ddp_env_name(const ddp_env* e) { auto* h = live(e); return h ? h->env.name.c_str() : ""; }
+int ddp_env_rank(const ddp_env* e) { auto* h = live(e); return h ? h->env.rank : -1; }
+int ddp_env_world_size(const ddp_env* e) { auto* h = live(e); return h ? h->env.world_size : -1; }
+int ddp_env_local_rank(const ddp_env* e) { auto* h = live(e); return h ? h->env.local_rank : -1; }
+int ddp_env_local_world_size(const ddp_env* e) { auto* h = live(e); return h ? h->env.local_world_size : -1; }
+int ddp_env_node_rank(const ddp_env* e) { auto* h = live(e); return h ? h->env.node_rank : -1; }
+const char* ddp_env_master_addr(const ddp_env* e) { auto* h = live(e); return h ? h->env.master_addr.c_str() : ""; }
+int ddp_env_master_port(const ddp_env* e) { auto* h = live(e); return h ? h->env.master_port : -1; }
 void ddp_env_free(ddp_env* e) { release(e); }
 
 }  // extern "C"

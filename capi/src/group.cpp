@@ -50,14 +50,15 @@ ddp_status ddp_group_new_subgroups(ddp_group* parent, int group_size, ddp_group*
   });
 }
 
-int ddp_group_rank(const ddp_group* g) { return live(g) ? g->group->rank() : -1; }
-int ddp_group_size(const ddp_group* g) { return live(g) ? g->group->size() : -1; }
+int ddp_group_rank(const ddp_group* g) { auto* h = live(g); return h ? h->group->rank() : -1; }
+int ddp_group_size(const ddp_group* g) { auto* h = live(g); return h ? h->group->size() : -1; }
 const char* ddp_group_backend(const ddp_group* g) {
-  if (!live(g)) return "";
-  return g->group->backend_name() == "nccl" ? "nccl" : "gloo";
+  auto* h = live(g);
+  if (!h) return "";
+  return h->group->backend_name() == "nccl" ? "nccl" : "gloo";
 }
 int64_t ddp_group_timeout_ms(const ddp_group* g) {
-  return live(g) ? static_cast<int64_t>(g->group->timeout().count()) : -1;
+  auto* h = live(g); return h ? static_cast<int64_t>(h->group->timeout().count()) : -1;
 }
 ddp_status ddp_group_set_timeout(ddp_group* g, int64_t timeout_ms) {
   return fence([&] { require(g, "group")->group->set_timeout(ddp::Millis(timeout_ms)); });
@@ -65,8 +66,8 @@ ddp_status ddp_group_set_timeout(ddp_group* g, int64_t timeout_ms) {
 ddp_status ddp_group_set_debug_detail(ddp_group* g, int enabled) {
   return fence([&] { require(g, "group")->group->set_detail_checks(enabled != 0); });
 }
-int ddp_group_debug_detail(const ddp_group* g) { return live(g) && g->group->detail_checks() ? 1 : 0; }
-int ddp_group_is_broken(const ddp_group* g) { return live(g) && g->group->broken() ? 1 : 0; }
+int ddp_group_debug_detail(const ddp_group* g) { auto* h = live(g); return h && h->group->detail_checks() ? 1 : 0; }
+int ddp_group_is_broken(const ddp_group* g) { auto* h = live(g); return h && h->group->broken() ? 1 : 0; }
 void ddp_group_free(ddp_group* g) { release(g); }
 
 }  // extern "C"

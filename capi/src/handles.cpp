@@ -1,5 +1,6 @@
 #include "handles.h"
 
+#include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -8,33 +9,49 @@
 
 namespace ddp::capi {
 namespace {
+struct Entry {
+  Kind kind;
+  void* object;
+};
 struct Registry {
   std::shared_mutex mutex;
-  std::unordered_map<const void*, Kind> live;
+  std::unordered_map<std::uintptr_t, Entry> live;
+  std::uintptr_t issued = 0;  // tokens handed out so far
 };
 Registry& registry() {
   static auto* r = new Registry();  // never destroyed: handles may be freed at exit
   return *r;
 }
+// Tokens are multiples of 16, so they look (and align) like the pointers the
+// bindings take them for; 2^60 of them outlast any process.
+constexpr int kTokenShift = 4;
 }  // namespace
 
-void registry_add(const void* p, Kind k) {
+void* registry_add(void* object, Kind k) {
   auto& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
-  r.live[p] = k;
+  std::uintptr_t token = ++r.issued << kTokenShift;
+  r.live.emplace(token, Entry{k, object});
+  return reinterpret_cast<void*>(token);
 }
 
-void registry_remove(const void* p) {
-  auto& r = registry();
-  std::unique_lock<std::shared_mutex> lock(r.mutex);
-  r.live.erase(p);
-}
-
-bool registry_has(const void* p, Kind k) {
+void* registry_find(const void* token, Kind k) {
+  if (!token) return nullptr;
   auto& r = registry();
   std::shared_lock<std::shared_mutex> lock(r.mutex);
-  auto it = r.live.find(p);
-  return it != r.live.end() && it->second == k;
+  auto it = r.live.find(reinterpret_cast<std::uintptr_t>(token));
+  return it != r.live.end() && it->second.kind == k ? it->second.object : nullptr;
+}
+
+void* registry_take(const void* token, Kind k) {
+  if (!token) return nullptr;
+  auto& r = registry();
+  std::unique_lock<std::shared_mutex> lock(r.mutex);
+  auto it = r.live.find(reinterpret_cast<std::uintptr_t>(token));
+  if (it == r.live.end() || it->second.kind != k) return nullptr;
+  void* object = it->second.object;
+  r.live.erase(it);
+  return object;
 }
 
 const char* kind_name(Kind k) {
@@ -51,11 +68,13 @@ const char* kind_name(Kind k) {
   return "handle";
 }
 
-void require_live_impl(const void* p, Kind k, const char* what) {
+void* require_live_impl(const void* p, Kind k, const char* what) {
   if (!p) fail(DDP_E_INVALID_ARGUMENT, std::string(what) + " is NULL");
-  if (!registry_has(p, k))
+  void* object = registry_find(p, k);
+  if (!object)
     fail(DDP_E_INVALID_ARGUMENT, std::string(what) + " is not a live " + kind_name(k) +
                                      " (already freed, or not made by libddp)");
+  return object;
 }
 
 std::unique_ptr<ddp_tensor> wrap_tensor(at::Tensor t) {

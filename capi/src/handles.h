@@ -69,9 +69,12 @@ namespace ddp::capi {
 
 enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer, CommHook, ModelAverager };
 
-void registry_add(const void* p, Kind k);
-void registry_remove(const void* p);
-bool registry_has(const void* p, Kind k);
+// A handle is a token, not an address: each one handed out is a number this
+// process never hands out again, so a freed handle stays detectably freed
+// even after the allocator reuses its object's memory for a new handle.
+void* registry_add(void* object, Kind k);         // registers `object`; returns its token
+void* registry_find(const void* token, Kind k);   // the object, or NULL if not live
+void* registry_take(const void* token, Kind k);   // unregisters; the object, or NULL
 
 template <typename T> constexpr Kind kind_of();
 template <> constexpr Kind kind_of<ddp_tensor>() { return Kind::Tensor; }
@@ -85,33 +88,35 @@ template <> constexpr Kind kind_of<ddp_model_averager>() { return Kind::ModelAve
 
 const char* kind_name(Kind k);
 
-// True when `p` is a live handle of type T.
+// The object behind `p` if it is a live handle of type T, else NULL.
 template <typename T>
-bool live(const T* p) {
-  return p && registry_has(p, kind_of<std::remove_const_t<T>>());
+T* live(T* p) {
+  return static_cast<T*>(registry_find(p, kind_of<std::remove_const_t<T>>()));
 }
 
-// Throws DDP_E_INVALID_ARGUMENT naming `what` unless `p` is live.
-void require_live_impl(const void* p, Kind k, const char* what);
+// The object behind `p`; throws DDP_E_INVALID_ARGUMENT naming `what` unless
+// `p` is a live handle of type T.
+void* require_live_impl(const void* p, Kind k, const char* what);
 template <typename T>
 T* require(T* p, const char* what) {
-  require_live_impl(p, kind_of<std::remove_const_t<T>>(), what);
-  return p;
+  return static_cast<T*>(require_live_impl(p, kind_of<std::remove_const_t<T>>(), what));
 }
 
-// Hands a new handle to the caller: registers it and stores it in *out.
+// Hands a new handle to the caller: registers the object and stores its
+// token in *out.
 template <typename T>
 void hand_out(T** out, std::unique_ptr<T> h) {
-  registry_add(h.get(), kind_of<T>());
-  *out = h.release();
+  *out = static_cast<T*>(registry_add(h.get(), kind_of<T>()));
+  h.release();
 }
 
-// Frees a handle if it is live (NULL and unknown pointers are ignored).
+// Frees the object behind a handle if it is live (NULL, freed and unknown
+// handles are ignored). The object is destroyed outside the registry's lock:
+// its destructor may free handles of its own.
 template <typename T>
 void release(T* p) {
-  if (!live(p)) return;
-  registry_remove(p);
-  delete p;
+  using Object = std::remove_const_t<T>;
+  delete static_cast<Object*>(registry_take(p, kind_of<Object>()));
 }
 
 std::unique_ptr<ddp_tensor> wrap_tensor(at::Tensor t);

@@ -54,7 +54,7 @@ ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* cons
     }
     auto h = std::make_unique<ddp_reducer>();
     h->group = g->group;
-    h->handle = g;
+    h->handle = group;  // the caller's token, not the object: CHook checks it is still live
     h->reducer = std::make_unique<ddp::Reducer>(*h->group, std::move(p), std::move(gr), o);
     hand_out(out, std::move(h));
   });
@@ -85,7 +85,7 @@ ddp_status ddp_reducer_set_comm_hook(ddp_reducer* r, const ddp_comm_hook* hook) 
 
 
 
-size_t ddp_reducer_bucket_count(const ddp_reducer* r) { return live(r) ? r->reducer->bucket_count() : 0; }
+size_t ddp_reducer_bucket_count(const ddp_reducer* r) { auto* h = live(r); return h ? h->reducer->bucket_count() : 0; }
 
 ddp_status ddp_reducer_bucket_indices(const ddp_reducer* r, size_t bucket, size_t* out, size_t cap,
                                       size_t* count) {

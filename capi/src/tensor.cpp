@@ -36,24 +36,25 @@ ddp_status ddp_tensor_from_aten(ddp_tensor** out, const void* aten_tensor) {
 void ddp_tensor_free(ddp_tensor* t) { release(t); }
 
 void* ddp_tensor_data(const ddp_tensor* t) {
-  return live(t) && t->t.numel() > 0 ? t->t.data_ptr() : nullptr;
+  auto* h = live(t); return h && h->t.numel() > 0 ? h->t.data_ptr() : nullptr;
 }
-size_t ddp_tensor_ndim(const ddp_tensor* t) { return live(t) ? t->shape.size() : 0; }
+size_t ddp_tensor_ndim(const ddp_tensor* t) { auto* h = live(t); return h ? h->shape.size() : 0; }
 const int64_t* ddp_tensor_shape(const ddp_tensor* t) {
-  return live(t) && !t->shape.empty() ? t->shape.data() : nullptr;
+  auto* h = live(t); return h && !h->shape.empty() ? h->shape.data() : nullptr;
 }
 ddp_dtype ddp_tensor_dtype(const ddp_tensor* t) {
-  if (!live(t)) return DDP_FLOAT32;
+  auto* h = live(t);
+  if (!h) return DDP_FLOAT32;
   ddp_dtype d = DDP_FLOAT32;
-  fence([&] { d = ddp::from_scalar_type(t->t.scalar_type()); });
+  fence([&] { d = ddp::from_scalar_type(h->t.scalar_type()); });
   return d;
 }
-int64_t ddp_tensor_numel(const ddp_tensor* t) { return live(t) ? t->t.numel() : 0; }
+int64_t ddp_tensor_numel(const ddp_tensor* t) { auto* h = live(t); return h ? h->t.numel() : 0; }
 size_t ddp_tensor_nbytes(const ddp_tensor* t) {
-  return live(t) ? static_cast<size_t>(t->t.numel()) * t->t.element_size() : 0;
+  auto* h = live(t); return h ? static_cast<size_t>(h->t.numel()) * h->t.element_size() : 0;
 }
 ddp_device ddp_tensor_device(const ddp_tensor* t) {
-  return live(t) ? ddp::device_of(t->t) : ddp_device{DDP_DEVICE_CPU, 0};
+  auto* h = live(t); return h ? ddp::device_of(h->t) : ddp_device{DDP_DEVICE_CPU, 0};
 }
 
 ddp_status ddp_tensor_copy_to(const ddp_tensor* t, void* dst, size_t nbytes) {

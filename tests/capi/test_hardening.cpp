@@ -49,6 +49,31 @@ int open_fds() {
   return n;
 }
 
+// The allocator hands a freed handle's memory to the next one of the same
+// size; a stale handle must still be refused, not answer for the new one.
+TEST(Hardening, AFreedHandleStaysFreedWhenItsMemoryIsReused) {
+  float small[2] = {1, 2};
+  float big[5] = {1, 2, 3, 4, 5};
+  int64_t two[1] = {2}, five[1] = {5};
+  for (int i = 0; i < 50; ++i) {
+    ddp_tensor* stale = nullptr;
+    ASSERT_EQ(ddp_tensor_from_blob(&stale, small, DDP_FLOAT32, two, 1), DDP_OK) << last();
+    ddp_tensor_free(stale);
+    ddp_tensor* fresh = nullptr;
+    ASSERT_EQ(ddp_tensor_from_blob(&fresh, big, DDP_FLOAT32, five, 1), DDP_OK) << last();
+    EXPECT_NE(stale, fresh);
+    EXPECT_EQ(ddp_tensor_numel(stale), 0);
+    EXPECT_EQ(ddp_tensor_data(stale), nullptr);
+    void* dst = nullptr;
+    EXPECT_EQ(ddp_tensor_copy_to(stale, &dst, sizeof(dst)), DDP_E_INVALID_ARGUMENT);
+    EXPECT_NE(last().find("not a live ddp_tensor"), std::string::npos) << last();
+    ddp_tensor_free(stale);  // must not free `fresh`
+    EXPECT_EQ(ddp_tensor_numel(fresh), 5);
+    ddp_tensor_free(fresh);
+    EXPECT_EQ(ddp_tensor_numel(fresh), 0);
+  }
+}
+
 TEST(Hardening, ShapesWhoseSizeOverflowsAreRefused) {
   float x = 0;
   ddp_tensor* t = reinterpret_cast<ddp_tensor*>(0x1);
