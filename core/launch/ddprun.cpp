@@ -19,6 +19,7 @@
 #include "comm/failure.h"
 #include "comm/group_impl.h"
 #include "common/error.h"
+#include "launch/bounded_store.h"
 #include "launch/ddprun_args.h"
 #include "launch/supervisor.h"
 
@@ -166,6 +167,24 @@ std::vector<Failure> failures_of(const JobResult& job, const DdprunArgs& a) {
   return out;
 }
 
+using RoundStore = c10::intrusive_ptr<c10d::Store>;
+
+// One look at the other nodes from the heartbeat: their counters and whether
+// a failure was published.
+struct NodesSeen {
+  std::vector<int64_t> beats;
+  bool failed = false;
+};
+
+// Beats this node's counter and reads the others' and the failure flag.
+NodesSeen look_at_nodes(c10d::Store& round, int me, int nodes) {
+  NodesSeen s;
+  round.add("hb/" + std::to_string(me), 1);
+  for (int n = 0; n < nodes; ++n) s.beats.push_back(n == me ? 0 : round.add("hb/" + std::to_string(n), 0));
+  s.failed = round.check({"failed"});
+  return s;
+}
+
 class Agent {
  public:
   // One node: a random job id nobody else can guess. Several: every agent
@@ -176,18 +195,34 @@ class Agent {
 
   int run() {
     install_signal_handlers();
+    try {
+      return run_rounds();
+    } catch (const std::exception& e) {
+      // A stop signal gave up a store call (the rendezvous, the last wait
+      // for the other nodes): no worker is running any more.
+      if (int sig = g_stop_signal.load()) {
+        std::cerr << "ddprun: stopped by " << signal_name(sig) << " (" << short_what(e) << ")\n";
+        return 128 + sig;
+      }
+      throw;
+    }
+  }
+
+ private:
+  int run_rounds() {
     connect_store();
     auto argv = worker_argv(a_);
     argv[0] = find_in_path(argv[0]);
     std::string label = "ddprun " + a_.command.front();
     for (int restart = 0;; ++restart) {
-      auto round = c10::make_intrusive<c10d::PrefixStore>(
+      RoundStore round = c10::make_intrusive<c10d::PrefixStore>(
           "ddprun/" + job_id_ + "/round" + std::to_string(restart), store_);
-      count_in(*round, a_.nnodes, rdzv_timeout(), a_.master_addr + ":" + std::to_string(port_));
+      rendezvous(round);
       beats_.clear();
-      JobResult job = run_round(*round, argv, restart);
+      stop_reason_.clear();
+      JobResult job = run_round(round, argv, restart);
       if (job.stop_signal) {
-        publish_failure(*round, "node " + std::to_string(a_.node_rank) + " stopped by " + signal_name(job.stop_signal));
+        publish_failure(round, "node " + std::to_string(a_.node_rank) + " stopped by " + signal_name(job.stop_signal));
         std::cerr << "ddprun: stopped by " << signal_name(job.stop_signal) << "; workers ended\n";
         return 128 + job.stop_signal;
       }
@@ -195,28 +230,32 @@ class Agent {
       if (!job.ok() && !job.stopped_by_check) {
         auto failures = failures_of(job, a_);
         last_failures_ = failures;
-        publish_failure(*round, job.summary());
+        publish_failure(round, job.summary());
         why = job.summary();
-      } else if (job.stopped_by_check || !wait_for_all_nodes(*round, &why)) {
-        if (why.empty()) why = read_failure(*round);
+      } else if (job.stopped_by_check || !wait_for_all_nodes(round, &why)) {
+        if (why.empty()) why = stop_reason_.empty() ? read_failure(round) : stop_reason_;
       } else {
         return 0;  // every node's workers succeeded
       }
-      if (restart < a_.max_restarts) {
+      if (restart < a_.max_restarts && !calls_.lost()) {
         std::cerr << "ddprun: round " << restart << " failed (" << why << "); restarting all workers ("
                   << restart + 1 << " of " << a_.max_restarts << ")\n";
         continue;
       }
       if (!last_failures_.empty()) print_failure_summary(last_failures_, label, restart);
+      else if (calls_.lost()) std::cerr << "ddprun: the job cannot go on: " << why << "\n";
       else std::cerr << "ddprun: the job failed on another node: " << why << "\n";
       write_error_file(a_.error_file, last_failures_, restart, why);
       return 1;
     }
   }
 
- private:
   Millis rdzv_timeout() const { return Millis(static_cast<int64_t>(a_.rdzv_timeout_s * 1000)); }
+  Millis agent_timeout() const { return Millis(static_cast<int64_t>(a_.agent_timeout_s * 1000)); }
   Millis monitor() const { return Millis(std::max<int64_t>(10, static_cast<int64_t>(a_.monitor_interval_s * 1000))); }
+  // Single store operations (a set, an add, a read) answer in milliseconds
+  // from a live host; the agent timeout is how long a silent one is trusted.
+  Millis op_bound() const { return std::max(agent_timeout(), Millis(1000)); }
 
   // Node 0 hosts the agent store (which the workers use too, as torchrun's
   // do); the others connect, retrying until the rendezvous deadline.
@@ -233,10 +272,13 @@ class Agent {
       a_.master_port = port;
     }
     so.port = static_cast<uint16_t>(a_.master_port);
-    const std::string& host = a_.master_addr;  // node 0 listens on that address only
+    std::string host = a_.master_addr;  // node 0 listens on that address only
     try {
-      store_ = c10::make_intrusive<c10d::TCPStore>(host, so);
+      store_ = calls_.call([host, so]() -> c10::intrusive_ptr<c10d::Store> {
+        return c10::make_intrusive<c10d::TCPStore>(host, so);
+      }, rdzv_timeout() + Millis(5000), "connecting to the rendezvous store");
     } catch (const std::exception& e) {
+      if (g_stop_signal.load()) throw;
       fail(DDP_E_TIMEOUT, "node " + std::to_string(a_.node_rank) + " could not reach the rendezvous at " +
                               a_.master_addr + ":" + std::to_string(a_.master_port) + " within " +
                               std::to_string(a_.rdzv_timeout_s) + " s: " + short_what(e));
@@ -244,7 +286,15 @@ class Agent {
     port_ = a_.master_port;
   }
 
-  JobResult run_round(c10d::Store& round, const std::vector<std::string>& argv, int restart) {
+  void rendezvous(const RoundStore& round) {
+    int nodes = a_.nnodes;
+    Millis timeout = rdzv_timeout();
+    std::string where = a_.master_addr + ":" + std::to_string(port_);
+    calls_.call([round, nodes, timeout, where] { return count_in(*round, nodes, timeout, where); },
+                timeout + Millis(5000), "the rendezvous of the nodes");
+  }
+
+  JobResult run_round(const RoundStore& round, const std::vector<std::string>& argv, int restart) {
     std::vector<ChildSpec> children;
     for (int lr = 0; lr < a_.nproc_per_node; ++lr) {
       ChildSpec c;
@@ -270,52 +320,75 @@ class Agent {
       fwrite(out.data(), 1, out.size(), stdout);
       fflush(stdout);
     };
-    if (a_.nnodes > 1) so.should_stop = [this, &round] { return !nodes_alive(round) || failure_published(round); };
+    if (a_.nnodes > 1) so.should_stop = [this, round] { return !other_nodes_fine(round); };
+    look_ = {};
     return run_job(children, so);
+  }
+
+  // The supervisor's check while workers run; it never blocks the
+  // supervisor (which must go on reaping workers and acting on signals): a
+  // look at the store runs in the background, and one that has not answered
+  // within the agent timeout means the store is unreachable.
+  bool other_nodes_fine(const RoundStore& round) {
+    auto now = std::chrono::steady_clock::now();
+    if (look_.valid() && look_.wait_for(Millis(0)) == std::future_status::ready) {
+      NodesSeen seen;
+      try {
+        seen = look_.get();
+      } catch (const std::exception& e) {
+        stop_reason_ = "lost the rendezvous store: " + short_what(e);
+        return false;
+      }
+      if (!judge(round, seen, now)) return false;
+    }
+    if (look_.valid()) {
+      if (now - look_started_ < agent_timeout()) return true;
+      calls_.abandon("the heartbeat of node " + std::to_string(a_.node_rank) + " got no answer within " +
+                     std::to_string(a_.agent_timeout_s) + " s");
+      stop_reason_ = "lost the rendezvous store at " + a_.master_addr + ":" + std::to_string(port_) +
+                     ": no answer for " + std::to_string(a_.agent_timeout_s) + " s (--agent-timeout)";
+      return false;
+    }
+    int me = a_.node_rank, nodes = a_.nnodes;
+    look_ = calls_.start([round, me, nodes] { return look_at_nodes(*round, me, nodes); }, "the heartbeat");
+    look_started_ = now;
+    return true;
   }
 
   // Agents beat a counter each check; a node whose counter stands still for
   // --agent-timeout has lost its agent (and, with PDEATHSIG, its workers):
   // the others must not wait for it forever.
-  bool nodes_alive(c10d::Store& round) {
-    try {
-      round.add("hb/" + std::to_string(a_.node_rank), 1);
-      auto now = std::chrono::steady_clock::now();
-      if (beats_.empty()) beats_.assign(a_.nnodes, {-1, now});
-      for (int n = 0; n < a_.nnodes; ++n) {
-        if (n == a_.node_rank) continue;
-        int64_t v = round.add("hb/" + std::to_string(n), 0);
-        if (v != beats_[n].first) beats_[n] = {v, now};
-        else if (now - beats_[n].second > Millis(static_cast<int64_t>(a_.agent_timeout_s * 1000))) {
-          publish_failure(round, "the agent of node " + std::to_string(n) + " stopped responding for " +
-                                     std::to_string(a_.agent_timeout_s) + " s");
-          return false;
-        }
+  bool judge(const RoundStore& round, const NodesSeen& seen, std::chrono::steady_clock::time_point now) {
+    if (seen.failed) {
+      stop_reason_ = read_failure(round);
+      return false;
+    }
+    if (beats_.empty()) beats_.assign(a_.nnodes, {-1, now});
+    for (int n = 0; n < a_.nnodes; ++n) {
+      if (n == a_.node_rank) continue;
+      if (seen.beats[n] != beats_[n].first) beats_[n] = {seen.beats[n], now};
+      else if (now - beats_[n].second > agent_timeout()) {
+        stop_reason_ = "the agent of node " + std::to_string(n) + " stopped responding for " +
+                       std::to_string(a_.agent_timeout_s) + " s";
+        publish_failure(round, stop_reason_);
+        return false;
       }
-      return true;
-    } catch (const std::exception&) {
-      return false;  // node 0's store is gone
     }
+    return true;
   }
 
-  bool failure_published(c10d::Store& round) {
+  void publish_failure(const RoundStore& round, const std::string& why) {
     try {
-      return round.check({"failed"});
-    } catch (const std::exception&) {
-      return true;  // the store (node 0) is gone: the job cannot go on
-    }
-  }
-
-  void publish_failure(c10d::Store& round, const std::string& why) {
-    try {
-      round.set("failed", std::vector<uint8_t>(why.begin(), why.end()));
+      calls_.call([round, why] { round->set("failed", std::vector<uint8_t>(why.begin(), why.end())); },
+                  std::min(op_bound(), Millis(5000)), "publishing the failure");
     } catch (...) {
+      // The store is gone or unreachable: nobody is left to tell.
     }
   }
 
-  std::string read_failure(c10d::Store& round) {
+  std::string read_failure(const RoundStore& round) {
     try {
-      auto v = round.get("failed");
+      auto v = calls_.call([round] { return round->get("failed"); }, op_bound(), "reading the failure");
       return std::string(v.begin(), v.end());
     } catch (const std::exception& e) {
       return "lost the rendezvous store: " + short_what(e);
@@ -323,47 +396,59 @@ class Agent {
   }
 
   // This node's workers succeeded: wait until every node's did, or one failed.
-  bool wait_for_all_nodes(c10d::Store& round, std::string* why) {
+  bool wait_for_all_nodes(const RoundStore& round, std::string* why) {
     if (a_.nnodes == 1) return true;
     try {
-      round.add("done", 1);
+      calls_.call([round] { return round->add("done", 1); }, op_bound(), "reporting this node done");
       for (;;) {
         if (g_stop_signal.load()) {
           *why = "stopped by " + signal_name(g_stop_signal.load());
           return false;
         }
-        if (!nodes_alive(round) || round.check({"failed"})) {
-          *why = read_failure(round);
+        auto seen_at = std::chrono::steady_clock::now();
+        int me = a_.node_rank, nodes = a_.nnodes;
+        NodesSeen seen = calls_.call([round, me, nodes] { return look_at_nodes(*round, me, nodes); }, op_bound(), "the heartbeat");
+        if (!judge(round, seen, seen_at)) {
+          *why = stop_reason_;
           return false;
         }
-        if (round.add("done", 0) >= a_.nnodes) {
+        if (calls_.call([round] { return round->add("done", 0); }, op_bound(), "counting the nodes done") >= nodes) {
           // Node 0 hosts the store: it leaves last.
-          if (a_.node_rank == 0) wait_for_goodbyes(round);
-          else round.add("left", 1);
+          if (me == 0) wait_for_goodbyes(round);
+          else calls_.call([round] { return round->add("left", 1); }, op_bound(), "saying goodbye");
           return true;
         }
         std::this_thread::sleep_for(monitor());
       }
     } catch (const std::exception& e) {
+      if (g_stop_signal.load()) {
+        *why = "stopped by " + signal_name(g_stop_signal.load());
+        return false;
+      }
       *why = "lost the rendezvous store: " + short_what(e);
       return false;
     }
   }
 
-  void wait_for_goodbyes(c10d::Store& round) {
+  void wait_for_goodbyes(const RoundStore& round) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (round.add("left", 0) < a_.nnodes - 1 && std::chrono::steady_clock::now() < deadline)
+    while (std::chrono::steady_clock::now() < deadline && !g_stop_signal.load() &&
+           calls_.call([round] { return round->add("left", 0); }, op_bound(), "waiting for goodbyes") < a_.nnodes - 1)
       std::this_thread::sleep_for(Millis(20));
   }
 
   DdprunArgs a_;
   std::string job_id_;
+  BoundedStore calls_{&g_stop_signal};
   c10::intrusive_ptr<c10d::Store> store_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::mutex out_mutex_;
   std::vector<Failure> last_failures_;
   std::vector<std::pair<int64_t, std::chrono::steady_clock::time_point>> beats_;
+  std::future<NodesSeen> look_;  // the heartbeat in flight, if any
+  std::chrono::steady_clock::time_point look_started_;
+  std::string stop_reason_;  // why the heartbeat stopped the round
 };
 
 }  // namespace

@@ -196,6 +196,56 @@ TEST(Ddprun, DeadAgentOfAnotherNodeIsNoticed) {
   EXPECT_FALSE(ddptest::any_process_tagged(tag));
 }
 
+
+// Two nodes whose workers signal that they run; then node 0's agent (the
+// store host) is stopped, so node 1's store calls get no answer, as when its
+// host is cut off. `then` runs next; node 1's exit status and how long it took
+// from the stop are printed.
+ddptest::RankResult two_nodes_then_store_host_stopped(const std::string& tag, const std::string& node1_flags,
+                                                      const std::string& then) {
+  std::string port = std::to_string(ddptest::free_port());
+  std::string dir = testing::TempDir() + "/ddprun_store_stop_" + tag;
+  std::string script = dir + ".sh";
+  std::ofstream(script) << "#!/bin/sh\ntouch " << dir << ".started.$GROUP_RANK\nexec sleep 600\n";
+  chmod(script.c_str(), 0755);
+  std::string common = " --nnodes 2 --master-port " + port + " --rdzv-timeout 60 --grace-period 1 --nproc-per-node 1 ";
+  std::string cmd = "rm -f " + dir + ".started.*; " + ddprun() + common + "--node-rank 0 " + script + " & Q=$!; " +
+                    ddprun() + common + "--node-rank 1 " + node1_flags + " " + script + " & P=$!; " +
+                    "while [ ! -e " + dir + ".started.0 ] || [ ! -e " + dir + ".started.1 ]; do sleep 0.1; done; " +
+                    "kill -STOP $Q; s=$(date +%s%N); " + then + "; wait $P; e=$?; " +
+                    "echo node1_exit=$e ms=$(( ($(date +%s%N) - s) / 1000000 )); " +
+                    "kill -CONT $Q; kill -TERM $Q; wait $Q";
+  auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 120);
+  EXPECT_FALSE(res.timed_out) << res.summary();
+  EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived ddprun";
+  return res.ranks[0];
+}
+
+long elapsed_ms(const std::string& out) {
+  auto at = out.find("ms=");
+  return at == std::string::npos ? -1 : std::stol(out.substr(at + 3));
+}
+
+// Issue 10: a node whose store host stopped answering ended only after the
+// store's own timeout (the rendezvous timeout, 900 s by default).
+TEST(Ddprun, AStoreHostThatStopsAnsweringEndsTheOtherNodeWithinTheAgentTimeout) {
+  auto out = two_nodes_then_store_host_stopped(new_tag(), "--agent-timeout 3", "true").output;
+  EXPECT_TRUE(has(out, "node1_exit=1 ")) << out;
+  EXPECT_TRUE(has(out, "lost the rendezvous store")) << out;
+  long ms = elapsed_ms(out);
+  EXPECT_GE(ms, 2500) << out;   // the agent timeout is honoured, not cut short
+  EXPECT_LT(ms, 10000) << out;  // 3 s agent timeout + 1 s grace + slack
+}
+
+// Issue 10: SIGTERM reached ddprun's handler, but the loop that acts on it
+// was stuck in the same blocked store read.
+TEST(Ddprun, SigtermIsActedOnAtOnceWhileTheStoreDoesNotAnswer) {
+  auto out = two_nodes_then_store_host_stopped(new_tag(), "--agent-timeout 60", "sleep 1; kill -TERM $P").output;
+  EXPECT_TRUE(has(out, "node1_exit=143 ")) << out;
+  EXPECT_TRUE(has(out, "stopped by SIGTERM")) << out;
+  long ms = elapsed_ms(out);
+  EXPECT_LT(ms, 6000) << out;  // 1 s before the signal + 1 s grace + slack; the store would hold it 60 s
+}
 }  // namespace
 
 namespace {
