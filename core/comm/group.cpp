@@ -118,7 +118,7 @@ c10::intrusive_ptr<c10d::TCPStore> connect_client(const ClusterEnv& env, int por
 std::string job_prefix() {
   const char* job = std::getenv("DDP_JOB_ID");
   const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  return "ddp/" + std::string(job && *job ? job : "world") + "/r" + std::string(restart ? restart : "0");
+  return job_key_prefix(job && *job ? job : "world", restart ? std::atoi(restart) : 0);
 }
 
 // DDP_DEBUG: "DETAIL" turns the cross-rank call checks on; "OFF" and
@@ -248,8 +248,9 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   // this store (a store that outlives one group, an agent's or across
   // restarts, never mixes two groups' counters).
   std::string base = job_prefix();
-  int64_t gen = join_generation(c10::make_intrusive<c10d::PrefixStore>(base, client), impl->size,
-                                impl->timeout, where);
+  auto job = c10::make_intrusive<c10d::PrefixStore>(base, client);
+  announce_joining(*job, impl->rank);
+  int64_t gen = join_generation(job, impl->size, impl->timeout, where);
   impl->prefix = base + "/g" + std::to_string(gen);
   impl->store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, client);
 

@@ -42,6 +42,19 @@ bool count_in(c10d::Store& store, int size, Millis timeout, const std::string& w
   }
 }
 
+std::string job_key_prefix(const std::string& job_id, int restart) {
+  return "ddp/" + job_id + "/r" + std::to_string(restart);
+}
+
+void announce_joining(c10d::Store& job, int rank) {
+  job.set("joined/" + std::to_string(rank), std::vector<uint8_t>{1});
+  job.add("joined", 1);
+}
+
+bool has_joined(c10d::Store& job, int rank) { return job.check({"joined/" + std::to_string(rank)}); }
+
+int64_t ranks_joining(c10d::Store& job) { return job.add("joined", 0); }
+
 int64_t join_generation(const c10::intrusive_ptr<c10d::Store>& base, int size, Millis timeout,
                         const std::string& where) {
   // Every init of a group on this store meets under the current generation

@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -169,19 +171,28 @@ std::vector<Failure> failures_of(const JobResult& job, const DdprunArgs& a) {
 
 using RoundStore = c10::intrusive_ptr<c10d::Store>;
 
-// One look at the other nodes from the heartbeat: their counters and whether
-// a failure was published.
+// One look at the job from the store: the other nodes' heartbeat counters,
+// whether a failure was published, and which of this node's workers that
+// ended with 0 never joined while other ranks did.
 struct NodesSeen {
   std::vector<int64_t> beats;
   bool failed = false;
+  std::vector<int> quit_unjoined;  // global ranks
+  int64_t joining = 0;             // ranks that announced joining
 };
 
-// Beats this node's counter and reads the others' and the failure flag.
-NodesSeen look_at_nodes(c10d::Store& round, int me, int nodes) {
+// Beats this node's counter (with several nodes) and reads the rest.
+NodesSeen look_at_nodes(c10d::Store& round, c10d::Store& job, int me, int nodes,
+                        const std::vector<int>& quitters) {
   NodesSeen s;
-  round.add("hb/" + std::to_string(me), 1);
-  for (int n = 0; n < nodes; ++n) s.beats.push_back(n == me ? 0 : round.add("hb/" + std::to_string(n), 0));
-  s.failed = round.check({"failed"});
+  if (nodes > 1) {
+    round.add("hb/" + std::to_string(me), 1);
+    for (int n = 0; n < nodes; ++n) s.beats.push_back(n == me ? 0 : round.add("hb/" + std::to_string(n), 0));
+    s.failed = round.check({"failed"});
+  }
+  for (int r : quitters)
+    if (!has_joined(job, r)) s.quit_unjoined.push_back(r);
+  if (!s.quit_unjoined.empty()) s.joining = ranks_joining(job);
   return s;
 }
 
@@ -220,6 +231,7 @@ class Agent {
       rendezvous(round);
       beats_.clear();
       stop_reason_.clear();
+      ended_unjoined_ = false;
       JobResult job = run_round(round, argv, restart);
       if (job.stop_signal) {
         publish_failure(round, "node " + std::to_string(a_.node_rank) + " stopped by " + signal_name(job.stop_signal));
@@ -243,7 +255,7 @@ class Agent {
         continue;
       }
       if (!last_failures_.empty()) print_failure_summary(last_failures_, label, restart);
-      else if (calls_.lost()) std::cerr << "ddprun: the job cannot go on: " << why << "\n";
+      else if (calls_.lost() || ended_unjoined_) std::cerr << "ddprun: the job cannot go on: " << why << "\n";
       else std::cerr << "ddprun: the job failed on another node: " << why << "\n";
       write_error_file(a_.error_file, last_failures_, restart, why);
       return 1;
@@ -320,8 +332,10 @@ class Agent {
       fwrite(out.data(), 1, out.size(), stdout);
       fflush(stdout);
     };
-    if (a_.nnodes > 1) so.should_stop = [this, round] { return !other_nodes_fine(round); };
+    RoundStore job = c10::make_intrusive<c10d::PrefixStore>(job_key_prefix(job_id_, restart), store_);
+    so.should_stop = [this, round, job](const std::vector<ChildStatus>& now) { return !job_fine(round, job, now); };
     look_ = {};
+    joined_.clear();
     return run_job(children, so);
   }
 
@@ -329,7 +343,7 @@ class Agent {
   // supervisor (which must go on reaping workers and acting on signals): a
   // look at the store runs in the background, and one that has not answered
   // within the agent timeout means the store is unreachable.
-  bool other_nodes_fine(const RoundStore& round) {
+  bool job_fine(const RoundStore& round, const RoundStore& job, const std::vector<ChildStatus>& children) {
     auto now = std::chrono::steady_clock::now();
     if (look_.valid() && look_.wait_for(Millis(0)) == std::future_status::ready) {
       NodesSeen seen;
@@ -349,9 +363,15 @@ class Agent {
                      ": no answer for " + std::to_string(a_.agent_timeout_s) + " s (--agent-timeout)";
       return false;
     }
+    std::vector<int> quitters;  // ended with 0, not yet seen to have joined
+    for (const auto& c : children)
+      if (c.ok() && !joined_.count(c.rank)) quitters.push_back(c.rank);
+    if (a_.nnodes == 1 && quitters.empty()) return true;  // nothing to ask the store
     int me = a_.node_rank, nodes = a_.nnodes;
-    look_ = calls_.start([round, me, nodes] { return look_at_nodes(*round, me, nodes); }, "the heartbeat");
+    look_ = calls_.start([round, job, me, nodes, quitters] { return look_at_nodes(*round, *job, me, nodes, quitters); },
+                         "the heartbeat");
     look_started_ = now;
+    asked_ = quitters;
     return true;
   }
 
@@ -363,8 +383,20 @@ class Agent {
       stop_reason_ = read_failure(round);
       return false;
     }
+    for (int r : asked_)
+      if (std::find(seen.quit_unjoined.begin(), seen.quit_unjoined.end(), r) == seen.quit_unjoined.end())
+        joined_.insert(r);
+    asked_.clear();
+    if (!seen.quit_unjoined.empty() && seen.joining > 0) {
+      stop_reason_ = "rank " + std::to_string(seen.quit_unjoined.front()) +
+                     " exited with code 0 before joining the process group; the ranks that joined would wait "
+                     "for it until their timeout";
+      ended_unjoined_ = true;
+      publish_failure(round, stop_reason_);
+      return false;
+    }
     if (beats_.empty()) beats_.assign(a_.nnodes, {-1, now});
-    for (int n = 0; n < a_.nnodes; ++n) {
+    for (int n = 0; n < a_.nnodes && !seen.beats.empty(); ++n) {
       if (n == a_.node_rank) continue;
       if (seen.beats[n] != beats_[n].first) beats_[n] = {seen.beats[n], now};
       else if (now - beats_[n].second > agent_timeout()) {
@@ -407,7 +439,8 @@ class Agent {
         }
         auto seen_at = std::chrono::steady_clock::now();
         int me = a_.node_rank, nodes = a_.nnodes;
-        NodesSeen seen = calls_.call([round, me, nodes] { return look_at_nodes(*round, me, nodes); }, op_bound(), "the heartbeat");
+        NodesSeen seen = calls_.call([round, me, nodes] { return look_at_nodes(*round, *round, me, nodes, {}); },
+                                     op_bound(), "the heartbeat");
         if (!judge(round, seen, seen_at)) {
           *why = stop_reason_;
           return false;
@@ -447,6 +480,9 @@ class Agent {
   std::vector<Failure> last_failures_;
   std::vector<std::pair<int64_t, std::chrono::steady_clock::time_point>> beats_;
   std::future<NodesSeen> look_;  // the heartbeat in flight, if any
+  std::vector<int> asked_;       // the quitters that look asks about
+  std::set<int> joined_;         // this round's ranks seen to have joined
+  bool ended_unjoined_ = false;  // a rank ended with 0 without joining: a failure of this node
   std::chrono::steady_clock::time_point look_started_;
   std::string stop_reason_;  // why the heartbeat stopped the round
 };

@@ -380,7 +380,7 @@ JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& 
     }
     if (o.should_stop && !stopping && now >= next_check) {
       next_check = now + o.check_interval;
-      if (o.should_stop()) {
+      if (o.should_stop(res.children)) {
         res.stopped_by_check = true;
         begin_stop(SIGTERM);
       }

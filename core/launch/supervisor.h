@@ -62,9 +62,10 @@ struct SupervisorOptions {
   // Set (e.g. by a signal handler) to ask for an orderly stop; its value is
   // the signal forwarded to the children.
   const std::atomic<int>* stop_request = nullptr;
-  // Polled every `check_interval`; returning true stops the job (children
-  // get SIGTERM, then SIGKILL), e.g. when another node's worker failed.
-  std::function<bool()> should_stop;
+  // Polled every `check_interval` with how each child stands; returning
+  // true stops the job (children get SIGTERM, then SIGKILL), e.g. when
+  // another node's worker failed.
+  std::function<bool(const std::vector<ChildStatus>& children)> should_stop;
   Millis check_interval{1000};
 };
 

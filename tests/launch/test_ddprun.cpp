@@ -252,6 +252,25 @@ namespace {
 
 // A worker that started a background process and then failed: the launcher
 // ends the background process too (process groups), not only the worker.
+// Issue 10: the other ranks waited their whole rendezvous timeout for a rank
+// that had already ended with 0.
+TEST(Ddprun, ARankEndingWithZeroBeforeJoiningEndsTheJobAtOnce) {
+  auto o = ddprun_run({"--standalone", "--nproc-per-node", "3", "--grace-period", "1", worker(), "quit_before_join"});
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "rank 1 exited with code 0 before joining the process group")) << o.r.output;
+  EXPECT_LT(o.seconds, 30) << o.r.output;  // the ranks that joined have a 120 s timeout
+}
+
+// A worker that never uses a group may end with 0 while others still run.
+TEST(Ddprun, RanksThatNeverJoinMayEndWithZeroAtAnyTime) {
+  std::string script = testing::TempDir() + "/ddprun_rank_quits.sh";
+  std::ofstream(script) << "#!/bin/sh\nif [ \"$RANK\" = 1 ]; then exit 0; fi\nsleep 2; echo done $RANK\n";
+  chmod(script.c_str(), 0755);
+  auto o = ddprun_run({"--standalone", "--nproc-per-node", "2", script});
+  EXPECT_EQ(o.r.exit_code, 0) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "done 0")) << o.r.output;
+}
+
 TEST(Ddprun, WorkersGrandchildrenDoNotOutliveTheJob) {
   std::string script = testing::TempDir() + "/ddprun_grandchild.sh";
   std::ofstream(script) << "#!/bin/sh\nsleep 600 &\nif [ \"$RANK\" = 1 ]; then exit 3; fi\nwait\n";

@@ -465,6 +465,14 @@ void scenario_die_first_round() {
 }
 
 // Sleeps (for the signal tests).
+// Rank 1 ends with 0 at once; the others join (with a long timeout) and
+// would wait for it: the launcher must end the job instead.
+void scenario_quit_before_join() {
+  if (g_rank == 1) return;
+  ddp_group* g = join(120000);
+  ddp_group_free(g);
+}
+
 void scenario_sleep() {
   std::printf("sleeping\n");
   std::fflush(stdout);
@@ -921,6 +929,7 @@ int main(int argc, char** argv) {
       {"exit_rank0", scenario_exit_rank0},
       {"die_first_round", scenario_die_first_round},
       {"sleep", scenario_sleep},
+      {"quit_before_join", scenario_quit_before_join},
       {"reducer", scenario_reducer},
       {"join", scenario_join},
       {"allreduce_hook", scenario_allreduce_hook},
