@@ -21,6 +21,7 @@
 #include "comm/backend_factory.h"
 #include "comm/failure.h"
 #include "comm/group_impl.h"
+#include "comm/torch_logging.h"
 #include "common/error.h"
 #include "launch/supervisor.h"
 
@@ -217,6 +218,7 @@ Group::~Group() {
 }
 
 std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& opts) {
+  quiet_torch_logging();
   validate_cluster_env(env, env.name);
   check_timeout(opts.timeout, "timeout");
   check_arg(opts.device.type == DDP_DEVICE_CPU || opts.device.type == DDP_DEVICE_CUDA,

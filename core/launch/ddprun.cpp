@@ -20,6 +20,7 @@
 
 #include "comm/failure.h"
 #include "comm/group_impl.h"
+#include "comm/torch_logging.h"
 #include "common/error.h"
 #include "launch/bounded_store.h"
 #include "launch/ddprun_args.h"
@@ -38,6 +39,13 @@ void install_signal_handlers() {
   sigemptyset(&sa.sa_mask);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+}
+
+// "2", "0.5": seconds as the user wrote them, not "2.000000".
+std::string seconds(double s) {
+  std::ostringstream o;
+  o << s;
+  return o.str();
 }
 
 std::string hostname() {
@@ -293,7 +301,7 @@ class Agent {
       if (g_stop_signal.load()) throw;
       fail(DDP_E_TIMEOUT, "node " + std::to_string(a_.node_rank) + " could not reach the rendezvous at " +
                               a_.master_addr + ":" + std::to_string(a_.master_port) + " within " +
-                              std::to_string(a_.rdzv_timeout_s) + " s: " + short_what(e));
+                              seconds(a_.rdzv_timeout_s) + " s: " + short_what(e));
     }
     port_ = a_.master_port;
   }
@@ -358,9 +366,9 @@ class Agent {
     if (look_.valid()) {
       if (now - look_started_ < agent_timeout()) return true;
       calls_.abandon("the heartbeat of node " + std::to_string(a_.node_rank) + " got no answer within " +
-                     std::to_string(a_.agent_timeout_s) + " s");
+                     seconds(a_.agent_timeout_s) + " s");
       stop_reason_ = "lost the rendezvous store at " + a_.master_addr + ":" + std::to_string(port_) +
-                     ": no answer for " + std::to_string(a_.agent_timeout_s) + " s (--agent-timeout)";
+                     ": no answer for " + seconds(a_.agent_timeout_s) + " s (--agent-timeout)";
       return false;
     }
     std::vector<int> quitters;  // ended with 0, not yet seen to have joined
@@ -401,7 +409,7 @@ class Agent {
       if (seen.beats[n] != beats_[n].first) beats_[n] = {seen.beats[n], now};
       else if (now - beats_[n].second > agent_timeout()) {
         stop_reason_ = "the agent of node " + std::to_string(n) + " stopped responding for " +
-                       std::to_string(a_.agent_timeout_s) + " s";
+                       seconds(a_.agent_timeout_s) + " s";
         publish_failure(round, stop_reason_);
         return false;
       }
@@ -490,6 +498,7 @@ class Agent {
 }  // namespace
 
 int ddprun_main(int argc, char** argv) {
+  quiet_torch_logging();
   std::vector<std::string> args(argv + 1, argv + argc);
   for (auto& s : args)
     if (s == "-h" || s == "--help") {

@@ -135,6 +135,14 @@ TEST(Ddprun, UnreachableMasterFailsAfterTheRendezvousTimeout) {
   EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
   EXPECT_TRUE(has(o.r.output, "could not reach the rendezvous")) << o.r.output;
   EXPECT_LT(o.seconds, 15);
+  // Issue 10: c10d's retries used to print C++ stack traces; the status line
+  // is the report. A level the user sets brings c10d's logging back.
+  EXPECT_FALSE(has(o.r.output, "[c10d]")) << o.r.output;
+  EXPECT_FALSE(has(o.r.output, "frame #")) << o.r.output;
+  auto loud = ddprun_run({"--nnodes", "2", "--node-rank", "1", "--master-port", port, "--rdzv-timeout", "1",
+                          "--nproc-per-node", "1", worker(), "collectives"},
+                         {"TORCH_CPP_LOG_LEVEL=WARNING"});
+  EXPECT_TRUE(has(loud.r.output, "[c10d]")) << loud.r.output;
 }
 
 // Two ddprun instances as two nodes on loopback; node 0 starts 2 s late.
