@@ -24,14 +24,10 @@ ddp_status store_current_exception() {
     set_last_error("out of memory");
     return DDP_E_NOMEM;
   } catch (const std::exception& e) {
-    std::string what = short_what(e);
-    if (what.find("out of memory") != std::string::npos || what.find("DefaultCPUAllocator") != std::string::npos) {
-      set_last_error(what);
-      return DDP_E_NOMEM;
-    }
-    ddp_status s = classify_exception(e);
-    set_last_error(what);
-    return s;
+    // Not classified where it was thrown (an exception from LibTorch that
+    // core let through): by its type, see classify_exception.
+    set_last_error(short_what(e));
+    return classify_exception(e);
   } catch (...) {
     set_last_error("unknown exception inside libddp");
     return DDP_E_INTERNAL;

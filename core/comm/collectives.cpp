@@ -32,8 +32,10 @@ void check_root(Group& g, int root, const char* op, const char* what) {
                                               std::to_string(g.size()) + ")");
 }
 
-// Starts a c10d operation; synchronous failures (bad dtype and the like)
-// happen before any communication, so they leave the group usable.
+// Starts a c10d operation. A backend that refuses the call synchronously
+// (a dtype or reduce op it does not support) does so before any
+// communication, which leaves the group usable: DDP_E_UNSUPPORTED. Only
+// c10d's distributed errors (a broken communicator) are failures of the group.
 template <typename F>
 c10::intrusive_ptr<c10d::Work> start(Group& g, const char* op, F&& f) {
   c10d::Backend& b = g.backend_for(op);
@@ -42,10 +44,9 @@ c10::intrusive_ptr<c10d::Work> start(Group& g, const char* op, F&& f) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    std::string what = short_what(e);
-    ddp_status s = what.find("type") != std::string::npos ? DDP_E_UNSUPPORTED : DDP_E_BACKEND;
+    ddp_status s = dynamic_cast<const c10::DistError*>(&e) ? classify_exception(e) : DDP_E_UNSUPPORTED;
     fail(s, std::string(op) + " on rank " + std::to_string(g.rank()) + " (" + g.backend_name() +
-                "): " + what);
+                "): " + short_what(e));
   }
 }
 
@@ -229,6 +230,11 @@ PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op) {
     then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
   }
   return make(g, "all_reduce", w, then);
+}
+
+PendingPtr divide_then_sum(Group& g, const at::Tensor& t, int64_t divisor) {
+  t.div_(divisor);
+  return all_reduce(g, t, ReduceOp::Sum);
 }
 
 PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {

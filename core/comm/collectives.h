@@ -66,6 +66,10 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src);
 // sync_ddp); on integer tensors the quotient is truncated toward zero.
 PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op);
 PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op);
+// PyTorch's comm hooks average by dividing first, then all-reducing with SUM
+// (the result differs in rounding from SUM-then-divide, so hooks that match
+// PyTorch bit for bit use this). Divides `t` in place by `divisor`.
+PendingPtr divide_then_sum(Group& g, const at::Tensor& t, int64_t divisor);
 // Result: tensors[0] of shape (world, ...in.shape).
 PendingPtr all_gather(Group& g, const at::Tensor& in);
 // Lightning's gather_all_tensors: same ndim, any sizes. Result: one tensor

@@ -23,6 +23,7 @@ std::string short_what(const std::exception& e) {
 
 ddp_status classify_exception(const std::exception& e) {
   if (auto* de = dynamic_cast<const Error*>(&e)) return de->status();
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return DDP_E_NOMEM;
   std::string msg = short_what(e);
   std::string lower(msg);
   std::transform(lower.begin(), lower.end(), lower.begin(),

@@ -21,6 +21,7 @@
 #include "comm/backend_factory.h"
 #include "comm/failure.h"
 #include "comm/group_impl.h"
+#include "comm/rendezvous.h"
 #include "comm/torch_logging.h"
 #include "common/error.h"
 #include "launch/supervisor.h"
@@ -71,46 +72,11 @@ bool agent_hosts_store() {
   return agent_store && std::string(agent_store) == "True";
 }
 
-// Rank 0's store server, on a socket bound to MASTER_ADDR's address (not
-// every interface): a loopback job's store is reachable from this host only.
-c10::intrusive_ptr<c10d::TCPStore> host_store(const ClusterEnv& env, Millis timeout) {
-  c10d::TCPStoreOptions so;
-  so.isServer = true;
-  so.numWorkers = env.world_size;
-  so.waitWorkers = false;
-  so.timeout = timeout;
+// Rank 0's store server (see host_store), on the socket a launcher bound or
+// one bound to MASTER_ADDR's address.
+c10::intrusive_ptr<c10d::TCPStore> host_rank0_store(const ClusterEnv& env, Millis timeout) {
   std::optional<int> fd = take_inherited_listen_fd(env.master_port);
-  int port = env.master_port;
-  if (!fd) fd = launch::listen_socket(env.master_addr, env.master_port, &port);
-  so.masterListenFd = fd;
-  so.port = static_cast<uint16_t>(port);
-  try {
-    return c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-  } catch (const std::exception& e) {
-    fail(DDP_E_IO, "rank 0 cannot host the rendezvous store on " + env.master_addr + ":" +
-                       std::to_string(port) + ": " + short_what(e));
-  }
-}
-
-c10::intrusive_ptr<c10d::TCPStore> connect_client(const ClusterEnv& env, int port, Millis timeout,
-                                                  const std::string& where) {
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<uint16_t>(port);
-  so.isServer = false;
-  so.numWorkers = env.world_size;
-  so.waitWorkers = false;
-  so.timeout = timeout;
-  try {
-    return c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-  } catch (const std::exception& e) {
-    std::string what = short_what(e);
-    ddp_status s = classify_exception(e);
-    if (s == DDP_E_TIMEOUT || s == DDP_E_PEER_FAILED)
-      fail(DDP_E_TIMEOUT, "rank " + std::to_string(env.rank) + " could not reach the rendezvous store at " +
-                              where + " within " + std::to_string(timeout.count()) +
-                              " ms; is rank 0 running and are MASTER_ADDR/MASTER_PORT right? (" + what + ")");
-    fail(s == DDP_E_BACKEND ? DDP_E_IO : s, "rendezvous store at " + where + ": " + what);
-  }
+  return host_store(env.master_addr, env.master_port, fd ? *fd : -1, env.world_size, timeout);
 }
 
 // The job's keys live under a prefix that only its ranks know when a
@@ -241,11 +207,12 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   int port = env.master_port;
   if (env.rank == 0 && !agent_hosts_store()) {
-    auto server = host_store(env, opts.timeout);
+    auto server = host_rank0_store(env, opts.timeout);
     port = server->getPort();
     impl->server = server;
   }
-  auto client = connect_client(env, port, opts.timeout, where);
+  std::string who = "rank " + std::to_string(env.rank);
+  auto client = connect_store(env.master_addr, port, opts.timeout, who, "rank 0");
   // Keys are namespaced per job, per restart, and per generation of inits on
   // this store (a store that outlives one group, an agent's or across
   // restarts, never mixes two groups' counters).
@@ -256,7 +223,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   impl->prefix = base + "/g" + std::to_string(gen);
   impl->store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, client);
 
-  auto monitor = connect_client(env, port, opts.timeout, where);
+  auto monitor = connect_store(env.master_addr, port, opts.timeout, who, "rank 0");
   impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, monitor);
   impl->monitor = std::make_unique<StoreMonitor>(impl->monitor_store);
   connect_backend(*impl);

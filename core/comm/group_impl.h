@@ -37,26 +37,4 @@ struct Group::Impl {
   std::string broken_reason;
 };
 
-// Every rank of `prefix` adds itself to a counter; returns once all `size`
-// have (true on the rank that arrived last), or throws DDP_E_TIMEOUT saying
-// how many of how many arrived.
-bool count_in(c10d::Store& store, int size, Millis timeout, const std::string& where);
-
-// count_in under the store's current generation, which every rank agrees on
-// whatever failed before; returns that generation.
-int64_t join_generation(const c10::intrusive_ptr<c10d::Store>& base, int size, Millis timeout,
-                        const std::string& where);
-
-// The prefix of one job's keys on a store: the launcher's job id ("world"
-// without one) and the restart round.
-std::string job_key_prefix(const std::string& job_id, int restart);
-
-// Before its first rendezvous a rank records that it joins ("joined/<rank>"
-// and a count, under the job's prefix). A launcher reads them to tell a rank
-// that ended with 0 before joining (the others would wait for it until their
-// timeout) from one that finished its work.
-void announce_joining(c10d::Store& job, int rank);
-bool has_joined(c10d::Store& job, int rank);
-int64_t ranks_joining(c10d::Store& job);
-
 }  // namespace ddp

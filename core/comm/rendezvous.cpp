@@ -1,13 +1,54 @@
-// The arrival count that precedes every group's backend connection. c10d's
-// own TCPStore wait reports nothing about who is missing; this one does.
+// The store and the keys where ranks and agents meet. c10d's own TCPStore
+// wait reports nothing about who is missing; count_in does.
+#include "comm/rendezvous.h"
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "comm/failure.h"
-#include "comm/group_impl.h"
 #include "common/error.h"
+#include "launch/supervisor.h"
 
 namespace ddp {
+
+c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port, int listen_fd,
+                                              std::optional<int> num_workers, Millis timeout) {
+  c10d::TCPStoreOptions so;
+  so.isServer = true;
+  so.numWorkers = num_workers;
+  so.waitWorkers = false;
+  so.timeout = timeout;
+  int bound = port;
+  if (listen_fd < 0) listen_fd = launch::listen_socket(addr, port, &bound);
+  so.masterListenFd = listen_fd;
+  so.port = static_cast<uint16_t>(bound);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(addr, so);
+  } catch (const std::exception& e) {
+    fail(DDP_E_IO, "cannot host the rendezvous store on " + addr + ":" + std::to_string(bound) + ": " +
+                       short_what(e));
+  }
+}
+
+c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int port, Millis timeout,
+                                                 const std::string& who, const std::string& host) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(port);
+  so.isServer = false;
+  so.waitWorkers = false;
+  so.timeout = timeout;
+  std::string where = addr + ":" + std::to_string(port);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(addr, so);
+  } catch (const std::exception& e) {
+    std::string what = short_what(e);
+    ddp_status s = classify_exception(e);
+    if (s == DDP_E_TIMEOUT || s == DDP_E_PEER_FAILED)
+      fail(DDP_E_TIMEOUT, who + " could not reach the rendezvous store at " + where + " within " +
+                              std::to_string(timeout.count()) + " ms; is " + host +
+                              " running, and are that address and port right? (" + what + ")");
+    fail(s == DDP_E_BACKEND ? DDP_E_IO : s, "rendezvous store at " + where + ": " + what);
+  }
+}
 
 bool count_in(c10d::Store& store, int size, Millis timeout, const std::string& where) {
   int64_t arrived = store.add("arrived", 1);

@@ -5,8 +5,7 @@ namespace {
 class AllreduceHook : public CommHook {
  public:
   PendingPtr run(Group& group, const BucketView& bucket) override {
-    bucket.flat.div_(bucket.divisor);
-    return all_reduce(group, bucket.flat, ReduceOp::Sum);
+    return divide_then_sum(group, bucket.flat, bucket.divisor);
   }
 };
 }  // namespace

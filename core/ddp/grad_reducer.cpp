@@ -115,7 +115,22 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
   }
 }
 
-Reducer::~Reducer() = default;
+// Buckets still in flight are waited for, each within the group's timeout:
+// their all-reduces read and write buffers the caller may free or reuse next,
+// and must not be left running underneath the group's next collective.
+// Failures are dropped: a destructor has nobody to report them to (the next
+// call on a broken group reports the failure).
+Reducer::~Reducer() {
+  hooks_.reset();  // no autograd hook may start a bucket from here on
+  for (auto& b : buckets_) {
+    if (!b.work) continue;
+    try {
+      b.work->wait();
+    } catch (...) {
+    }
+    b.work.reset();
+  }
+}
 
 void Reducer::check_no_aliasing() const {
   // Two gradients over the same bytes would be summed twice and written

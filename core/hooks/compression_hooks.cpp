@@ -11,8 +11,8 @@ class CompressHook : public CommHook {
  public:
   explicit CompressHook(at::ScalarType dtype) : dtype_(dtype) {}
   PendingPtr run(Group& group, const BucketView& bucket) override {
-    at::Tensor compressed = bucket.flat.to(dtype_).div_(bucket.divisor);
-    PendingPtr reduce = all_reduce(group, compressed, ReduceOp::Sum);
+    at::Tensor compressed = bucket.flat.to(dtype_);
+    PendingPtr reduce = divide_then_sum(group, compressed, bucket.divisor);
     at::Tensor flat = bucket.flat;
     return then(group, name_of(dtype_), std::move(reduce), [flat, compressed]() mutable { flat.copy_(compressed); });
   }

@@ -15,8 +15,7 @@ class PostLocalSgdHook : public CommHook {
   PendingPtr run(Group& group, const BucketView& bucket) override {
     if (iter_ < start_) {
       if (bucket.is_last) ++iter_;  // PyTorch counts steps only before the switch
-      bucket.flat.div_(group.size());
-      return all_reduce(group, bucket.flat, ReduceOp::Sum);
+      return divide_then_sum(group, bucket.flat, group.size());
     }
     if (!post_allreduce_) return completed(group, "post-local SGD (no gradient sync)");
     Group* sub = subgroup_.get();
@@ -24,8 +23,7 @@ class PostLocalSgdHook : public CommHook {
       if (!own_subgroup_) own_subgroup_ = group.new_subgroup(0);  // one per node, as dist.new_subgroups()
       sub = own_subgroup_.get();
     }
-    bucket.flat.div_(sub->size());
-    return all_reduce(*sub, bucket.flat, ReduceOp::Sum);
+    return divide_then_sum(*sub, bucket.flat, sub->size());
   }
 
  private:
@@ -54,8 +52,7 @@ void ModelAverager::step(const std::vector<at::Tensor>& params) {
     std::vector<at::Tensor> flat_parts;
     for (const auto& p : params) flat_parts.push_back(p.detach().reshape(-1));
     at::Tensor flat = at::cat(flat_parts);  // mixed dtypes are promoted, as in PyTorch
-    flat.div_(group_.size());
-    all_reduce(group_, flat, ReduceOp::Sum)->wait();
+    divide_then_sum(group_, flat, group_.size())->wait();
     int64_t offset = 0;
     for (const auto& p : params) {
       at::Tensor d = p.detach();

@@ -17,8 +17,7 @@ void StatefulHook::add_error(size_t bucket, const at::Tensor& input) {
 
 PendingPtr StatefulHook::allreduce_average(Group& group, const BucketView& bucket) {
   end_of_bucket(bucket.is_last);
-  bucket.flat.div_(bucket.divisor);
-  return all_reduce(group, bucket.flat, ReduceOp::Sum);
+  return divide_then_sum(group, bucket.flat, bucket.divisor);
 }
 
 void wait_until(Pending& p, Clock::time_point deadline) {

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "common/error.h"
+#include "launch/worker_env.h"
 
 namespace ddp::launch {
 namespace {
@@ -61,26 +62,20 @@ std::string self_exe() {
 }
 
 // The parent's environment with the worker's rendezvous variables on top.
-std::vector<std::string> worker_env(const SpawnOptions& o, int rank, int port, int listen_fd,
-                                    int call, const std::string& dir, const std::string& job_id) {
-  std::vector<std::pair<std::string, std::string>> set = {
-      {"DDP_JOB_ID", job_id},
-      {"MASTER_ADDR", o.master_addr},
-      {"MASTER_PORT", std::to_string(port)},
-      {"WORLD_SIZE", std::to_string(o.nprocs)},
-      {"RANK", std::to_string(rank)},
-      {"LOCAL_RANK", std::to_string(rank)},
-      {"LOCAL_WORLD_SIZE", std::to_string(o.nprocs)},
-      {"NODE_RANK", "0"},
-      {"GROUP_RANK", "0"},  // with the above: a TorchElastic-style env, detected first
-      {kCallVar, std::to_string(call)},
-      {kDirVar, dir},
-  };
-  if (!std::getenv("OMP_NUM_THREADS")) set.push_back({"OMP_NUM_THREADS", "1"});
-  if (rank == 0) set.push_back({"DDP_MASTER_LISTEN_FD", std::to_string(listen_fd)});
-  // A launcher above us (ddprun, torchrun) told its own workers to use its
-  // store; our workers have their own rank 0 store instead.
-  return child_environment(set, {"DDP_MASTER_LISTEN_FD", "TORCHELASTIC_USE_AGENT_STORE"});
+// One host, rank 0 hosting the store on the socket bound here (a launcher
+// above us, ddprun or torchrun, told its own workers to use its store; ours
+// do not).
+std::vector<std::string> spawn_worker_env(const SpawnOptions& o, int rank, int port, int listen_fd, int call,
+                                          const std::string& dir, const std::string& job_id) {
+  WorkerPlace w;
+  w.rank = w.local_rank = rank;
+  w.world_size = w.local_world_size = o.nprocs;
+  w.master_addr = o.master_addr;
+  w.master_port = port;
+  w.job_id = job_id;
+  std::vector<std::pair<std::string, std::string>> extra = {{kCallVar, std::to_string(call)}, {kDirVar, dir}};
+  if (rank == 0) extra.push_back({"DDP_MASTER_LISTEN_FD", std::to_string(listen_fd)});
+  return worker_env(w, extra);
 }
 
 [[noreturn]] void run_worker_and_exit(const WorkerBody& body, const std::string& dir) {
@@ -152,7 +147,7 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
   for (int r = 0; r < o.nprocs; ++r) {
     ChildSpec c;
     c.rank = r;
-    c.env = worker_env(o, r, port, listen_fd, call, dir, job_id);
+    c.env = spawn_worker_env(o, r, port, listen_fd, call, dir, job_id);
     if (r == 0) c.keep_fds.push_back(listen_fd);
     if (o.method == StartMethod::Popen) {
       // The same binary, whatever argv[0] says; argv[0] itself is kept, as

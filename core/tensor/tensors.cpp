@@ -103,13 +103,17 @@ at::Tensor tensor_zeros(ddp_dtype dtype, const int64_t* shape, size_t ndim, ddp_
   } else {
     check_arg(device.type == DDP_DEVICE_CPU, "unknown device type " + std::to_string(device.type));
   }
+  // Shape, dtype and device were checked above: what can still fail is the
+  // allocation itself (or, on CUDA, the device being unusable).
   try {
     return at::zeros(s, o);
+  } catch (const c10::OutOfMemoryError& e) {
+    fail(DDP_E_NOMEM, std::string("out of memory: ") + e.what_without_backtrace());
   } catch (const c10::Error& e) {
     if (device.type == DDP_DEVICE_CUDA)
       fail(DDP_E_UNSUPPORTED, std::string("cannot allocate on cuda:") + std::to_string(device.index) +
                                   ": " + e.what_without_backtrace());
-    throw;
+    fail(DDP_E_NOMEM, std::string("out of memory: ") + e.what_without_backtrace());
   }
 }
 

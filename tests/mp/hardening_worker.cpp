@@ -165,6 +165,38 @@ void scenario_reducer_layouts_differ() {
   ddp_group_free(g);
 }
 
+// Rank 0 launches a bucket (its only gradient is ready) and frees the
+// reducer at once, while rank 1 joins that all-reduce only a second later:
+// the free must wait for the bucket (the header promises it), and the next
+// collective must pair up correctly on both ranks.
+void scenario_free_reducer_with_bucket_in_flight() {
+  ddp_group* g = join(20000);
+  int rank = ddp_group_rank(g);
+  std::vector<float> grad(1024, static_cast<float>(rank + 1));
+  int64_t n[1] = {1024};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, grad.data(), DDP_FLOAT32, n, 1));
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.broadcast_parameters = 0;
+  ddp_reducer* r = nullptr;
+  WOK(ddp_reducer_new(&r, g, nullptr, &t, 1, &o));
+  if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  WOK(ddp_reducer_mark_ready(r, 0));  // launches the bucket's all-reduce
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_reducer_free(r);
+  double freed_in = since(t0);
+  if (rank == 0) WCHECK(freed_in > 0.5, "ddp_reducer_free returned after %.3f s, before the bucket in flight", freed_in);
+  float mine = static_cast<float>(10 * (rank + 1)), sum = 0;
+  ddp_tensor* x = nullptr;
+  WOK(ddp_tensor_from_blob(&x, &mine, DDP_FLOAT32, nullptr, 0));
+  WOK(ddp_all_reduce(g, x, DDP_SUM));
+  sum = mine;
+  WCHECK(sum == 30.0f, "the collective after the free got %g, expected 30", sum);
+  ddp_tensor_free(x);
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
 // DDP_DEBUG=DETAIL: mismatched calls give DDP_E_INVALID_ARGUMENT on every
 // rank, naming the other rank's call, and leave the group usable.
 void scenario_detail_mismatches() {
@@ -250,6 +282,7 @@ int main(int argc, char** argv) {
       {"resumed_rank_reports_the_root_cause", scenario_resumed_rank_reports_the_root_cause},
       {"rejoin_after_breakage", scenario_rejoin_after_breakage},
       {"reducer_layouts_differ", scenario_reducer_layouts_differ},
+      {"free_reducer_with_bucket_in_flight", scenario_free_reducer_with_bucket_in_flight},
       {"detail_mismatches", scenario_detail_mismatches},
       {"size_mismatch_without_detail", scenario_size_mismatch_without_detail},
   };

@@ -43,6 +43,10 @@ TEST(Hardening, ABrokenGroupIsRejoinedOnTheSamePort) { expect_ok(run(2, "rejoin_
 
 TEST(Hardening, DifferentReducerLayoutsAreRefusedOnEveryRank) { expect_ok(run(2, "reducer_layouts_differ", 60)); }
 
+TEST(Hardening, FreeingAReducerWaitsForItsBucketInFlight) {
+  expect_ok(run(2, "free_reducer_with_bucket_in_flight", 60));
+}
+
 TEST(Hardening, DetailModeRefusesMismatchedCallsOnEveryRank) {
   auto res = run(2, "detail_mismatches", 90, {"DDP_DEBUG=DETAIL"});
   expect_ok(res);

@@ -17,7 +17,9 @@
 
 #include "common/error.h"
 
-namespace ddp::launch {
+namespace ddprun {
+
+using ddp::fail;
 
 using Millis = std::chrono::milliseconds;
 
@@ -85,4 +87,4 @@ class BoundedStore {
   std::string why_lost_;  // written once, before lost_ is set; one thread (the agent's) calls abandon
 };
 
-}  // namespace ddp::launch
+}  // namespace ddprun

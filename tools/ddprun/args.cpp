@@ -1,4 +1,4 @@
-#include "launch/ddprun_args.h"
+#include "args.h"
 
 #include <cstdlib>
 #include <sstream>
@@ -6,7 +6,9 @@
 
 #include "common/error.h"
 
-namespace ddp::launch {
+namespace ddprun {
+using ddp::check_arg;
+using ddp::fail;
 namespace {
 
 int to_int(const std::string& flag, const std::string& v, int lo, int hi) {
@@ -147,4 +149,4 @@ std::vector<std::string> worker_argv(const DdprunArgs& a) {
   return argv;
 }
 
-}  // namespace ddp::launch
+}  // namespace ddprun

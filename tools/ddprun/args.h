@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace ddp::launch {
+namespace ddprun {
 
 struct DdprunArgs {
   int nproc_per_node = 1;
@@ -34,4 +34,4 @@ std::string ddprun_usage();
 // The argv the workers run: python for *.py and -m, else the program itself.
 std::vector<std::string> worker_argv(const DdprunArgs& a);
 
-}  // namespace ddp::launch
+}  // namespace ddprun

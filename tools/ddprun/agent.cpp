@@ -1,0 +1,248 @@
+#include "agent.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "bounded_store.h"
+#include "comm/failure.h"
+#include "comm/rendezvous.h"
+#include "common/error.h"
+#include "heartbeat.h"
+#include "launch/supervisor.h"
+#include "launch/worker_env.h"
+#include "report.h"
+
+namespace ddprun {
+using namespace ddp::launch;
+using ddp::fail;
+using ddp::short_what;
+
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+std::string find_in_path(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return prog;
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + prog;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  fail(DDP_E_INVALID_ARGUMENT, "program '" + prog + "' was not found on PATH");
+}
+
+class Agent {
+ public:
+  // One node: a random job id nobody else can guess. Several: every agent
+  // must derive the same one, from the rendezvous id (--rdzv-id; choose one
+  // that is not guessable where others can reach the store).
+  explicit Agent(DdprunArgs a)
+      : a_(std::move(a)), job_id_(a_.nnodes == 1 ? random_job_id() : "run-" + a_.run_id) {}
+
+  int run() {
+    install_signal_handlers();
+    try {
+      return run_rounds();
+    } catch (const std::exception& e) {
+      // A stop signal gave up a store call (the rendezvous, the last wait
+      // for the other nodes): no worker is running any more.
+      if (int sig = g_stop_signal.load()) {
+        std::cerr << "ddprun: stopped by " << signal_name(sig) << " (" << short_what(e) << ")\n";
+        return 128 + sig;
+      }
+      throw;
+    }
+  }
+
+ private:
+  int run_rounds() {
+    open_store();
+    auto argv = worker_argv(a_);
+    argv[0] = find_in_path(argv[0]);
+    std::string label = "ddprun " + a_.command.front();
+    std::vector<Failure> last_failures;
+    for (int restart = 0;; ++restart) {
+      RoundStore round = c10::make_intrusive<c10d::PrefixStore>(
+          "ddprun/" + job_id_ + "/round" + std::to_string(restart), store_);
+      rendezvous(round);
+      heartbeat_.begin_round(round,
+                             c10::make_intrusive<c10d::PrefixStore>(ddp::job_key_prefix(job_id_, restart), store_));
+      JobResult job = run_round(argv, restart);
+      if (job.stop_signal) {
+        heartbeat_.publish_failure("node " + std::to_string(a_.node_rank) + " stopped by " +
+                                   signal_name(job.stop_signal));
+        std::cerr << "ddprun: stopped by " << signal_name(job.stop_signal) << "; workers ended\n";
+        return 128 + job.stop_signal;
+      }
+      std::string why;
+      if (!job.ok() && !job.stopped_by_check) {
+        last_failures = failures_of(job, a_);
+        heartbeat_.publish_failure(job.summary());
+        why = job.summary();
+      } else if (job.stopped_by_check || !wait_for_all_nodes(round, &why)) {
+        if (why.empty()) why = heartbeat_.why().empty() ? heartbeat_.read_failure() : heartbeat_.why();
+      } else {
+        return 0;  // every node's workers succeeded
+      }
+      if (restart < a_.max_restarts && !calls_.lost()) {
+        std::cerr << "ddprun: round " << restart << " failed (" << why << "); restarting all workers ("
+                  << restart + 1 << " of " << a_.max_restarts << ")\n";
+        continue;
+      }
+      if (!last_failures.empty()) print_failure_summary(last_failures, label, restart);
+      else if (calls_.lost() || heartbeat_.rank_quit_unjoined()) std::cerr << "ddprun: the job cannot go on: " << why << "\n";
+      else std::cerr << "ddprun: the job failed on another node: " << why << "\n";
+      write_error_file(a_.error_file, last_failures, restart, why);
+      return 1;
+    }
+  }
+
+  Millis rdzv_timeout() const { return Millis(static_cast<int64_t>(a_.rdzv_timeout_s * 1000)); }
+  Millis monitor() const { return Millis(std::max<int64_t>(10, static_cast<int64_t>(a_.monitor_interval_s * 1000))); }
+  // Single store operations (a set, an add, a read) answer in milliseconds
+  // from a live host; the agent timeout is how long a silent one is trusted.
+  Millis op_bound() const {
+    return std::max(Millis(static_cast<int64_t>(a_.agent_timeout_s * 1000)), Millis(1000));
+  }
+
+  // Node 0 hosts the agent store (which the workers use too, as torchrun's
+  // do), on master_addr's address only; the others connect, retrying until
+  // the rendezvous deadline.
+  void open_store() {
+    std::string addr = a_.master_addr;
+    int port = a_.master_port, node = a_.node_rank;
+    Millis timeout = rdzv_timeout();
+    auto store = calls_.call([addr, port, node, timeout]() -> c10::intrusive_ptr<c10d::TCPStore> {
+      if (node == 0) return ddp::host_store(addr, port, -1, std::nullopt, timeout);
+      return ddp::connect_store(addr, port, timeout, "node " + std::to_string(node), "node 0");
+    }, timeout + Millis(5000), "connecting to the rendezvous store");
+    a_.master_port = store->getPort();
+    store_ = store;
+  }
+
+  void rendezvous(const RoundStore& round) {
+    int nodes = a_.nnodes;
+    Millis timeout = rdzv_timeout();
+    std::string where = a_.master_addr + ":" + std::to_string(a_.master_port);
+    calls_.call([round, nodes, timeout, where] { return ddp::count_in(*round, nodes, timeout, where); },
+                timeout + Millis(5000), "the rendezvous of the nodes");
+  }
+
+  JobResult run_round(const std::vector<std::string>& argv, int restart) {
+    std::vector<ChildSpec> children;
+    for (int lr = 0; lr < a_.nproc_per_node; ++lr) {
+      WorkerPlace w;
+      w.local_rank = lr;
+      w.local_world_size = a_.nproc_per_node;
+      w.node_rank = a_.node_rank;
+      w.nnodes = a_.nnodes;
+      w.rank = a_.node_rank * a_.nproc_per_node + lr;
+      w.world_size = a_.nnodes * a_.nproc_per_node;
+      w.master_addr = a_.master_addr;
+      w.master_port = a_.master_port;
+      w.job_id = job_id_;
+      w.restart = restart;
+      w.max_restarts = a_.max_restarts;
+      w.run_id = a_.run_id;
+      w.agent_hosts_store = true;
+      ChildSpec c;
+      c.rank = w.rank;
+      c.argv = argv;
+      c.env = worker_env(w);
+      c.capture_output = true;
+      children.push_back(std::move(c));
+    }
+    SupervisorOptions so;
+    so.grace = Millis(static_cast<int64_t>(a_.grace_period_s * 1000));
+    so.stop_request = &g_stop_signal;
+    so.check_interval = monitor();
+    int first_rank = a_.node_rank * a_.nproc_per_node;
+    so.on_line = [this, first_rank](int rank, const std::string& line) {
+      if (!a_.local_ranks_filter.empty()) {
+        bool shown = false;
+        for (int lr : a_.local_ranks_filter) shown |= lr == rank - first_rank;
+        if (!shown) return;
+      }
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      std::string out = "[rank" + std::to_string(rank) + "]: " + line + "\n";
+      fwrite(out.data(), 1, out.size(), stdout);
+      fflush(stdout);
+    };
+    so.should_stop = [this](const std::vector<ChildStatus>& now) { return !heartbeat_.fine(now); };
+    return run_job(children, so);
+  }
+
+  // This node's workers succeeded: wait until every node's did, or one failed.
+  bool wait_for_all_nodes(const RoundStore& round, std::string* why) {
+    if (a_.nnodes == 1) return true;
+    try {
+      calls_.call([round] { return round->add("done", 1); }, op_bound(), "reporting this node done");
+      for (;;) {
+        if (g_stop_signal.load()) {
+          *why = "stopped by " + signal_name(g_stop_signal.load());
+          return false;
+        }
+        if (!heartbeat_.fine_now()) {
+          *why = heartbeat_.why();
+          return false;
+        }
+        if (calls_.call([round] { return round->add("done", 0); }, op_bound(), "counting the nodes done") >=
+            a_.nnodes) {
+          // Node 0 hosts the store: it leaves last.
+          if (a_.node_rank == 0) wait_for_goodbyes(round);
+          else calls_.call([round] { return round->add("left", 1); }, op_bound(), "saying goodbye");
+          return true;
+        }
+        std::this_thread::sleep_for(monitor());
+      }
+    } catch (const std::exception& e) {
+      if (g_stop_signal.load()) {
+        *why = "stopped by " + signal_name(g_stop_signal.load());
+        return false;
+      }
+      *why = "lost the rendezvous store: " + short_what(e);
+      return false;
+    }
+  }
+
+  void wait_for_goodbyes(const RoundStore& round) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline && !g_stop_signal.load() &&
+           calls_.call([round] { return round->add("left", 0); }, op_bound(), "waiting for goodbyes") < a_.nnodes - 1)
+      std::this_thread::sleep_for(Millis(20));
+  }
+
+  DdprunArgs a_;
+  std::string job_id_;
+  BoundedStore calls_{&g_stop_signal};
+  Heartbeat heartbeat_{calls_, a_};
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::mutex out_mutex_;
+};
+
+}  // namespace
+
+int run_agent(DdprunArgs a) { return Agent(std::move(a)).run(); }
+
+}  // namespace ddprun

@@ -1,0 +1,147 @@
+#include "heartbeat.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "comm/failure.h"
+#include "comm/rendezvous.h"
+
+namespace ddprun {
+using ddp::short_what;
+using ddp::launch::ChildStatus;
+using ddp::launch::Millis;
+
+namespace {
+
+// Beats this node's counter (with several nodes) and reads the rest.
+NodesSeen look_at(c10d::Store& round, c10d::Store& job, int me, int nodes, const std::vector<int>& quitters) {
+  NodesSeen s;
+  if (nodes > 1) {
+    round.add("hb/" + std::to_string(me), 1);
+    for (int n = 0; n < nodes; ++n) s.beats.push_back(n == me ? 0 : round.add("hb/" + std::to_string(n), 0));
+    s.failed = round.check({"failed"});
+  }
+  for (int r : quitters)
+    if (!ddp::has_joined(job, r)) s.quit_unjoined.push_back(r);
+  if (!s.quit_unjoined.empty()) s.joining = ddp::ranks_joining(job);
+  return s;
+}
+
+}  // namespace
+
+std::string seconds(double s) {
+  std::ostringstream o;
+  o << s;
+  return o.str();
+}
+
+Millis Heartbeat::agent_timeout() const { return Millis(static_cast<int64_t>(a_.agent_timeout_s * 1000)); }
+
+void Heartbeat::begin_round(RoundStore round, RoundStore job) {
+  round_ = std::move(round);
+  job_ = std::move(job);
+  look_ = {};
+  asked_.clear();
+  joined_.clear();
+  beats_.clear();
+  why_.clear();
+  quit_unjoined_ = false;
+}
+
+bool Heartbeat::fine(const std::vector<ChildStatus>& children) {
+  auto now = Clock::now();
+  if (look_.valid() && look_.wait_for(Millis(0)) == std::future_status::ready) {
+    NodesSeen seen;
+    try {
+      seen = look_.get();
+    } catch (const std::exception& e) {
+      why_ = "lost the rendezvous store: " + short_what(e);
+      return false;
+    }
+    if (!judge(seen, now)) return false;
+  }
+  if (look_.valid()) {
+    if (now - look_started_ < agent_timeout()) return true;
+    calls_.abandon("the heartbeat of node " + std::to_string(a_.node_rank) + " got no answer within " +
+                   seconds(a_.agent_timeout_s) + " s");
+    why_ = "lost the rendezvous store at " + a_.master_addr + ":" + std::to_string(a_.master_port) +
+           ": no answer for " + seconds(a_.agent_timeout_s) + " s (--agent-timeout)";
+    return false;
+  }
+  std::vector<int> quitters;  // ended with 0, not yet seen to have joined
+  for (const auto& c : children)
+    if (c.ok() && !joined_.count(c.rank)) quitters.push_back(c.rank);
+  if (a_.nnodes == 1 && quitters.empty()) return true;  // nothing to ask the store
+  int me = a_.node_rank, nodes = a_.nnodes;
+  RoundStore round = round_, job = job_;
+  look_ = calls_.start([round, job, me, nodes, quitters] { return look_at(*round, *job, me, nodes, quitters); },
+                       "the heartbeat");
+  look_started_ = now;
+  asked_ = quitters;
+  return true;
+}
+
+bool Heartbeat::fine_now() {
+  auto now = Clock::now();
+  int me = a_.node_rank, nodes = a_.nnodes;
+  RoundStore round = round_, job = job_;
+  NodesSeen seen = calls_.call([round, job, me, nodes] { return look_at(*round, *job, me, nodes, {}); },
+                               std::max(agent_timeout(), Millis(1000)), "the heartbeat");
+  return judge(seen, now);
+}
+
+bool Heartbeat::judge(const NodesSeen& seen, Clock::time_point now) {
+  if (seen.failed) {
+    why_ = read_failure();
+    return false;
+  }
+  for (int r : asked_)
+    if (std::find(seen.quit_unjoined.begin(), seen.quit_unjoined.end(), r) == seen.quit_unjoined.end())
+      joined_.insert(r);
+  asked_.clear();
+  if (!seen.quit_unjoined.empty() && seen.joining > 0) {
+    why_ = "rank " + std::to_string(seen.quit_unjoined.front()) +
+           " exited with code 0 before joining the process group; the ranks that joined would wait "
+           "for it until their timeout";
+    quit_unjoined_ = true;
+    publish_failure(why_);
+    return false;
+  }
+  if (seen.beats.empty()) return true;
+  if (beats_.empty()) beats_.assign(a_.nnodes, {-1, now});
+  for (int n = 0; n < a_.nnodes; ++n) {
+    if (n == a_.node_rank) continue;
+    if (seen.beats[n] != beats_[n].first) {
+      beats_[n] = {seen.beats[n], now};
+    } else if (now - beats_[n].second > agent_timeout()) {
+      why_ = "the agent of node " + std::to_string(n) + " stopped responding for " + seconds(a_.agent_timeout_s) +
+             " s";
+      publish_failure(why_);
+      return false;
+    }
+  }
+  return true;
+}
+
+void Heartbeat::publish_failure(const std::string& why) {
+  RoundStore round = round_;
+  try {
+    calls_.call([round, why] { round->set("failed", std::vector<uint8_t>(why.begin(), why.end())); },
+                std::min(std::max(agent_timeout(), Millis(1000)), Millis(5000)), "publishing the failure");
+  } catch (...) {
+    // The store is gone or unreachable: nobody is left to tell.
+  }
+}
+
+std::string Heartbeat::read_failure() {
+  RoundStore round = round_;
+  try {
+    auto v = calls_.call([round] { return round->get("failed"); }, std::max(agent_timeout(), Millis(1000)),
+                         "reading the failure");
+    return std::string(v.begin(), v.end());
+  } catch (const std::exception& e) {
+    return "lost the rendezvous store: " + short_what(e);
+  }
+}
+
+}  // namespace ddprun
