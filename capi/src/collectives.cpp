@@ -8,19 +8,19 @@ using namespace ddp::capi;
 
 namespace {
 
-ddp::ReduceOp to_core(ddp_reduce_op op) {
+ddp::core::ReduceOp to_core(ddp_reduce_op op) {
   switch (op) {
-    case DDP_SUM: return ddp::ReduceOp::Sum;
-    case DDP_MEAN: return ddp::ReduceOp::Mean;
-    case DDP_MIN: return ddp::ReduceOp::Min;
-    case DDP_MAX: return ddp::ReduceOp::Max;
-    case DDP_PRODUCT: return ddp::ReduceOp::Product;
+    case DDP_SUM: return ddp::core::ReduceOp::Sum;
+    case DDP_MEAN: return ddp::core::ReduceOp::Mean;
+    case DDP_MIN: return ddp::core::ReduceOp::Min;
+    case DDP_MAX: return ddp::core::ReduceOp::Max;
+    case DDP_PRODUCT: return ddp::core::ReduceOp::Product;
     default: break;
   }
-  ddp::fail(DDP_E_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(static_cast<int>(op)));
+  fail(DDP_E_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(static_cast<int>(op)));
 }
 
-ddp::Group& group_of(ddp_group* g) { return *require(g, "group")->group; }
+ddp::core::Group& group_of(ddp_group* g) { return *require(g, "group")->group; }
 const at::Tensor& tensor_of(const ddp_tensor* t) { return require(t, "tensor")->t; }
 
 // Runs `start` and hands the pending operation out as a ddp_work, which
@@ -41,24 +41,24 @@ ddp_status start_async(ddp_work** out, const char* fn, ddp_group* g, Start&& sta
 template <typename Start, typename Collect>
 ddp_status run_blocking(Start&& start, Collect&& collect) {
   return fence([&] {
-    ddp::PendingPtr p = start();
+    ddp::core::PendingPtr p = start();
     p->wait();
     collect(*p);
   });
 }
 template <typename Start>
 ddp_status run_blocking(Start&& start) {
-  return run_blocking(std::forward<Start>(start), [](ddp::Pending&) {});
+  return run_blocking(std::forward<Start>(start), [](ddp::core::Pending&) {});
 }
 
 // The waited work behind `w`; `fn` and `result` name the call and what it
 // reads, and `kind` (if given) is the only operation whose result that is.
-ddp::Pending& waited(ddp_work* w, const char* fn, const char* kind = nullptr) {
+ddp::core::Pending& waited(ddp_work* w, const char* fn, const char* kind = nullptr) {
   auto* h = require(w, "work");
   if (kind && h->pending->op() != kind)
-    ddp::fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": the work is a " + h->pending->op() +
+    fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": the work is a " + h->pending->op() +
                                           "; only a " + kind + " work has this result");
-  if (!h->pending->done()) ddp::fail(DDP_E_STATE, std::string(fn) + ": the work has not been waited for yet");
+  if (!h->pending->done()) fail(DDP_E_STATE, std::string(fn) + ": the work has not been waited for yet");
   return *h->pending;
 }
 
@@ -69,8 +69,8 @@ extern "C" {
 ddp_status ddp_work_wait(ddp_work* w, int64_t timeout_ms) {
   return fence([&] {
     auto* h = require(w, "work");
-    std::optional<ddp::Millis> t;
-    if (timeout_ms >= 0) t = ddp::Millis(timeout_ms);
+    std::optional<ddp::core::Millis> t;
+    if (timeout_ms >= 0) t = ddp::core::Millis(timeout_ms);
     h->pending->wait(t);
   });
 }
@@ -90,7 +90,7 @@ ddp_status ddp_work_result_tensor(ddp_work* w, size_t index, ddp_tensor** out) {
   *out = nullptr;
   return fence([&] {
     auto& p = waited(w, "ddp_work_result_tensor");
-    ddp::check_arg(index < p.tensors.size(), "result index " + std::to_string(index) +
+    ddp::core::check_arg(index < p.tensors.size(), "result index " + std::to_string(index) +
                                                  " >= result count " + std::to_string(p.tensors.size()));
     hand_out(out, wrap_tensor(p.tensors[index]));
   });
@@ -115,24 +115,24 @@ ddp_status ddp_work_result_decision(ddp_work* w, int* out) {
 void ddp_work_free(ddp_work* w) { release(w); }
 
 ddp_status ddp_barrier(ddp_group* g) {
-  return run_blocking([&] { return ddp::barrier(group_of(g)); });
+  return run_blocking([&] { return ddp::core::barrier(group_of(g)); });
 }
 ddp_status ddp_barrier_async(ddp_group* g, ddp_work** out) {
-  return start_async(out, "ddp_barrier_async", g, [&] { return ddp::barrier(group_of(g)); });
+  return start_async(out, "ddp_barrier_async", g, [&] { return ddp::core::barrier(group_of(g)); });
 }
 
 ddp_status ddp_broadcast(ddp_group* g, ddp_tensor* t, int src) {
-  return run_blocking([&] { return ddp::broadcast(group_of(g), tensor_of(t), src); });
+  return run_blocking([&] { return ddp::core::broadcast(group_of(g), tensor_of(t), src); });
 }
 ddp_status ddp_broadcast_async(ddp_group* g, ddp_tensor* t, int src, ddp_work** out) {
-  return start_async(out, "ddp_broadcast_async", g, [&] { return ddp::broadcast(group_of(g), tensor_of(t), src); });
+  return start_async(out, "ddp_broadcast_async", g, [&] { return ddp::core::broadcast(group_of(g), tensor_of(t), src); });
 }
 
 ddp_status ddp_broadcast_bytes(ddp_group* g, const void* data, size_t len, int src, ddp_buffer** out) {
   if (!out) return invalid("ddp_broadcast_bytes: out is NULL");
   *out = nullptr;
-  return run_blocking([&] { return ddp::broadcast_bytes(group_of(g), data, len, src); },
-                      [&](ddp::Pending& p) {
+  return run_blocking([&] { return ddp::core::broadcast_bytes(group_of(g), data, len, src); },
+                      [&](ddp::core::Pending& p) {
                         auto h = std::make_unique<ddp_buffer>();
                         h->bytes = std::move(p.bytes);
                         hand_out(out, std::move(h));
@@ -140,57 +140,57 @@ ddp_status ddp_broadcast_bytes(ddp_group* g, const void* data, size_t len, int s
 }
 ddp_status ddp_broadcast_bytes_async(ddp_group* g, const void* data, size_t len, int src,
                                      ddp_work** out) {
-  return start_async(out, "ddp_broadcast_bytes_async", g, [&] { return ddp::broadcast_bytes(group_of(g), data, len, src); });
+  return start_async(out, "ddp_broadcast_bytes_async", g, [&] { return ddp::core::broadcast_bytes(group_of(g), data, len, src); });
 }
 
 ddp_status ddp_all_reduce(ddp_group* g, ddp_tensor* t, ddp_reduce_op op) {
-  return run_blocking([&] { return ddp::all_reduce(group_of(g), tensor_of(t), to_core(op)); });
+  return run_blocking([&] { return ddp::core::all_reduce(group_of(g), tensor_of(t), to_core(op)); });
 }
 ddp_status ddp_all_reduce_async(ddp_group* g, ddp_tensor* t, ddp_reduce_op op, ddp_work** out) {
-  return start_async(out, "ddp_all_reduce_async", g, [&] { return ddp::all_reduce(group_of(g), tensor_of(t), to_core(op)); });
+  return start_async(out, "ddp_all_reduce_async", g, [&] { return ddp::core::all_reduce(group_of(g), tensor_of(t), to_core(op)); });
 }
 
 ddp_status ddp_reduce(ddp_group* g, ddp_tensor* t, int dst, ddp_reduce_op op) {
-  return run_blocking([&] { return ddp::reduce(group_of(g), tensor_of(t), dst, to_core(op)); });
+  return run_blocking([&] { return ddp::core::reduce(group_of(g), tensor_of(t), dst, to_core(op)); });
 }
 ddp_status ddp_reduce_async(ddp_group* g, ddp_tensor* t, int dst, ddp_reduce_op op, ddp_work** out) {
-  return start_async(out, "ddp_reduce_async", g, [&] { return ddp::reduce(group_of(g), tensor_of(t), dst, to_core(op)); });
+  return start_async(out, "ddp_reduce_async", g, [&] { return ddp::core::reduce(group_of(g), tensor_of(t), dst, to_core(op)); });
 }
 
 ddp_status ddp_all_gather(ddp_group* g, const ddp_tensor* in, ddp_tensor** out) {
   if (!out) return invalid("ddp_all_gather: out is NULL");
   *out = nullptr;
-  return run_blocking([&] { return ddp::all_gather(group_of(g), tensor_of(in)); },
-                      [&](ddp::Pending& p) { hand_out(out, wrap_tensor(p.tensors.at(0))); });
+  return run_blocking([&] { return ddp::core::all_gather(group_of(g), tensor_of(in)); },
+                      [&](ddp::core::Pending& p) { hand_out(out, wrap_tensor(p.tensors.at(0))); });
 }
 ddp_status ddp_all_gather_async(ddp_group* g, const ddp_tensor* in, ddp_work** out) {
-  return start_async(out, "ddp_all_gather_async", g, [&] { return ddp::all_gather(group_of(g), tensor_of(in)); });
+  return start_async(out, "ddp_all_gather_async", g, [&] { return ddp::core::all_gather(group_of(g), tensor_of(in)); });
 }
 
 ddp_status ddp_all_gather_uneven(ddp_group* g, const ddp_tensor* in, ddp_tensor** out) {
   if (!out) return invalid("ddp_all_gather_uneven: out is NULL");
   int n = ddp_group_size(g);
   for (int i = 0; i < n; ++i) out[i] = nullptr;
-  return run_blocking([&] { return ddp::all_gather_uneven(group_of(g), tensor_of(in)); },
-                      [&](ddp::Pending& p) {
+  return run_blocking([&] { return ddp::core::all_gather_uneven(group_of(g), tensor_of(in)); },
+                      [&](ddp::core::Pending& p) {
                         std::vector<std::unique_ptr<ddp_tensor>> made;
                         for (auto& t : p.tensors) made.push_back(wrap_tensor(t));
                         for (size_t i = 0; i < made.size(); ++i) hand_out(&out[i], std::move(made[i]));
                       });
 }
 ddp_status ddp_all_gather_uneven_async(ddp_group* g, const ddp_tensor* in, ddp_work** out) {
-  return start_async(out, "ddp_all_gather_uneven_async", g, [&] { return ddp::all_gather_uneven(group_of(g), tensor_of(in)); });
+  return start_async(out, "ddp_all_gather_uneven_async", g, [&] { return ddp::core::all_gather_uneven(group_of(g), tensor_of(in)); });
 }
 
 ddp_status ddp_reduce_boolean_decision(ddp_group* g, int decision, int all, int* out) {
   if (!out) return invalid("ddp_reduce_boolean_decision: out is NULL");
   *out = 0;
-  return run_blocking([&] { return ddp::reduce_boolean_decision(group_of(g), decision != 0, all != 0); },
-                      [&](ddp::Pending& p) { *out = p.decision ? 1 : 0; });
+  return run_blocking([&] { return ddp::core::reduce_boolean_decision(group_of(g), decision != 0, all != 0); },
+                      [&](ddp::core::Pending& p) { *out = p.decision ? 1 : 0; });
 }
 ddp_status ddp_reduce_boolean_decision_async(ddp_group* g, int decision, int all, ddp_work** out) {
   return start_async(out, "ddp_reduce_boolean_decision_async", g, [&] {
-    return ddp::reduce_boolean_decision(group_of(g), decision != 0, all != 0);
+    return ddp::core::reduce_boolean_decision(group_of(g), decision != 0, all != 0);
   });
 }
 

@@ -9,11 +9,11 @@
 using namespace ddp::capi;
 
 namespace {
-ddp::EnvLookup lookup_from_vars(const char* const* vars) {
+ddp::core::EnvLookup lookup_from_vars(const char* const* vars) {
   auto table = std::make_shared<std::map<std::string, std::string>>();
   for (size_t i = 0; vars && vars[i]; ++i) {
     const char* eq = std::strchr(vars[i], '=');
-    ddp::check_arg(eq != nullptr, std::string("vars[") + std::to_string(i) + "] = '" + vars[i] +
+    ddp::core::check_arg(eq != nullptr, std::string("vars[") + std::to_string(i) + "] = '" + vars[i] +
                                       "' is not of the form NAME=value");
     (*table)[std::string(vars[i], eq)] = eq + 1;
   }
@@ -24,7 +24,7 @@ ddp::EnvLookup lookup_from_vars(const char* const* vars) {
   };
 }
 
-void hand_out_env(ddp_env** out, ddp::ClusterEnv e) {
+void hand_out_env(ddp_env** out, ddp::core::ClusterEnv e) {
   auto h = std::make_unique<ddp_env>();
   h->env = std::move(e);
   hand_out(out, std::move(h));
@@ -36,7 +36,7 @@ extern "C" {
 ddp_status ddp_env_detect(ddp_env** out) {
   if (!out) return invalid("ddp_env_detect: out is NULL");
   *out = nullptr;
-  return fence([&] { hand_out_env(out, ddp::detect_cluster_env(ddp::process_env_lookup())); });
+  return fence([&] { hand_out_env(out, ddp::core::detect_cluster_env(ddp::core::process_env_lookup())); });
 }
 
 ddp_status ddp_env_from_vars(ddp_env** out, const char* const* vars, const char* name) {
@@ -44,7 +44,7 @@ ddp_status ddp_env_from_vars(ddp_env** out, const char* const* vars, const char*
   *out = nullptr;
   return fence([&] {
     auto lookup = lookup_from_vars(vars);
-    hand_out_env(out, name ? ddp::read_cluster_env(name, lookup) : ddp::detect_cluster_env(lookup));
+    hand_out_env(out, name ? ddp::core::read_cluster_env(name, lookup) : ddp::core::detect_cluster_env(lookup));
   });
 }
 
@@ -52,7 +52,7 @@ ddp_status ddp_env_from_name(ddp_env** out, const char* name) {
   if (!out) return invalid("ddp_env_from_name: out is NULL");
   *out = nullptr;
   if (!name) return invalid("ddp_env_from_name: name is NULL");
-  return fence([&] { hand_out_env(out, ddp::read_cluster_env(name, ddp::process_env_lookup())); });
+  return fence([&] { hand_out_env(out, ddp::core::read_cluster_env(name, ddp::core::process_env_lookup())); });
 }
 
 ddp_status ddp_env_new(ddp_env** out, int rank, int world_size, int local_rank, int local_world_size,
@@ -60,7 +60,7 @@ ddp_status ddp_env_new(ddp_env** out, int rank, int world_size, int local_rank, 
   if (!out) return invalid("ddp_env_new: out is NULL");
   *out = nullptr;
   return fence([&] {
-    ddp::ClusterEnv e;
+    ddp::core::ClusterEnv e;
     e.name = "explicit";
     e.rank = rank;
     e.world_size = world_size;
@@ -69,7 +69,7 @@ ddp_status ddp_env_new(ddp_env** out, int rank, int world_size, int local_rank, 
     e.node_rank = node_rank;
     e.master_addr = master_addr ? master_addr : "127.0.0.1";
     e.master_port = master_port;
-    ddp::validate_cluster_env(e, "explicit");
+    ddp::core::validate_cluster_env(e, "explicit");
     hand_out_env(out, std::move(e));
   });
 }

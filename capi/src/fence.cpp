@@ -19,7 +19,7 @@ ddp_status store_current_exception() {
     throw;
   } catch (const Error& e) {
     set_last_error(e.what());
-    return e.status();
+    return to_c(e.status());
   } catch (const std::bad_alloc&) {
     set_last_error("out of memory");
     return DDP_E_NOMEM;
@@ -27,7 +27,7 @@ ddp_status store_current_exception() {
     // Not classified where it was thrown (an exception from LibTorch that
     // core let through): by its type, see classify_exception.
     set_last_error(short_what(e));
-    return classify_exception(e);
+    return to_c(classify_exception(e));
   } catch (...) {
     set_last_error("unknown exception inside libddp");
     return DDP_E_INTERNAL;

@@ -6,8 +6,10 @@
 #include <string>
 
 #include "ddp/common.h"
+#include "vocabulary.h"
 
 namespace ddp::capi {
+using namespace ddp::core;  // the C layer maps onto the core: its names are used throughout
 
 void set_last_error(const std::string& message);
 ddp_status store_current_exception();  // call only inside a catch block

@@ -20,20 +20,20 @@ ddp_status ddp_group_init(ddp_group** out, const ddp_env* env, const ddp_group_o
   if (!out) return invalid("ddp_group_init: out is NULL");
   *out = nullptr;
   return fence([&] {
-    ddp::GroupOptions o;
+    ddp::core::GroupOptions o;
     if (opts) {
-      ddp::check_arg(opts->version == DDP_GROUP_OPTIONS_VERSION,
+      ddp::core::check_arg(opts->version == DDP_GROUP_OPTIONS_VERSION,
                      "ddp_group_init: unknown options version " + std::to_string(opts->version));
       if (opts->backend) o.backend = opts->backend;
-      ddp::check_arg(opts->timeout_ms >= 0, "ddp_group_init: timeout_ms " +
+      ddp::core::check_arg(opts->timeout_ms >= 0, "ddp_group_init: timeout_ms " +
                                                 std::to_string(opts->timeout_ms) + " is negative");
-      if (opts->timeout_ms > 0) o.timeout = ddp::Millis(opts->timeout_ms);
-      o.device = opts->device;
+      if (opts->timeout_ms > 0) o.timeout = ddp::core::Millis(opts->timeout_ms);
+      o.device = to_core(opts->device);
     }
-    ddp::ClusterEnv e = env ? require(env, "env")->env
-                            : ddp::detect_cluster_env(ddp::process_env_lookup());
+    ddp::core::ClusterEnv e = env ? require(env, "env")->env
+                            : ddp::core::detect_cluster_env(ddp::core::process_env_lookup());
     auto h = std::make_unique<ddp_group>();
-    h->group = std::shared_ptr<ddp::Group>(ddp::Group::init(e, o));
+    h->group = std::shared_ptr<ddp::core::Group>(ddp::core::Group::init(e, o));
     hand_out(out, std::move(h));
   });
 }
@@ -43,9 +43,9 @@ ddp_status ddp_group_new_subgroups(ddp_group* parent, int group_size, ddp_group*
   *out = nullptr;
   return fence([&] {
     auto* p = require(parent, "parent");
-    ddp::check_arg(group_size >= 0, "group_size " + std::to_string(group_size) + " is negative");
+    ddp::core::check_arg(group_size >= 0, "group_size " + std::to_string(group_size) + " is negative");
     auto h = std::make_unique<ddp_group>();
-    h->group = std::shared_ptr<ddp::Group>(p->group->new_subgroup(group_size));
+    h->group = std::shared_ptr<ddp::core::Group>(p->group->new_subgroup(group_size));
     hand_out(out, std::move(h));
   });
 }
@@ -61,7 +61,7 @@ int64_t ddp_group_timeout_ms(const ddp_group* g) {
   auto* h = live(g); return h ? static_cast<int64_t>(h->group->timeout().count()) : -1;
 }
 ddp_status ddp_group_set_timeout(ddp_group* g, int64_t timeout_ms) {
-  return fence([&] { require(g, "group")->group->set_timeout(ddp::Millis(timeout_ms)); });
+  return fence([&] { require(g, "group")->group->set_timeout(ddp::core::Millis(timeout_ms)); });
 }
 ddp_status ddp_group_set_debug_detail(ddp_group* g, int enabled) {
   return fence([&] { require(g, "group")->group->set_detail_checks(enabled != 0); });

@@ -25,43 +25,39 @@ struct ddp_buffer {
 };
 
 struct ddp_env {
-  ddp::ClusterEnv env;
+  ddp::core::ClusterEnv env;
 };
 
 // A group is shared: works, reducers, averagers and hooks made on it keep it
 // alive, so freeing the handle first (as garbage collectors in the bindings
 // do, in any order) never leaves them pointing at a destroyed group.
 struct ddp_group {
-  std::shared_ptr<ddp::Group> group;
+  std::shared_ptr<ddp::core::Group> group;
 };
 
 struct ddp_work {
-  std::shared_ptr<ddp::Group> group;  // declared first: outlives `pending`
-  ddp::PendingPtr pending;
+  std::shared_ptr<ddp::core::Group> group;  // declared first: outlives `pending`
+  ddp::core::PendingPtr pending;
 };
 
-namespace ddp {
+namespace ddp::core {
 class Reducer;
 class CommHook;
 class ModelAverager;
 }
 struct ddp_model_averager {
-  std::shared_ptr<ddp::Group> group;
-  std::unique_ptr<ddp::ModelAverager> averager;
+  std::shared_ptr<ddp::core::Group> group;
+  std::unique_ptr<ddp::core::ModelAverager> averager;
   ~ddp_model_averager();
 };
+// A plain handle around a core hook; reducers given it share that hook.
 struct ddp_comm_hook {
-  std::shared_ptr<ddp::CommHook> hook;  // unset for a custom hook until bound to a reducer's group
-  ddp_comm_hook_fn fn = nullptr;
-  void* user_data = nullptr;
-  std::shared_ptr<ddp::PowerSgdHook> stats;  // PowerSGD (also when wrapped): its compression statistics
-  std::shared_ptr<ddp_comm_hook> inner;      // a wrapper's inner hook (a custom one is bound with it)
-  at::ScalarType wrap_dtype = at::ScalarType::Undefined;
+  std::shared_ptr<ddp::core::CommHook> hook;
+  std::shared_ptr<ddp::core::PowerSgdHook> stats;  // PowerSGD (also when wrapped): its compression statistics
 };
 struct ddp_reducer {
-  std::shared_ptr<ddp::Group> group;  // declared first: outlives `reducer`
-  std::unique_ptr<ddp::Reducer> reducer;
-  ddp_group* handle = nullptr;  // the caller's handle, passed to custom C hooks while it is live
+  std::shared_ptr<ddp::core::Group> group;  // declared first: outlives `reducer`
+  std::unique_ptr<ddp::core::Reducer> reducer;
   ~ddp_reducer();
 };
 

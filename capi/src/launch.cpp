@@ -7,7 +7,7 @@
 using namespace ddp::capi;
 
 struct ddp_worker {
-  ddp::launch::WorkerContext* ctx;
+  ddp::core::launch::WorkerContext* ctx;
 };
 
 extern "C" {
@@ -25,26 +25,26 @@ ddp_status ddp_spawn(const ddp_spawn_options* opts, ddp_worker_fn fn, const void
   if (rank0_result) *rank0_result = nullptr;
   if (!fn) return invalid("ddp_spawn: fn is NULL");
   return fence([&] {
-    ddp::launch::SpawnOptions o;
+    ddp::core::launch::SpawnOptions o;
     if (opts) {
-      ddp::check_arg(opts->version == DDP_SPAWN_OPTIONS_VERSION,
+      ddp::core::check_arg(opts->version == DDP_SPAWN_OPTIONS_VERSION,
                      "ddp_spawn: unknown options version " + std::to_string(opts->version));
-      ddp::check_arg(opts->start_method == DDP_START_POPEN || opts->start_method == DDP_START_FORK,
+      ddp::core::check_arg(opts->start_method == DDP_START_POPEN || opts->start_method == DDP_START_FORK,
                      "ddp_spawn: unknown start method " + std::to_string(opts->start_method));
-      ddp::check_arg(opts->timeout_ms >= 0 && opts->grace_ms >= 0, "ddp_spawn: negative timeout");
+      ddp::core::check_arg(opts->timeout_ms >= 0 && opts->grace_ms >= 0, "ddp_spawn: negative timeout");
       o.nprocs = opts->nprocs;
-      o.method = opts->start_method == DDP_START_FORK ? ddp::launch::StartMethod::Fork
-                                                      : ddp::launch::StartMethod::Popen;
+      o.method = opts->start_method == DDP_START_FORK ? ddp::core::launch::StartMethod::Fork
+                                                      : ddp::core::launch::StartMethod::Popen;
       if (opts->master_addr) o.master_addr = opts->master_addr;
       o.master_port = opts->master_port;
-      o.timeout = ddp::Millis(opts->timeout_ms);
-      if (opts->grace_ms > 0) o.grace = ddp::Millis(opts->grace_ms);
+      o.timeout = ddp::core::Millis(opts->timeout_ms);
+      if (opts->grace_ms > 0) o.grace = ddp::core::Millis(opts->grace_ms);
     }
-    auto body = [fn](ddp::launch::WorkerContext& ctx, const std::vector<uint8_t>& a) {
+    auto body = [fn](ddp::core::launch::WorkerContext& ctx, const std::vector<uint8_t>& a) {
       ddp_worker w{&ctx};
       return fn(&w, a.empty() ? nullptr : a.data(), a.size());
     };
-    auto outcome = ddp::launch::spawn(o, body, arg, arg_len);
+    auto outcome = ddp::core::launch::spawn(o, body, arg, arg_len);
     if (rank0_result && outcome.rank0_result) {
       auto h = std::make_unique<ddp_buffer>();
       h->bytes = std::move(*outcome.rank0_result);

@@ -16,7 +16,7 @@ ddp_status ddp_model_averager_new(ddp_model_averager** out, ddp_group* group, in
   return fence([&] {
     auto h = std::make_unique<ddp_model_averager>();
     h->group = require(group, "group")->group;
-    h->averager = std::make_unique<ddp::ModelAverager>(*h->group, period, warmup_steps);
+    h->averager = std::make_unique<ddp::core::ModelAverager>(*h->group, period, warmup_steps);
     hand_out(out, std::move(h));
   });
 }
@@ -24,7 +24,7 @@ ddp_status ddp_model_averager_new(ddp_model_averager** out, ddp_group* group, in
 ddp_status ddp_model_averager_step(ddp_model_averager* avg, ddp_tensor* const* params, size_t n) {
   return fence([&] {
     auto* a = require(avg, "averager");
-    ddp::check_arg(params || n == 0, "ddp_model_averager_step: params is NULL");
+    ddp::core::check_arg(params || n == 0, "ddp_model_averager_step: params is NULL");
     std::vector<at::Tensor> ts;
     for (size_t i = 0; i < n; ++i) ts.push_back(require(params[i], "params[i]")->t);
     a->averager->step(ts);

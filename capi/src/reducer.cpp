@@ -1,14 +1,12 @@
 #include "ddp/reducer.h"
 
 #include "common/error.h"
-#include "ddp/grad_reducer.h"
+#include "reducer/autograd_hooks.h"
+#include "reducer/grad_reducer.h"
 #include "handles.h"
 
 using namespace ddp::capi;
 
-namespace ddp::capi {
-std::shared_ptr<ddp::CommHook> bind_hook(const ddp_comm_hook* h, const ddp_reducer* reducer);
-}
 
 ddp_reducer::~ddp_reducer() = default;
 
@@ -28,23 +26,24 @@ ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* cons
   *out = nullptr;
   return fence([&] {
     auto* g = require(group, "group");
-    ddp::ReducerOptions o;
+    ddp::core::ReducerOptions o;
+    bool autograd = false;  // LibTorch leaves, driven by autograd (reducer/autograd_hooks.h)
     if (opts) {
-      ddp::check_arg(opts->version == DDP_REDUCER_OPTIONS_VERSION,
+      ddp::core::check_arg(opts->version == DDP_REDUCER_OPTIONS_VERSION,
                      "ddp_reducer_new: unknown options version " + std::to_string(opts->version));
       o.bucket_cap_mb = opts->bucket_cap_mb;
       o.first_bucket_mb = opts->first_bucket_mb;
       o.find_unused_parameters = opts->find_unused_parameters != 0;
       o.gradient_as_bucket_view = opts->gradient_as_bucket_view != 0;
       o.broadcast_parameters = opts->broadcast_parameters != 0;
-      o.autograd_hooks = opts->autograd_hooks != 0;
+      autograd = opts->autograd_hooks != 0;
       o.join_enabled = opts->join_enabled != 0;
     }
-    ddp::check_arg(!o.autograd_hooks || (params && !grads),
+    ddp::core::check_arg(!autograd || (params && !grads),
                    "ddp_reducer_new: autograd_hooks takes params (LibTorch leaves) and grads = NULL");
-    ddp::check_arg(grads != nullptr || o.autograd_hooks || (o.gradient_as_bucket_view && params),
+    ddp::core::check_arg(grads != nullptr || autograd || (o.gradient_as_bucket_view && params),
                    "ddp_reducer_new: grads is NULL");
-    ddp::check_arg(params != nullptr || !o.broadcast_parameters,
+    ddp::core::check_arg(params != nullptr || !o.broadcast_parameters,
                    "ddp_reducer_new: params is NULL but broadcast_parameters is on");
     std::vector<at::Tensor> p, gr(n);
     for (size_t i = 0; i < n; ++i) {
@@ -54,8 +53,8 @@ ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* cons
     }
     auto h = std::make_unique<ddp_reducer>();
     h->group = g->group;
-    h->handle = group;  // the caller's token, not the object: CHook checks it is still live
-    h->reducer = std::make_unique<ddp::Reducer>(*h->group, std::move(p), std::move(gr), o);
+    h->reducer = autograd ? ddp::core::make_autograd_reducer(*h->group, std::move(p), o)
+                          : std::make_unique<ddp::core::Reducer>(*h->group, std::move(p), std::move(gr), o);
     hand_out(out, std::move(h));
   });
 }
@@ -79,7 +78,7 @@ ddp_status ddp_reducer_join(ddp_reducer* r) {
 ddp_status ddp_reducer_set_comm_hook(ddp_reducer* r, const ddp_comm_hook* hook) {
   return fence([&] {
     auto* red = require(r, "reducer");
-    red->reducer->set_comm_hook(hook ? bind_hook(require(hook, "hook"), red) : nullptr);
+    red->reducer->set_comm_hook(hook ? require(hook, "hook")->hook : nullptr);
   });
 }
 
@@ -91,7 +90,7 @@ ddp_status ddp_reducer_bucket_indices(const ddp_reducer* r, size_t bucket, size_
                                       size_t* count) {
   return fence([&] {
     const auto& idx = require(r, "reducer")->reducer->bucket_indices(bucket);
-    ddp::check_arg(out || cap == 0, "ddp_reducer_bucket_indices: out is NULL with cap > 0");
+    ddp::core::check_arg(out || cap == 0, "ddp_reducer_bucket_indices: out is NULL with cap > 0");
     for (size_t k = 0; k < idx.size() && k < cap; ++k) out[k] = idx[k];
     if (count) *count = idx.size();
   });

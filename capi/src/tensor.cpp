@@ -12,14 +12,14 @@ ddp_status ddp_tensor_from_blob(ddp_tensor** out, void* data, ddp_dtype dtype, c
                                 size_t ndim) {
   if (!out) return invalid("ddp_tensor_from_blob: out is NULL");
   *out = nullptr;
-  return fence([&] { hand_out(out, wrap_tensor(ddp::tensor_from_blob(data, dtype, shape, ndim))); });
+  return fence([&] { hand_out(out, wrap_tensor(ddp::core::tensor_from_blob(data, to_core(dtype), shape, ndim))); });
 }
 
 ddp_status ddp_tensor_new(ddp_tensor** out, ddp_dtype dtype, const int64_t* shape, size_t ndim,
                           ddp_device device) {
   if (!out) return invalid("ddp_tensor_new: out is NULL");
   *out = nullptr;
-  return fence([&] { hand_out(out, wrap_tensor(ddp::tensor_zeros(dtype, shape, ndim, device))); });
+  return fence([&] { hand_out(out, wrap_tensor(ddp::core::tensor_zeros(to_core(dtype), shape, ndim, to_core(device)))); });
 }
 
 ddp_status ddp_tensor_from_aten(ddp_tensor** out, const void* aten_tensor) {
@@ -28,7 +28,7 @@ ddp_status ddp_tensor_from_aten(ddp_tensor** out, const void* aten_tensor) {
   if (!aten_tensor) return invalid("ddp_tensor_from_aten: aten_tensor is NULL");
   return fence([&] {
     const at::Tensor& t = *static_cast<const at::Tensor*>(aten_tensor);
-    if (!t.defined()) ddp::fail(DDP_E_INVALID_ARGUMENT, "ddp_tensor_from_aten: the tensor is undefined");
+    if (!t.defined()) fail(DDP_E_INVALID_ARGUMENT, "ddp_tensor_from_aten: the tensor is undefined");
     hand_out(out, wrap_tensor(t));
   });
 }
@@ -46,7 +46,7 @@ ddp_dtype ddp_tensor_dtype(const ddp_tensor* t) {
   auto* h = live(t);
   if (!h) return DDP_FLOAT32;
   ddp_dtype d = DDP_FLOAT32;
-  fence([&] { d = ddp::from_scalar_type(h->t.scalar_type()); });
+  fence([&] { d = to_c(ddp::core::from_scalar_type(h->t.scalar_type())); });
   return d;
 }
 int64_t ddp_tensor_numel(const ddp_tensor* t) { auto* h = live(t); return h ? h->t.numel() : 0; }
@@ -54,15 +54,15 @@ size_t ddp_tensor_nbytes(const ddp_tensor* t) {
   auto* h = live(t); return h ? static_cast<size_t>(h->t.numel()) * h->t.element_size() : 0;
 }
 ddp_device ddp_tensor_device(const ddp_tensor* t) {
-  auto* h = live(t); return h ? ddp::device_of(h->t) : ddp_device{DDP_DEVICE_CPU, 0};
+  auto* h = live(t); return h ? to_c(ddp::core::device_of(h->t)) : ddp_device{DDP_DEVICE_CPU, 0};
 }
 
 ddp_status ddp_tensor_copy_to(const ddp_tensor* t, void* dst, size_t nbytes) {
-  return fence([&] { ddp::tensor_copy_to_host(require(t, "tensor")->t, dst, nbytes); });
+  return fence([&] { ddp::core::tensor_copy_to_host(require(t, "tensor")->t, dst, nbytes); });
 }
 
 ddp_status ddp_tensor_copy_from(ddp_tensor* t, const void* src, size_t nbytes) {
-  return fence([&] { ddp::tensor_copy_from_host(require(t, "tensor")->t, src, nbytes); });
+  return fence([&] { ddp::core::tensor_copy_from_host(require(t, "tensor")->t, src, nbytes); });
 }
 
 }  // extern "C"

@@ -8,7 +8,7 @@
 
 #include "comm/group.h"
 
-namespace ddp {
+namespace ddp::core {
 
 struct BackendSpec {
   c10::intrusive_ptr<c10d::Store> store;  // already prefixed for this group
@@ -16,12 +16,12 @@ struct BackendSpec {
   int size = 1;
   Millis timeout{0};
   std::string master_addr;  // used to pick the network interface
-  ddp_device device{DDP_DEVICE_CPU, 0};
+  Device device{DeviceType::CPU, 0};
 };
 
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec);
-// DDP_E_UNSUPPORTED when built without NCCL or run without a CUDA device.
+// Status::Unsupported when built without NCCL or run without a CUDA device.
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const BackendSpec& spec);
 bool nccl_compiled_in();
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -11,15 +11,15 @@
 #include "comm/failure.h"
 #include "common/error.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 
 constexpr int64_t kMaxGatherDims = 16;
 
 void check_tensor(Group& g, const at::Tensor& t, const char* op) {
   check_arg(t.defined(), std::string(op) + ": tensor is undefined");
-  ddp_device d = g.device();
-  bool cuda = d.type == DDP_DEVICE_CUDA;
+  Device d = g.device();
+  bool cuda = d.type == DeviceType::CUDA;
   check_arg(cuda ? t.is_cuda() : t.is_cpu(),
             std::string(op) + ": tensor is on " + t.device().str() + " but the group's backend " +
                 g.backend_name() + " works on " + (cuda ? "cuda" : "cpu") + " tensors");
@@ -34,7 +34,7 @@ void check_root(Group& g, int root, const char* op, const char* what) {
 
 // Starts a c10d operation. A backend that refuses the call synchronously
 // (a dtype or reduce op it does not support) does so before any
-// communication, which leaves the group usable: DDP_E_UNSUPPORTED. Only
+// communication, which leaves the group usable: Status::Unsupported. Only
 // c10d's distributed errors (a broken communicator) are failures of the group.
 template <typename F>
 c10::intrusive_ptr<c10d::Work> start(Group& g, const char* op, F&& f) {
@@ -44,7 +44,7 @@ c10::intrusive_ptr<c10d::Work> start(Group& g, const char* op, F&& f) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    ddp_status s = dynamic_cast<const c10::DistError*>(&e) ? classify_exception(e) : DDP_E_UNSUPPORTED;
+    Status s = dynamic_cast<const c10::DistError*>(&e) ? classify_exception(e) : Status::Unsupported;
     fail(s, std::string(op) + " on rank " + std::to_string(g.rank()) + " (" + g.backend_name() +
                 "): " + short_what(e));
   }
@@ -59,7 +59,7 @@ c10d::ReduceOp to_c10d(ReduceOp op, bool native_avg) {
     case ReduceOp::Max: return c10d::ReduceOp(c10d::ReduceOp::MAX);
     case ReduceOp::Product: return c10d::ReduceOp(c10d::ReduceOp::PRODUCT);
   }
-  fail(DDP_E_INVALID_ARGUMENT, "unknown reduce op");
+  fail(Status::InvalidArgument, "unknown reduce op");
 }
 
 // Lightning's sync_ddp: where the backend has no AVG (gloo), SUM and divide.
@@ -139,7 +139,7 @@ void verify_same_call(Group& g, const CallSignature& sig) {
     for (int64_t d = 0; d < t.dim() && d < kMaxGatherDims; ++d) mine[7 + d] = t.size(d);
   }
   at::Tensor row = at::tensor(mine, at::TensorOptions().dtype(at::kLong));
-  if (g.device().type == DDP_DEVICE_CUDA) row = row.to(at::Device(at::kCUDA, g.device().index));
+  if (g.device().type == DeviceType::CUDA) row = row.to(at::Device(at::kCUDA, g.device().index));
   at::Tensor rows;
   auto w = start_all_gather(g, "debug check", row, rows);
   Pending(g, "debug check", w, nullptr).wait();
@@ -160,7 +160,7 @@ void verify_same_call(Group& g, const CallSignature& sig) {
   for (int r = 1; r < g.size(); ++r)
     if (!same(a, a + r * kSigWidth)) differ += "; rank " + std::to_string(r) + ": " + describe(a + r * kSigWidth);
   if (differ.empty()) return;
-  fail(DDP_E_INVALID_ARGUMENT, std::string("DDP_DEBUG=DETAIL: the ranks did not call the same collective (rank 0: ") +
+  fail(Status::InvalidArgument, std::string("DDP_DEBUG=DETAIL: the ranks did not call the same collective (rank 0: ") +
                                    describe(a) + differ + "); nothing was sent and the group stays usable");
 }
 
@@ -194,7 +194,7 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
     if (len) std::memcpy(payload.data_ptr(), data, len);
   }
   auto to_dev = [&g](const at::Tensor& t) {
-    return g.device().type == DDP_DEVICE_CUDA ? t.to(at::Device(at::kCUDA, g.device().index)) : t;
+    return g.device().type == DeviceType::CUDA ? t.to(at::Device(at::kCUDA, g.device().index)) : t;
   };
   at::Tensor dev_length = to_dev(length);
   std::vector<at::Tensor> ts{dev_length};
@@ -203,7 +203,7 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
   auto w = start(g, "broadcast_bytes", [&](c10d::Backend& b) { return b.broadcast(ts, o); });
   return make(g, "broadcast_bytes", w, [=](Pending& p, Clock::time_point deadline) mutable {
     int64_t n = dev_length.cpu().item<int64_t>();
-    if (n < 0) fail(DDP_E_INTERNAL, "broadcast_bytes: received a negative length");
+    if (n < 0) fail(Status::Internal, "broadcast_bytes: received a negative length");
     if (!payload.defined()) payload = at::empty({n}, at::TensorOptions().dtype(at::kByte));
     at::Tensor dev_payload = to_dev(payload);
     if (n > 0) {
@@ -323,7 +323,7 @@ PendingPtr all_gather_uneven(Group& g, const at::Tensor& in) {
 
 PendingPtr reduce_boolean_decision(Group& g, bool decision, bool all) {
   at::Tensor t = at::full({1}, decision ? 1 : 0, at::TensorOptions().dtype(at::kLong));
-  if (g.device().type == DDP_DEVICE_CUDA) t = t.to(at::Device(at::kCUDA, g.device().index));
+  if (g.device().type == DeviceType::CUDA) t = t.to(at::Device(at::kCUDA, g.device().index));
   std::vector<at::Tensor> ts{t};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
@@ -337,4 +337,4 @@ PendingPtr reduce_boolean_decision(Group& g, bool decision, bool all) {
   });
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -15,7 +15,7 @@ namespace c10d {
 class Work;
 }
 
-namespace ddp {
+namespace ddp::core {
 
 enum class ReduceOp { Sum, Mean, Min, Max, Product };
 
@@ -78,4 +78,4 @@ PendingPtr all_gather_uneven(Group& g, const at::Tensor& in);
 // Lightning's reduce_boolean_decision: all=true -> every rank said yes.
 PendingPtr reduce_boolean_decision(Group& g, bool decision, bool all);
 
-}  // namespace ddp
+}  // namespace ddp::core

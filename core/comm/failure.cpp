@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 bool contains(const std::string& haystack, const char* needle) {
   return haystack.find(needle) != std::string::npos;
@@ -21,19 +21,19 @@ std::string short_what(const std::exception& e) {
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
-ddp_status classify_exception(const std::exception& e) {
+Status classify_exception(const std::exception& e) {
   if (auto* de = dynamic_cast<const Error*>(&e)) return de->status();
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return DDP_E_NOMEM;
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return Status::NoMemory;
   std::string msg = short_what(e);
   std::string lower(msg);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (contains(lower, "timed out") || contains(lower, "timeout")) return DDP_E_TIMEOUT;
+  if (contains(lower, "timed out") || contains(lower, "timeout")) return Status::Timeout;
   if (dynamic_cast<const c10::DistNetworkError*>(&e) || contains(lower, "connection") ||
       contains(lower, "broken pipe") || contains(lower, "closed by peer") ||
       contains(lower, "socket") || contains(lower, "read error") || contains(lower, "write error"))
-    return DDP_E_PEER_FAILED;
-  return DDP_E_BACKEND;
+    return Status::PeerFailed;
+  return Status::Backend;
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

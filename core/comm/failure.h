@@ -4,15 +4,15 @@
 #include <exception>
 #include <string>
 
-#include "ddp/common.h"
+#include "common/types.h"
 
-namespace ddp {
+namespace ddp::core {
 
-// DDP_E_TIMEOUT for timeouts, DDP_E_PEER_FAILED for closed or reset
-// connections, DDP_E_BACKEND otherwise (ddp::Error keeps its own status).
-ddp_status classify_exception(const std::exception& e);
+// Status::Timeout for timeouts, Status::PeerFailed for closed or reset
+// connections, Status::Backend otherwise (ddp::core::Error keeps its own status).
+Status classify_exception(const std::exception& e);
 
 // The first line of what(), without c10's long C++ stack trace.
 std::string short_what(const std::exception& e);
 
-}  // namespace ddp
+}  // namespace ddp::core

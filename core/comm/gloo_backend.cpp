@@ -14,7 +14,7 @@
 #include "comm/gloo_guard.h"
 #include "common/error.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 
 // The local address the kernel would use to reach `host` (no packet is sent:
@@ -58,12 +58,12 @@ std::shared_ptr<::gloo::transport::Device> pick_device(const std::string& master
 }  // namespace
 
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec) {
-  if (spec.device.type != DDP_DEVICE_CPU)
-    fail(DDP_E_UNSUPPORTED, "the gloo backend in libddp runs on CPU tensors only; use nccl for CUDA");
+  if (spec.device.type != DeviceType::CPU)
+    fail(Status::Unsupported, "the gloo backend in libddp runs on CPU tensors only; use nccl for CUDA");
   install_gloo_guard();
   auto options = c10d::ProcessGroupGloo::Options::create(spec.timeout);
   options->devices.push_back(pick_device(spec.master_addr));
   return c10::make_intrusive<c10d::ProcessGroupGloo>(spec.store, spec.rank, spec.size, options);
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

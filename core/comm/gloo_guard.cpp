@@ -8,7 +8,7 @@
 #include <exception>
 #include <mutex>
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 
 std::terminate_handler g_previous = nullptr;
@@ -57,4 +57,4 @@ std::string last_gloo_failure() {
   return *g_message;
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

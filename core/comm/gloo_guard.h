@@ -4,14 +4,14 @@
 // the process. The guard turns that into a status instead: a terminate
 // handler that recognises a Gloo exception (by type, not by text) parks the
 // thread that threw it and records the failure; every wait in progress then
-// fails with DDP_E_PEER_FAILED, which breaks its group and is published to
+// fails with Status::PeerFailed, which breaks its group and is published to
 // the other ranks. Any other exception goes to the previous handler.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace ddp {
+namespace ddp::core {
 
 // Installs the handler once (idempotent, thread-safe).
 void install_gloo_guard();
@@ -22,4 +22,4 @@ uint64_t gloo_failures();
 // What the latest one said.
 std::string last_gloo_failure();
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -26,7 +26,7 @@
 #include "common/error.h"
 #include "launch/supervisor.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 
 // A write to a socket whose peer died raises SIGPIPE, whose default action
@@ -45,7 +45,7 @@ constexpr Millis kRootCauseWait{1000};
 c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& name, const BackendSpec& spec) {
   if (name == "gloo") return make_gloo_backend(spec);
   if (name == "nccl") return make_nccl_backend(spec);
-  fail(DDP_E_INVALID_ARGUMENT, "unknown backend '" + name + "' (expected \"gloo\" or \"nccl\")");
+  fail(Status::InvalidArgument, "unknown backend '" + name + "' (expected \"gloo\" or \"nccl\")");
 }
 
 // A launcher (ddp_spawn, ddprun) that bound MASTER_PORT hands rank 0 the
@@ -187,13 +187,13 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   quiet_torch_logging();
   validate_cluster_env(env, env.name);
   check_timeout(opts.timeout, "timeout");
-  check_arg(opts.device.type == DDP_DEVICE_CPU || opts.device.type == DDP_DEVICE_CUDA,
-            "unknown device type " + std::to_string(opts.device.type));
+  check_arg(opts.device.type == DeviceType::CPU || opts.device.type == DeviceType::CUDA,
+            "unknown device type " + std::to_string(static_cast<int>(opts.device.type)));
   ignore_sigpipe_if_default();
 
   auto impl = std::make_unique<Impl>();
   impl->backend_name = !opts.backend.empty() ? opts.backend
-                       : opts.device.type == DDP_DEVICE_CUDA ? "nccl" : "gloo";
+                       : opts.device.type == DeviceType::CUDA ? "nccl" : "gloo";
   check_arg(impl->backend_name == "gloo" || impl->backend_name == "nccl",
             "unknown backend '" + impl->backend_name + "' (expected \"gloo\" or \"nccl\")");
   impl->rank = env.rank;
@@ -261,7 +261,7 @@ int Group::rank() const { return impl_->rank; }
 int Group::size() const { return impl_->size; }
 const std::string& Group::backend_name() const { return impl_->backend_name; }
 Millis Group::timeout() const { return impl_->timeout; }
-ddp_device Group::device() const { return impl_->device; }
+Device Group::device() const { return impl_->device; }
 
 void Group::set_timeout(Millis timeout) {
   check_timeout(timeout, "set_timeout: timeout");
@@ -277,13 +277,13 @@ int64_t Group::next_check() { return impl_->checks_made++; }
 c10d::Backend& Group::backend_for(const char* op) {
   if (impl_->broken) {
     std::lock_guard<std::mutex> lock(impl_->state_mutex);
-    fail(DDP_E_STATE, std::string(op) + ": the group is unusable after an earlier failure (" +
+    fail(Status::State, std::string(op) + ": the group is unusable after an earlier failure (" +
                           impl_->broken_reason + "); free it and create a new one");
   }
   return *impl_->backend;
 }
 
-void Group::fail_and_publish(ddp_status status, const std::string& message) {
+void Group::fail_and_publish(Status status, const std::string& message) {
   {
     std::lock_guard<std::mutex> lock(impl_->state_mutex);
     if (!impl_->broken) {
@@ -294,7 +294,7 @@ void Group::fail_and_publish(ddp_status status, const std::string& message) {
   // Tell the other ranks, so that those waiting on a peer that is not the
   // dead one stop too. Best effort, and bounded: the store host may be the
   // dead or stopped peer.
-  std::string payload = std::to_string(status) + "|rank " + std::to_string(impl_->rank) + ": " + message;
+  std::string payload = std::to_string(static_cast<int>(status)) + "|rank " + std::to_string(impl_->rank) + ": " + message;
   impl_->monitor->publish(payload, kPublishWait);
   throw Error(status, message);
 }
@@ -302,10 +302,10 @@ void Group::fail_and_publish(ddp_status status, const std::string& message) {
 void Group::throw_reported(const std::string& reported) {
   std::string payload = reported;
   auto bar = payload.find('|');
-  ddp_status status = DDP_E_PEER_FAILED;
+  Status status = Status::PeerFailed;
   if (bar != std::string::npos) {
     try {
-      status = std::stoi(payload.substr(0, bar));
+      status = static_cast<Status>(std::stoi(payload.substr(0, bar)));
     } catch (...) {
     }
     payload = payload.substr(bar + 1);
@@ -322,7 +322,7 @@ void Group::throw_if_peer_reported() {
     std::lock_guard<std::mutex> lock(impl_->state_mutex);
     impl_->broken_reason = "lost the rendezvous store on rank 0 (" + *lost + ")";
     impl_->broken = true;
-    throw Error(DDP_E_PEER_FAILED, "lost the connection to the rendezvous store hosted by rank 0 "
+    throw Error(Status::PeerFailed, "lost the connection to the rendezvous store hosted by rank 0 "
                                    "(rank 0 has probably died): " + *lost);
   }
 }
@@ -331,4 +331,4 @@ void Group::throw_root_cause_if_reported() {
   if (auto r = impl_->monitor->refresh(kRootCauseWait)) throw_reported(*r);
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

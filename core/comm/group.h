@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "ddp/common.h"
+#include "common/types.h"
 #include "env/cluster_env.h"
 
 namespace c10d {
@@ -17,7 +17,7 @@ class Backend;
 class Store;
 }  // namespace c10d
 
-namespace ddp {
+namespace ddp::core {
 
 using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
@@ -27,14 +27,14 @@ using Clock = std::chrono::steady_clock;
 // (c10d and Gloo add the timeout to a nanosecond clock; 1e13 ms wraps it).
 constexpr Millis kMaxTimeout{2147483647};
 
-// Throws DDP_E_INVALID_ARGUMENT unless 0 < timeout <= kMaxTimeout; `what`
+// Throws Status::InvalidArgument unless 0 < timeout <= kMaxTimeout; `what`
 // names the setting in the message.
 void check_timeout(Millis timeout, const std::string& what);
 
 struct GroupOptions {
   std::string backend;         // "" = auto: "nccl" for a CUDA device, else "gloo"
   Millis timeout{1800 * 1000};  // every collective and the rendezvous
-  ddp_device device{DDP_DEVICE_CPU, 0};
+  Device device{DeviceType::CPU, 0};
 };
 
 class Group {
@@ -57,10 +57,10 @@ class Group {
   const std::string& backend_name() const;
   Millis timeout() const;
   void set_timeout(Millis timeout);
-  ddp_device device() const;
+  Device device() const;
 
   // The backend, after checking that the group is still usable; `op` names
-  // the caller in the DDP_E_STATE message.
+  // the caller in the Status::State message.
   c10d::Backend& backend_for(const char* op);
 
   // DDP_DEBUG=DETAIL (or set_detail_checks): before each collective the
@@ -72,11 +72,11 @@ class Group {
 
   // Failure state. A timeout or a dead peer breaks the group for good: the
   // failure is published to the other ranks through the store, and every
-  // later call fails with DDP_E_STATE.
+  // later call fails with Status::State.
   bool broken() const;
-  [[noreturn]] void fail_and_publish(ddp_status status, const std::string& message);
+  [[noreturn]] void fail_and_publish(Status status, const std::string& message);
   // Throws the failure another rank published (with its original status),
-  // or DDP_E_PEER_FAILED when the store is gone; never blocks on the store.
+  // or Status::PeerFailed when the store is gone; never blocks on the store.
   void throw_if_peer_reported();
   // Before reporting a failure of its own, a rank looks (waiting up to a
   // second) for one published earlier: that one is the root cause, and
@@ -91,4 +91,4 @@ class Group {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -10,7 +10,7 @@
 #include "comm/group.h"
 #include "comm/store_monitor.h"
 
-namespace ddp {
+namespace ddp::core {
 
 // Declaration order is destruction order, reversed: the backend goes first,
 // the store server (rank 0 without an agent) last.
@@ -27,7 +27,7 @@ struct Group::Impl {
   int size = 1;
   int local_world_size = 1;
   Millis timeout{0};
-  ddp_device device{DDP_DEVICE_CPU, 0};
+  Device device{DeviceType::CPU, 0};
   int subgroups_made = 0;
   bool detail_checks = false;
   int64_t checks_made = 0;
@@ -37,4 +37,4 @@ struct Group::Impl {
   std::string broken_reason;
 };
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -7,17 +7,17 @@
 #include "common/cuda_plugin.h"
 #include "common/error.h"
 
-namespace ddp {
+namespace ddp::core {
 
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const BackendSpec& spec) {
-  if (spec.device.type != DDP_DEVICE_CUDA)
-    fail(DDP_E_INVALID_ARGUMENT, "the nccl backend needs a CUDA device: set device to DDP_DEVICE_CUDA");
+  if (spec.device.type != DeviceType::CUDA)
+    fail(Status::InvalidArgument, "the nccl backend needs a CUDA device: set the device to DDP_DEVICE_CUDA");
   auto fn = reinterpret_cast<DdpNcclMakeBackendFn>(cuda_plugin_symbol(kDdpNcclMakeBackendSymbol));
   char err[1024] = {0};
   int status = 0;
   c10d::Backend* raw = fn(&spec, &status, err, sizeof(err));
-  if (!raw) fail(status ? status : DDP_E_BACKEND, err);
+  if (!raw) fail(status ? static_cast<Status>(status) : Status::Backend, err);
   return c10::intrusive_ptr<c10d::Backend>::reclaim(raw);
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

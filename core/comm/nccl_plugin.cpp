@@ -10,8 +10,8 @@
 #include "comm/nccl_plugin_abi.h"
 
 namespace {
-void set_error(int* status, char* err, size_t len, int code, const std::string& msg) {
-  *status = code;
+void set_error(int* status, char* err, size_t len, ddp::core::Status code, const std::string& msg) {
+  *status = static_cast<int>(code);
   if (len) {
     std::strncpy(err, msg.c_str(), len - 1);
     err[len - 1] = '\0';
@@ -20,15 +20,15 @@ void set_error(int* status, char* err, size_t len, int code, const std::string& 
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) c10d::Backend* ddp_nccl_plugin_make_backend_v1(
-    const ddp::BackendSpec* spec, int* status, char* err, size_t err_len) {
+    const ddp::core::BackendSpec* spec, int* status, char* err, size_t err_len) {
   try {
     int count = c10::cuda::device_count();
     if (count == 0) {
-      set_error(status, err, err_len, DDP_E_UNSUPPORTED, "nccl: no CUDA device is visible to this process");
+      set_error(status, err, err_len, ddp::core::Status::Unsupported, "nccl: no CUDA device is visible to this process");
       return nullptr;
     }
     if (spec->device.index < 0 || spec->device.index >= count) {
-      set_error(status, err, err_len, DDP_E_INVALID_ARGUMENT,
+      set_error(status, err, err_len, ddp::core::Status::InvalidArgument,
                 "nccl: device cuda:" + std::to_string(spec->device.index) + " does not exist (" +
                     std::to_string(count) + " visible)");
       return nullptr;
@@ -39,7 +39,7 @@ extern "C" __attribute__((visibility("default"))) c10d::Backend* ddp_nccl_plugin
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(spec->store, spec->rank, spec->size, opts);
     return c10::intrusive_ptr<c10d::Backend>(std::move(pg)).release();
   } catch (const std::exception& e) {
-    set_error(status, err, err_len, ddp::classify_exception(e), "nccl: " + ddp::short_what(e));
+    set_error(status, err, err_len, ddp::core::classify_exception(e), "nccl: " + ddp::core::short_what(e));
     return nullptr;
   }
 }

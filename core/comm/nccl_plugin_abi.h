@@ -6,7 +6,7 @@
 
 #include "comm/backend_factory.h"
 
-namespace ddp {
+namespace ddp::core {
 
 // Returns a new c10d::Backend with one reference owned by the caller (to be
 // reclaimed into an intrusive_ptr), or NULL with *status and err set.
@@ -14,4 +14,4 @@ using DdpNcclMakeBackendFn = c10d::Backend* (*)(const BackendSpec* spec, int* st
                                                 size_t err_len);
 constexpr const char* kDdpNcclMakeBackendSymbol = "ddp_nccl_plugin_make_backend_v1";
 
-}  // namespace ddp
+}  // namespace ddp::core

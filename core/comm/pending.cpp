@@ -11,7 +11,7 @@
 #include "comm/gloo_guard.h"
 #include "common/error.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 constexpr Millis kWaitSlice{100};
 
@@ -70,9 +70,9 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
       } catch (const Error&) {
         throw;
       } catch (const std::exception& e) {
-        ddp_status s = classify_exception(e);
+        Status s = classify_exception(e);
         std::string msg = op_ + " failed on " + who(group_) + ": " + short_what(e);
-        if (s == DDP_E_TIMEOUT || s == DDP_E_PEER_FAILED) {
+        if (s == Status::Timeout || s == Status::PeerFailed) {
           group_.throw_root_cause_if_reported();
           group_.fail_and_publish(s, msg);
         }
@@ -81,7 +81,7 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
     }
     if (finished) return;
     if (gloo_failures() != gloo_failures_before)
-      group_.fail_and_publish(DDP_E_PEER_FAILED,
+      group_.fail_and_publish(Status::PeerFailed,
                               op_ + " failed on " + who(group_) + ": Gloo's transport failed (" + last_gloo_failure() +
                                   "); most likely the ranks called this collective with different sizes "
                                   "(DDP_DEBUG=DETAIL checks every call)");
@@ -89,10 +89,10 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
     if (Clock::now() >= deadline) {
       group_.throw_root_cause_if_reported();
       group_.fail_and_publish(
-          DDP_E_TIMEOUT, op_ + " timed out on " + who(group_) +
+          Status::Timeout, op_ + " timed out on " + who(group_) +
                              " (a peer is slow, stopped, or did not call the same collective)");
     }
   }
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -8,7 +8,7 @@
 #include "common/error.h"
 #include "launch/supervisor.h"
 
-namespace ddp {
+namespace ddp::core {
 
 c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port, int listen_fd,
                                               std::optional<int> num_workers, Millis timeout) {
@@ -24,7 +24,7 @@ c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port,
   try {
     return c10::make_intrusive<c10d::TCPStore>(addr, so);
   } catch (const std::exception& e) {
-    fail(DDP_E_IO, "cannot host the rendezvous store on " + addr + ":" + std::to_string(bound) + ": " +
+    fail(Status::IO, "cannot host the rendezvous store on " + addr + ":" + std::to_string(bound) + ": " +
                        short_what(e));
   }
 }
@@ -41,19 +41,19 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int po
     return c10::make_intrusive<c10d::TCPStore>(addr, so);
   } catch (const std::exception& e) {
     std::string what = short_what(e);
-    ddp_status s = classify_exception(e);
-    if (s == DDP_E_TIMEOUT || s == DDP_E_PEER_FAILED)
-      fail(DDP_E_TIMEOUT, who + " could not reach the rendezvous store at " + where + " within " +
+    Status s = classify_exception(e);
+    if (s == Status::Timeout || s == Status::PeerFailed)
+      fail(Status::Timeout, who + " could not reach the rendezvous store at " + where + " within " +
                               std::to_string(timeout.count()) + " ms; is " + host +
                               " running, and are that address and port right? (" + what + ")");
-    fail(s == DDP_E_BACKEND ? DDP_E_IO : s, "rendezvous store at " + where + ": " + what);
+    fail(s == Status::Backend ? Status::IO : s, "rendezvous store at " + where + ": " + what);
   }
 }
 
 bool count_in(c10d::Store& store, int size, Millis timeout, const std::string& where) {
   int64_t arrived = store.add("arrived", 1);
   if (arrived > size)
-    fail(DDP_E_STATE, "rendezvous at " + where + ": " + std::to_string(arrived) +
+    fail(Status::State, "rendezvous at " + where + ": " + std::to_string(arrived) +
                           " ranks arrived for a world of " + std::to_string(size) +
                           " (two jobs sharing MASTER_ADDR:MASTER_PORT?)");
   if (arrived == size) {
@@ -64,19 +64,19 @@ bool count_in(c10d::Store& store, int size, Millis timeout, const std::string& w
     store.wait({"complete"}, timeout);
     return false;
   } catch (const std::exception& e) {
-    if (classify_exception(e) == DDP_E_TIMEOUT) {
+    if (classify_exception(e) == Status::Timeout) {
       int64_t now = arrived;
       try {
         now = store.add("arrived", 0);
       } catch (...) {
       }
-      fail(DDP_E_TIMEOUT, "rendezvous at " + where + " timed out after " +
+      fail(Status::Timeout, "rendezvous at " + where + " timed out after " +
                               std::to_string(timeout.count()) + " ms: " + std::to_string(now) +
                               " of " + std::to_string(size) + " ranks arrived");
     }
     // The store went away: rank 0 gave up first (its clock started earlier)
     // or died. Either way the rendezvous did not complete in time.
-    fail(DDP_E_TIMEOUT, "rendezvous at " + where + " failed: the store hosted by rank 0 closed " +
+    fail(Status::Timeout, "rendezvous at " + where + " failed: the store hosted by rank 0 closed " +
                             "while this rank waited (rank 0 timed out or died); when last seen " +
                             std::to_string(arrived) + " of " + std::to_string(size) +
                             " ranks arrived (" + short_what(e) + ")");
@@ -112,7 +112,7 @@ int64_t join_generation(const c10::intrusive_ptr<c10d::Store>& base, int size, M
   try {
     if (count_in(*at_gen, size, timeout, where)) advance();
   } catch (const Error& e) {
-    if (e.status() == DDP_E_TIMEOUT) {
+    if (e.status() == Status::Timeout) {
       try {
         advance();
       } catch (...) {
@@ -123,4 +123,4 @@ int64_t join_generation(const c10::intrusive_ptr<c10d::Store>& base, int size, M
   return gen;
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -10,19 +10,19 @@
 #include <optional>
 #include <string>
 
-namespace ddp {
+namespace ddp::core {
 
 using Millis = std::chrono::milliseconds;
 
 // Hosts a TCPStore on addr:port. `listen_fd` is a socket a launcher bound
 // already, or -1 to bind one to addr's address (port 0: any free one); the
 // bound port is the store's getPort(). `num_workers` is nullopt when nobody
-// knows it yet (an agent's store). Throws DDP_E_IO naming the address.
+// knows it yet (an agent's store). Throws Status::IO naming the address.
 c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port, int listen_fd,
                                               std::optional<int> num_workers, Millis timeout);
 
 // Connects to the store at addr:port, retrying until `timeout`. When nobody
-// answers in time: DDP_E_TIMEOUT, naming `who` ("rank 3", "node 1") and the
+// answers in time: Status::Timeout, naming `who` ("rank 3", "node 1") and the
 // party that should be hosting it (`host`: "rank 0", "node 0").
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int port, Millis timeout,
                                                  const std::string& who, const std::string& host);
@@ -32,7 +32,7 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int po
 std::string job_key_prefix(const std::string& job_id, int restart);
 
 // Every rank of `prefix` adds itself to a counter; returns once all `size`
-// have (true on the rank that arrived last), or throws DDP_E_TIMEOUT saying
+// have (true on the rank that arrived last), or throws Status::Timeout saying
 // how many of how many arrived.
 bool count_in(c10d::Store& store, int size, Millis timeout, const std::string& where);
 
@@ -49,4 +49,4 @@ void announce_joining(c10d::Store& job, int rank);
 bool has_joined(c10d::Store& job, int rank);
 int64_t ranks_joining(c10d::Store& job);
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -8,7 +8,7 @@
 
 #include "comm/failure.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 constexpr Millis kPollInterval{100};
 constexpr Millis kStopWait{500};
@@ -49,7 +49,7 @@ void watch(std::shared_ptr<StoreMonitor::State> s) {
     } catch (const std::exception& e) {
       // A stalled host times out (try again next round); anything else means
       // the connection is gone.
-      if (classify_exception(e) != DDP_E_TIMEOUT) lost = short_what(e);
+      if (classify_exception(e) != Status::Timeout) lost = short_what(e);
     }
     lock.lock();
     if (payload) s->published = request;
@@ -108,4 +108,4 @@ void StoreMonitor::publish(const std::string& payload, Millis bound) {
   s_->cv.wait_for(lock, bound, [&] { return s_->published >= request || s_->exited; });
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -12,7 +12,7 @@
 
 #include "comm/group.h"
 
-namespace ddp {
+namespace ddp::core {
 
 class StoreMonitor {
  public:
@@ -39,4 +39,4 @@ class StoreMonitor {
   std::shared_ptr<State> s_;
 };
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
-namespace ddp {
+namespace ddp::core {
 
 void quiet_torch_logging() {
   static std::once_flag once;
@@ -16,4 +16,4 @@ void quiet_torch_logging() {
   });
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -4,11 +4,11 @@
 // that logging stays off unless the user asks for it.
 #pragma once
 
-namespace ddp {
+namespace ddp::core {
 
 // Raises LibTorch's C++ log threshold to FATAL, once per process, unless the
 // user chose a level with TORCH_CPP_LOG_LEVEL (then that level stands).
 // Called before libddp's first store or backend is made.
 void quiet_torch_logging();
 
-}  // namespace ddp
+}  // namespace ddp::core

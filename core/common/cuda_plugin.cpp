@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 
 std::string own_directory() {
@@ -40,15 +40,15 @@ const Plugin& plugin() {
 
 void require_cuda_runtime() {
   const Plugin& p = plugin();
-  if (!p.handle) fail(DDP_E_UNSUPPORTED, p.error);
+  if (!p.handle) fail(Status::Unsupported, p.error);
 }
 
 void* cuda_plugin_symbol(const char* symbol) {
   require_cuda_runtime();
   const Plugin& p = plugin();
   void* fn = dlsym(p.handle, symbol);
-  if (!fn) fail(DDP_E_UNSUPPORTED, "libddp_nccl.so does not export " + std::string(symbol));
+  if (!fn) fail(Status::Unsupported, "libddp_nccl.so does not export " + std::string(symbol));
   return fn;
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -6,26 +6,26 @@
 #include <stdexcept>
 #include <string>
 
-#include "ddp/common.h"
+#include "common/types.h"
 
-namespace ddp {
+namespace ddp::core {
 
 class Error : public std::runtime_error {
  public:
-  Error(ddp_status status, const std::string& message)
+  Error(Status status, const std::string& message)
       : std::runtime_error(message), status_(status) {}
-  ddp_status status() const noexcept { return status_; }
+  Status status() const noexcept { return status_; }
 
  private:
-  ddp_status status_;
+  Status status_;
 };
 
-[[noreturn]] inline void fail(ddp_status status, const std::string& message) {
+[[noreturn]] inline void fail(Status status, const std::string& message) {
   throw Error(status, message);
 }
 
 inline void check_arg(bool ok, const std::string& message) {
-  if (!ok) fail(DDP_E_INVALID_ARGUMENT, message);
+  if (!ok) fail(Status::InvalidArgument, message);
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-namespace ddp {
+namespace ddp::core {
 
 struct ClusterEnv {
   std::string name;  // "torchelastic", "slurm", "lsf", "mpi", "lightning", "kubeflow", "explicit"
@@ -28,7 +28,7 @@ EnvLookup process_env_lookup();
 // Detection in Lightning's order; see capi/include/ddp/env.h for the rules.
 ClusterEnv detect_cluster_env(const EnvLookup& env);
 
-// One environment by name, without detection. Throws DDP_E_INVALID_ARGUMENT
+// One environment by name, without detection. Throws Status::InvalidArgument
 // for an unknown name or malformed variables.
 ClusterEnv read_cluster_env(const std::string& name, const EnvLookup& env);
 
@@ -36,4 +36,4 @@ ClusterEnv read_cluster_env(const std::string& name, const EnvLookup& env);
 // range, port in range); `source` names where the values came from.
 void validate_cluster_env(const ClusterEnv& env, const std::string& source);
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -4,7 +4,7 @@
 #include "env/cluster_env.h"
 #include "env/environments.h"
 
-namespace ddp {
+namespace ddp::core {
 
 EnvLookup process_env_lookup() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -44,7 +44,7 @@ ClusterEnv read_cluster_env(const std::string& name, const EnvLookup& env) {
   else if (name == "lightning") e = lightning_read(env);
   else if (name == "kubeflow") e = kubeflow_read(env);
   else
-    fail(DDP_E_INVALID_ARGUMENT, "unknown cluster environment '" + name +
+    fail(Status::InvalidArgument, "unknown cluster environment '" + name +
                                      "' (expected torchelastic, slurm, lsf, mpi, lightning or kubeflow)");
   validate_cluster_env(e, name);
   return e;
@@ -59,4 +59,4 @@ ClusterEnv detect_cluster_env(const EnvLookup& env) {
   return read_cluster_env("lightning", env);
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 
-namespace ddp::envvars {
+namespace ddp::core::envvars {
 
 bool has(const EnvLookup& env, const std::string& name) { return env(name).has_value(); }
 
@@ -50,4 +50,4 @@ int parse_port(const std::string& name, const std::string& value) {
   return parse_int(name, value, 0, 65535);
 }
 
-}  // namespace ddp::envvars
+}  // namespace ddp::core::envvars

@@ -6,11 +6,11 @@
 
 #include "env/cluster_env.h"
 
-namespace ddp::envvars {
+namespace ddp::core::envvars {
 
 bool has(const EnvLookup& env, const std::string& name);
 std::string get_str(const EnvLookup& env, const std::string& name, const std::string& fallback);
-// Throws DDP_E_INVALID_ARGUMENT naming the variable when it is missing.
+// Throws Status::InvalidArgument naming the variable when it is missing.
 std::string require_str(const EnvLookup& env, const std::string& name, const std::string& who);
 // Parses a base-10 integer in [lo, hi]; throws naming `name` and the value.
 int parse_int(const std::string& name, const std::string& value, long lo, long hi);
@@ -18,4 +18,4 @@ int get_int(const EnvLookup& env, const std::string& name, int fallback, long lo
 int require_int(const EnvLookup& env, const std::string& name, long lo, long hi, const std::string& who);
 int parse_port(const std::string& name, const std::string& value);
 
-}  // namespace ddp::envvars
+}  // namespace ddp::core::envvars

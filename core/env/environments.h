@@ -6,7 +6,7 @@
 
 #include "env/cluster_env.h"
 
-namespace ddp::environments {
+namespace ddp::core::environments {
 
 bool torchelastic_detect(const EnvLookup& env);
 ClusterEnv torchelastic_read(const EnvLookup& env);
@@ -27,4 +27,4 @@ ClusterEnv lightning_read(const EnvLookup& env);
 bool kubeflow_detect(const EnvLookup& env);
 ClusterEnv kubeflow_read(const EnvLookup& env);
 
-}  // namespace ddp::environments
+}  // namespace ddp::core::environments

@@ -4,7 +4,7 @@
 #include "env/env_vars.h"
 #include "env/environments.h"
 
-namespace ddp::environments {
+namespace ddp::core::environments {
 using namespace envvars;
 
 bool kubeflow_detect(const EnvLookup& env) {
@@ -27,4 +27,4 @@ ClusterEnv kubeflow_read(const EnvLookup& env) {
   return e;
 }
 
-}  // namespace ddp::environments
+}  // namespace ddp::core::environments

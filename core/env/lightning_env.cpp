@@ -5,7 +5,7 @@
 #include "env/env_vars.h"
 #include "env/environments.h"
 
-namespace ddp::environments {
+namespace ddp::core::environments {
 using namespace envvars;
 
 ClusterEnv lightning_read(const EnvLookup& env) {
@@ -39,4 +39,4 @@ ClusterEnv lightning_read(const EnvLookup& env) {
   return e;
 }
 
-}  // namespace ddp::environments
+}  // namespace ddp::core::environments

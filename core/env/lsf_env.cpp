@@ -13,7 +13,7 @@
 #include "env/env_vars.h"
 #include "env/environments.h"
 
-namespace ddp::environments {
+namespace ddp::core::environments {
 using namespace envvars;
 
 bool lsf_detect(const EnvLookup& env) {
@@ -33,13 +33,13 @@ std::vector<std::string> compute_hosts(const EnvLookup& env) {
   // /dev/zero would never end.
   struct stat st {};
   if (stat(path.c_str(), &st) != 0)
-    fail(DDP_E_IO, "LSB_DJOB_RANKFILE='" + path + "' cannot be read: " + std::strerror(errno));
+    fail(Status::IO, "LSB_DJOB_RANKFILE='" + path + "' cannot be read: " + std::strerror(errno));
   check_arg(S_ISREG(st.st_mode), "LSB_DJOB_RANKFILE='" + path + "' is not a regular file");
   check_arg(st.st_size <= kMaxRankFileBytes, "LSB_DJOB_RANKFILE='" + path + "' has " +
                                                  std::to_string(st.st_size) + " bytes, more than the " +
                                                  std::to_string(kMaxRankFileBytes) + " a rank file may have");
   std::ifstream in(path);
-  if (!in) fail(DDP_E_IO, "LSB_DJOB_RANKFILE='" + path + "' cannot be read");
+  if (!in) fail(Status::IO, "LSB_DJOB_RANKFILE='" + path + "' cannot be read");
   std::vector<std::string> hosts;
   std::string line;
   bool first = true;
@@ -84,4 +84,4 @@ ClusterEnv lsf_read(const EnvLookup& env) {
   return e;
 }
 
-}  // namespace ddp::environments
+}  // namespace ddp::core::environments

@@ -4,7 +4,7 @@
 #include "env/env_vars.h"
 #include "env/environments.h"
 
-namespace ddp::environments {
+namespace ddp::core::environments {
 using namespace envvars;
 
 namespace {
@@ -37,4 +37,4 @@ ClusterEnv mpi_read(const EnvLookup& env) {
   return e;
 }
 
-}  // namespace ddp::environments
+}  // namespace ddp::core::environments

@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 
-namespace ddp::environments {
+namespace ddp::core::environments {
 using namespace envvars;
 
 namespace {
@@ -25,7 +25,7 @@ bool slurm_detect(const EnvLookup& env) { return has(env, "SLURM_NTASKS") && !in
 // the wrong rendezvous host.
 std::string slurm_first_host(const std::string& nodelist) {
   auto bad = [&](const std::string& why) {
-    fail(DDP_E_INVALID_ARGUMENT, "SLURM_NODELIST='" + nodelist + "' is malformed: " + why);
+    fail(Status::InvalidArgument, "SLURM_NODELIST='" + nodelist + "' is malformed: " + why);
   };
   auto is_digits = [](const std::string& v) {
     return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
@@ -107,4 +107,4 @@ ClusterEnv slurm_read(const EnvLookup& env) {
   return e;
 }
 
-}  // namespace ddp::environments
+}  // namespace ddp::core::environments

@@ -2,7 +2,7 @@
 #include "env/env_vars.h"
 #include "env/environments.h"
 
-namespace ddp::environments {
+namespace ddp::core::environments {
 using namespace envvars;
 
 bool torchelastic_detect(const EnvLookup& env) {
@@ -24,4 +24,4 @@ ClusterEnv torchelastic_read(const EnvLookup& env) {
   return e;
 }
 
-}  // namespace ddp::environments
+}  // namespace ddp::core::environments

@@ -11,7 +11,7 @@
 #include "hooks/powersgd_math.h"
 #include "hooks/powersgd_state.h"
 
-namespace ddp::powersgd {
+namespace ddp::core::powersgd {
 namespace {
 
 constexpr uint64_t kSeedBound = 1000000000;
@@ -76,4 +76,4 @@ std::shared_ptr<PowerSgdHook> make_batched_hook(const PowerSgdOptions& opts) {
   return std::make_shared<BatchedHook>(opts);
 }
 
-}  // namespace ddp::powersgd
+}  // namespace ddp::core::powersgd

@@ -2,7 +2,7 @@
 
 #include "common/error.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 
 const char* name_of(at::ScalarType t) { return t == at::kHalf ? "fp16" : "bf16"; }
@@ -57,4 +57,4 @@ std::shared_ptr<CommHook> make_compress_wrapper(at::ScalarType dtype, std::share
 
 std::shared_ptr<CommHook> make_noop_hook() { return std::make_shared<NoopHook>(); }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -6,9 +6,9 @@
 
 #include <memory>
 
-#include "ddp/comm_hook_slot.h"
+#include "hooks/comm_hook.h"
 
-namespace ddp {
+namespace ddp::core {
 
 // fp16_compress_hook / bf16_compress_hook: cast the bucket, divide by the
 // group size, all-reduce SUM, cast back into the bucket.
@@ -22,4 +22,4 @@ std::shared_ptr<CommHook> make_compress_wrapper(at::ScalarType dtype, std::share
 // everything but communication.
 std::shared_ptr<CommHook> make_noop_hook();
 
-}  // namespace ddp
+}  // namespace ddp::core

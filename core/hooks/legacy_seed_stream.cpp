@@ -1,6 +1,6 @@
 #include "hooks/legacy_seed_stream.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 constexpr int kN = 624, kM = 397;
 constexpr uint32_t kMatrixA = 0x9908b0dfu, kUpper = 0x80000000u, kLower = 0x7fffffffu;
@@ -43,4 +43,4 @@ uint32_t LegacySeedStream::randint(uint64_t high) {
   return v;
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

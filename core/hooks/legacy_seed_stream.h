@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-namespace ddp {
+namespace ddp::core {
 
 class LegacySeedStream {
  public:
@@ -21,4 +21,4 @@ class LegacySeedStream {
   int pos_;
 };
 
-}  // namespace ddp
+}  // namespace ddp::core

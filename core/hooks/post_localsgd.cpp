@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 
 class PostLocalSgdHook : public CommHook {
@@ -63,4 +63,4 @@ void ModelAverager::step(const std::vector<at::Tensor>& params) {
   ++step_;
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
-#include "ddp/comm_hook_slot.h"
+#include "hooks/comm_hook.h"
 
-namespace ddp {
+namespace ddp::core {
 
 // Global all-reduce (divide by the group size, SUM) until
 // `start_localsgd_iter` steps have passed (a step ends with its last
@@ -33,4 +33,4 @@ class ModelAverager {
   int64_t period_, warmup_, step_ = 0;
 };
 
-}  // namespace ddp
+}  // namespace ddp::core

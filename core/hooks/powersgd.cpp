@@ -16,7 +16,7 @@
 #include "hooks/powersgd_math.h"
 #include "hooks/powersgd_state.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace powersgd {
 std::shared_ptr<PowerSgdHook> make_batched_hook(const PowerSgdOptions& opts);  // batched_powersgd.cpp
 
@@ -199,4 +199,4 @@ std::shared_ptr<PowerSgdHook> make_powersgd_hook(const PowerSgdOptions& opts) {
   return std::make_shared<powersgd::PerTensorHook>(opts);
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "ddp/comm_hook_slot.h"
+#include "hooks/comm_hook.h"
 
-namespace ddp {
+namespace ddp::core {
 
 // PyTorch's PowerSGDState arguments, with its defaults.
 struct PowerSgdOptions {
@@ -39,4 +39,4 @@ class PowerSgdHook : public CommHook {
 // feedback or warm start, since those keep per-bucket state).
 std::shared_ptr<PowerSgdHook> make_powersgd_hook(const PowerSgdOptions& opts);
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -7,7 +7,7 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/sum.h>
 
-namespace ddp::powersgd {
+namespace ddp::core::powersgd {
 
 void orthogonalize(const at::Tensor& matrices, double epsilon) {
   const int64_t r = matrices.size(2);
@@ -36,4 +36,4 @@ at::Tensor SeededNormal::draw(at::IntArrayRef shape, const at::Tensor& like) {
   return like.is_cpu() ? cpu : cpu.to(like.device());
 }
 
-}  // namespace ddp::powersgd
+}  // namespace ddp::core::powersgd

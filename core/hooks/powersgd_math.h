@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace ddp::powersgd {
+namespace ddp::core::powersgd {
 
 // Orthogonalizes the columns of each matrix of a (batch, n, r) tensor in
 // place, as PyTorch's _orthogonalize: Gram-Schmidt for r <= 2 or half
@@ -30,4 +30,4 @@ inline bool should_compress(int64_t n, int64_t m, int64_t r, double min_rate) {
   return double((n + m) * r) * min_rate < double(n * m);
 }
 
-}  // namespace ddp::powersgd
+}  // namespace ddp::core::powersgd

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace ddp::powersgd {
+namespace ddp::core::powersgd {
 
 void StatefulHook::add_error(size_t bucket, const at::Tensor& input) {
   BucketMemory& mem = memory_[bucket];
@@ -24,4 +24,4 @@ void wait_until(Pending& p, Clock::time_point deadline) {
   p.wait(std::max(Millis(0), std::chrono::duration_cast<Millis>(deadline - Clock::now())));
 }
 
-}  // namespace ddp::powersgd
+}  // namespace ddp::core::powersgd

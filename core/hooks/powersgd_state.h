@@ -11,7 +11,7 @@
 #include "hooks/legacy_seed_stream.h"
 #include "hooks/powersgd.h"
 
-namespace ddp::powersgd {
+namespace ddp::core::powersgd {
 
 struct BucketMemory {
   at::Tensor error;  // local residual of the last compression (error feedback)
@@ -57,4 +57,4 @@ class StatefulHook : public PowerSgdHook {
 // Waits for `p` within what is left until `deadline`.
 void wait_until(Pending& p, Clock::time_point deadline);
 
-}  // namespace ddp::powersgd
+}  // namespace ddp::core::powersgd

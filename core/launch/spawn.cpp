@@ -13,7 +13,7 @@
 #include "common/error.h"
 #include "launch/worker_env.h"
 
-namespace ddp::launch {
+namespace ddp::core::launch {
 namespace {
 
 // Which ddp_spawn call of the program this is. A popen worker re-runs the
@@ -32,13 +32,13 @@ std::vector<uint8_t> read_file(const std::string& path) {
 void write_file_atomically(const std::string& path, const std::vector<uint8_t>& data) {
   std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(DDP_E_IO, "cannot write " + tmp + ": " + std::strerror(errno));
+  if (!f) fail(Status::IO, "cannot write " + tmp + ": " + std::strerror(errno));
   bool ok = data.empty() || std::fwrite(data.data(), 1, data.size(), f) == data.size();
   ok = (std::fflush(f) == 0) && ok;
   ok = (fsync(fileno(f)) == 0) && ok;
   std::fclose(f);
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
-    fail(DDP_E_IO, "cannot write " + path + ": " + std::strerror(errno));
+    fail(Status::IO, "cannot write " + path + ": " + std::strerror(errno));
 }
 
 std::vector<std::string> read_cmdline() {
@@ -57,7 +57,7 @@ std::vector<std::string> read_cmdline() {
 std::string self_exe() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) fail(DDP_E_IO, "cannot read /proc/self/exe");
+  if (n <= 0) fail(Status::IO, "cannot read /proc/self/exe");
   return std::string(buf, static_cast<size_t>(n));
 }
 
@@ -121,13 +121,13 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
   if (o.method == StartMethod::Fork) {
     int threads = thread_count();
     if (threads != 1)
-      fail(DDP_E_STATE, "start method fork: this process has " + std::to_string(threads) +
+      fail(Status::State, "start method fork: this process has " + std::to_string(threads) +
                             " threads, and a forked child inherits locks held by them; use "
                             "DDP_START_POPEN (the default)");
   }
 
   char tmpl[] = "/tmp/ddp-spawn-XXXXXX";
-  if (!mkdtemp(tmpl)) fail(DDP_E_IO, std::string("mkdtemp: ") + std::strerror(errno));
+  if (!mkdtemp(tmpl)) fail(Status::IO, std::string("mkdtemp: ") + std::strerror(errno));
   std::string dir = tmpl;
   std::vector<uint8_t> arg_bytes(static_cast<const uint8_t*>(arg),
                                  static_cast<const uint8_t*>(arg) + arg_len);
@@ -190,10 +190,10 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
   }
   remove_dir(dir);
   if (job.timed_out)
-    fail(DDP_E_TIMEOUT, "ddp_spawn: the job ran past its " + std::to_string(o.timeout.count()) +
+    fail(Status::Timeout, "ddp_spawn: the job ran past its " + std::to_string(o.timeout.count()) +
                             " ms timeout. " + job.summary());
-  if (!job.ok()) fail(DDP_E_WORKER_FAILED, "ddp_spawn: " + job.summary());
+  if (!job.ok()) fail(Status::WorkerFailed, "ddp_spawn: " + job.summary());
   return out;
 }
 
-}  // namespace ddp::launch
+}  // namespace ddp::core::launch

@@ -10,7 +10,7 @@
 
 #include "launch/supervisor.h"
 
-namespace ddp::launch {
+namespace ddp::core::launch {
 
 enum class StartMethod { Popen, Fork };
 
@@ -39,9 +39,9 @@ struct SpawnOutcome {
 };
 
 // In the launching process: starts the workers, supervises them, returns
-// rank 0's result (or throws ddp::Error with DDP_E_WORKER_FAILED and the
+// rank 0's result (or throws ddp::core::Error with Status::WorkerFailed and the
 // job's summary). In a popen worker of this very call: runs `body` and exits
 // the process with its return code (never returns).
 SpawnOutcome spawn(const SpawnOptions& opts, const WorkerBody& body, const void* arg, size_t arg_len);
 
-}  // namespace ddp::launch
+}  // namespace ddp::core::launch

@@ -21,7 +21,7 @@
 
 extern char** environ;
 
-namespace ddp::launch {
+namespace ddp::core::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -81,14 +81,14 @@ void child_common_setup(pid_t parent, int out_fd, const std::vector<int>& keep_f
 pid_t start_child(const ChildSpec& c, int* out_read_fd) {
   int p[2] = {-1, -1};
   if (c.capture_output && pipe2(p, O_CLOEXEC) != 0)
-    fail(DDP_E_IO, std::string("pipe: ") + std::strerror(errno));
+    fail(Status::IO, std::string("pipe: ") + std::strerror(errno));
   ExecArgs args(c);
   pid_t parent = getpid();
   fflush(nullptr);  // or buffered output is written twice
   pid_t pid = fork();
   if (pid < 0) {
     if (p[0] >= 0) { close(p[0]); close(p[1]); }
-    fail(DDP_E_IO, std::string("fork: ") + std::strerror(errno));
+    fail(Status::IO, std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
     child_common_setup(parent, p[1], c.keep_fds);
@@ -214,7 +214,7 @@ std::string random_job_id() {
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
   ssize_t got = fd >= 0 ? read(fd, bytes, sizeof(bytes)) : -1;
   if (fd >= 0) close(fd);
-  if (got != static_cast<ssize_t>(sizeof(bytes))) fail(DDP_E_IO, "cannot read /dev/urandom for a job id");
+  if (got != static_cast<ssize_t>(sizeof(bytes))) fail(Status::IO, "cannot read /dev/urandom for a job id");
   static const char* hex = "0123456789abcdef";
   std::string id;
   for (unsigned char b : bytes) {
@@ -244,7 +244,7 @@ int bind_listen(const char* host, int port, int* err) {
   std::string service = std::to_string(port);
   int rc = getaddrinfo(host, service.c_str(), &hints, &res);
   if (rc != 0)
-    fail(DDP_E_IO, "cannot resolve the master address '" + std::string(host ? host : "") + "': " + gai_strerror(rc));
+    fail(Status::IO, "cannot resolve the master address '" + std::string(host ? host : "") + "': " + gai_strerror(rc));
   int fd = -1;
   *err = 0;
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
@@ -277,8 +277,8 @@ int listen_socket(const std::string& addr, int port, int* port_out) {
   if (fd < 0 && (addr.empty() || err == EADDRNOTAVAIL)) fd = bind_listen(nullptr, port, &err);
   if (fd < 0) {
     if (err == EADDRINUSE)
-      fail(DDP_E_IO, "port " + std::to_string(port) + " is already in use; choose another MASTER_PORT");
-    fail(DDP_E_IO, "cannot listen on " + addr + ":" + std::to_string(port) + ": " + std::strerror(err));
+      fail(Status::IO, "port " + std::to_string(port) + " is already in use; choose another MASTER_PORT");
+    fail(Status::IO, "cannot listen on " + addr + ":" + std::to_string(port) + ": " + std::strerror(err));
   }
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
@@ -397,4 +397,4 @@ JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& 
   return res;
 }
 
-}  // namespace ddp::launch
+}  // namespace ddp::core::launch

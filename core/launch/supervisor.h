@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace ddp::launch {
+namespace ddp::core::launch {
 
 using Millis = std::chrono::milliseconds;
 
@@ -70,7 +70,7 @@ struct SupervisorOptions {
 };
 
 // Starts every child, supervises them to the end, and returns how each ended.
-// Throws ddp::Error (DDP_E_IO) when a child cannot be started; children
+// Throws ddp::core::Error (Status::IO) when a child cannot be started; children
 // already started are killed first.
 JobResult run_job(const std::vector<ChildSpec>& children, const SupervisorOptions& opts);
 
@@ -97,4 +97,4 @@ int thread_count();
 // port in between (the race of bind-then-close).
 int listen_socket(const std::string& addr, int port, int* port_out);
 
-}  // namespace ddp::launch
+}  // namespace ddp::core::launch

@@ -4,7 +4,7 @@
 
 #include "launch/supervisor.h"
 
-namespace ddp::launch {
+namespace ddp::core::launch {
 
 std::vector<std::string> worker_env(const WorkerPlace& w,
                                     const std::vector<std::pair<std::string, std::string>>& extra) {
@@ -36,4 +36,4 @@ std::vector<std::string> worker_env(const WorkerPlace& w,
   return child_environment(set, drop);
 }
 
-}  // namespace ddp::launch
+}  // namespace ddp::core::launch

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-namespace ddp::launch {
+namespace ddp::core::launch {
 
 // Where one worker stands in its job.
 struct WorkerPlace {
@@ -35,4 +35,4 @@ struct WorkerPlace {
 std::vector<std::string> worker_env(const WorkerPlace& w,
                                     const std::vector<std::pair<std::string, std::string>>& extra = {});
 
-}  // namespace ddp::launch
+}  // namespace ddp::core::launch

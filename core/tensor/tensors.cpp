@@ -10,23 +10,23 @@
 #include "common/cuda_plugin.h"
 #include "common/error.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 struct DtypeInfo {
-  ddp_dtype dtype;
+  DType dtype;
   at::ScalarType scalar;
   size_t size;
   const char* name;
 };
 constexpr DtypeInfo kDtypes[] = {
-    {DDP_FLOAT32, at::kFloat, 4, "float32"},  {DDP_FLOAT64, at::kDouble, 8, "float64"},
-    {DDP_FLOAT16, at::kHalf, 2, "float16"},   {DDP_BFLOAT16, at::kBFloat16, 2, "bfloat16"},
-    {DDP_INT8, at::kChar, 1, "int8"},         {DDP_UINT8, at::kByte, 1, "uint8"},
-    {DDP_INT32, at::kInt, 4, "int32"},        {DDP_INT64, at::kLong, 8, "int64"},
-    {DDP_BOOL, at::kBool, 1, "bool"},
+    {DType::Float32, at::kFloat, 4, "float32"},  {DType::Float64, at::kDouble, 8, "float64"},
+    {DType::Float16, at::kHalf, 2, "float16"},   {DType::BFloat16, at::kBFloat16, 2, "bfloat16"},
+    {DType::Int8, at::kChar, 1, "int8"},         {DType::UInt8, at::kByte, 1, "uint8"},
+    {DType::Int32, at::kInt, 4, "int32"},        {DType::Int64, at::kLong, 8, "int64"},
+    {DType::Bool, at::kBool, 1, "bool"},
 };
 
-const DtypeInfo* find(ddp_dtype d) {
+const DtypeInfo* find(DType d) {
   for (auto& i : kDtypes)
     if (i.dtype == d) return &i;
   return nullptr;
@@ -59,28 +59,28 @@ std::vector<int64_t> checked_shape(const int64_t* shape, size_t ndim, size_t ele
 }
 }  // namespace
 
-bool valid_dtype(ddp_dtype d) { return find(d) != nullptr; }
-size_t dtype_size(ddp_dtype d) { auto* i = find(d); return i ? i->size : 0; }
-const char* dtype_name(ddp_dtype d) { auto* i = find(d); return i ? i->name : "unknown"; }
+bool valid_dtype(DType d) { return find(d) != nullptr; }
+size_t dtype_size(DType d) { auto* i = find(d); return i ? i->size : 0; }
+const char* dtype_name(DType d) { auto* i = find(d); return i ? i->name : "unknown"; }
 
-at::ScalarType to_scalar_type(ddp_dtype d) {
+at::ScalarType to_scalar_type(DType d) {
   auto* i = find(d);
   check_arg(i != nullptr, "unknown dtype " + std::to_string(static_cast<int>(d)));
   return i->scalar;
 }
 
-ddp_dtype from_scalar_type(at::ScalarType t) {
+DType from_scalar_type(at::ScalarType t) {
   for (auto& i : kDtypes)
     if (i.scalar == t) return i.dtype;
-  fail(DDP_E_UNSUPPORTED, std::string("dtype ") + c10::toString(t) + " has no libddp equivalent");
+  fail(Status::Unsupported, std::string("dtype ") + c10::toString(t) + " has no libddp equivalent");
 }
 
-ddp_device device_of(const at::Tensor& t) {
-  if (t.is_cuda()) return ddp_device{DDP_DEVICE_CUDA, t.get_device()};
-  return ddp_device{DDP_DEVICE_CPU, 0};
+Device device_of(const at::Tensor& t) {
+  if (t.is_cuda()) return Device{DeviceType::CUDA, t.get_device()};
+  return Device{DeviceType::CPU, 0};
 }
 
-at::Tensor tensor_from_blob(void* data, ddp_dtype dtype, const int64_t* shape, size_t ndim) {
+at::Tensor tensor_from_blob(void* data, DType dtype, const int64_t* shape, size_t ndim) {
   auto st = to_scalar_type(dtype);
   auto s = checked_shape(shape, ndim, dtype_size(dtype));
   int64_t numel = 1;
@@ -93,27 +93,27 @@ at::Tensor tensor_from_blob(void* data, ddp_dtype dtype, const int64_t* shape, s
   return at::from_blob(data ? data : empty_storage, s, at::TensorOptions().dtype(st));
 }
 
-at::Tensor tensor_zeros(ddp_dtype dtype, const int64_t* shape, size_t ndim, ddp_device device) {
+at::Tensor tensor_zeros(DType dtype, const int64_t* shape, size_t ndim, Device device) {
   auto st = to_scalar_type(dtype);
   auto s = checked_shape(shape, ndim, dtype_size(dtype));
   at::TensorOptions o = at::TensorOptions().dtype(st);
-  if (device.type == DDP_DEVICE_CUDA) {
+  if (device.type == DeviceType::CUDA) {
     require_cuda_runtime();
     o = o.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.index)));
   } else {
-    check_arg(device.type == DDP_DEVICE_CPU, "unknown device type " + std::to_string(device.type));
+    check_arg(device.type == DeviceType::CPU, "unknown device type " + std::to_string(static_cast<int>(device.type)));
   }
   // Shape, dtype and device were checked above: what can still fail is the
   // allocation itself (or, on CUDA, the device being unusable).
   try {
     return at::zeros(s, o);
   } catch (const c10::OutOfMemoryError& e) {
-    fail(DDP_E_NOMEM, std::string("out of memory: ") + e.what_without_backtrace());
+    fail(Status::NoMemory, std::string("out of memory: ") + e.what_without_backtrace());
   } catch (const c10::Error& e) {
-    if (device.type == DDP_DEVICE_CUDA)
-      fail(DDP_E_UNSUPPORTED, std::string("cannot allocate on cuda:") + std::to_string(device.index) +
+    if (device.type == DeviceType::CUDA)
+      fail(Status::Unsupported, std::string("cannot allocate on cuda:") + std::to_string(device.index) +
                                   ": " + e.what_without_backtrace());
-    fail(DDP_E_NOMEM, std::string("out of memory: ") + e.what_without_backtrace());
+    fail(Status::NoMemory, std::string("out of memory: ") + e.what_without_backtrace());
   }
 }
 
@@ -142,4 +142,4 @@ void tensor_copy_from_host(const at::Tensor& t, const void* src, size_t nbytes) 
   t.copy_(host);
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -22,9 +22,10 @@
 #include "report.h"
 
 namespace ddprun {
-using namespace ddp::launch;
-using ddp::fail;
-using ddp::short_what;
+using namespace ddp::core::launch;
+using ddp::core::fail;
+using ddp::core::Status;
+using ddp::core::short_what;
 
 namespace {
 
@@ -49,7 +50,7 @@ std::string find_in_path(const std::string& prog) {
     std::string candidate = (dir.empty() ? "." : dir) + "/" + prog;
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
-  fail(DDP_E_INVALID_ARGUMENT, "program '" + prog + "' was not found on PATH");
+  fail(Status::InvalidArgument, "program '" + prog + "' was not found on PATH");
 }
 
 class Agent {
@@ -87,7 +88,7 @@ class Agent {
           "ddprun/" + job_id_ + "/round" + std::to_string(restart), store_);
       rendezvous(round);
       heartbeat_.begin_round(round,
-                             c10::make_intrusive<c10d::PrefixStore>(ddp::job_key_prefix(job_id_, restart), store_));
+                             c10::make_intrusive<c10d::PrefixStore>(ddp::core::job_key_prefix(job_id_, restart), store_));
       JobResult job = run_round(argv, restart);
       if (job.stop_signal) {
         heartbeat_.publish_failure("node " + std::to_string(a_.node_rank) + " stopped by " +
@@ -134,8 +135,8 @@ class Agent {
     int port = a_.master_port, node = a_.node_rank;
     Millis timeout = rdzv_timeout();
     auto store = calls_.call([addr, port, node, timeout]() -> c10::intrusive_ptr<c10d::TCPStore> {
-      if (node == 0) return ddp::host_store(addr, port, -1, std::nullopt, timeout);
-      return ddp::connect_store(addr, port, timeout, "node " + std::to_string(node), "node 0");
+      if (node == 0) return ddp::core::host_store(addr, port, -1, std::nullopt, timeout);
+      return ddp::core::connect_store(addr, port, timeout, "node " + std::to_string(node), "node 0");
     }, timeout + Millis(5000), "connecting to the rendezvous store");
     a_.master_port = store->getPort();
     store_ = store;
@@ -145,7 +146,7 @@ class Agent {
     int nodes = a_.nnodes;
     Millis timeout = rdzv_timeout();
     std::string where = a_.master_addr + ":" + std::to_string(a_.master_port);
-    calls_.call([round, nodes, timeout, where] { return ddp::count_in(*round, nodes, timeout, where); },
+    calls_.call([round, nodes, timeout, where] { return ddp::core::count_in(*round, nodes, timeout, where); },
                 timeout + Millis(5000), "the rendezvous of the nodes");
   }
 

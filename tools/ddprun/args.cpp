@@ -7,8 +7,9 @@
 #include "common/error.h"
 
 namespace ddprun {
-using ddp::check_arg;
-using ddp::fail;
+using ddp::core::check_arg;
+using ddp::core::fail;
+using ddp::core::Status;
 namespace {
 
 int to_int(const std::string& flag, const std::string& v, int lo, int hi) {
@@ -117,7 +118,7 @@ DdprunArgs parse_ddprun_args(const std::vector<std::string>& argv) {
     } else if (flag == "--python") {
       a.python = take();
     } else {
-      fail(DDP_E_INVALID_ARGUMENT, "unknown option " + arg + "\n" + ddprun_usage());
+      fail(Status::InvalidArgument, "unknown option " + arg + "\n" + ddprun_usage());
     }
   }
   a.command.assign(argv.begin() + static_cast<long>(i), argv.end());

@@ -26,7 +26,7 @@ struct DdprunArgs {
   std::vector<std::string> command;  // the program and its arguments
 };
 
-// Throws ddp::Error(DDP_E_INVALID_ARGUMENT) naming the bad flag.
+// Throws ddp::core::Error(Status::InvalidArgument) naming the bad flag.
 DdprunArgs parse_ddprun_args(const std::vector<std::string>& argv);
 
 std::string ddprun_usage();

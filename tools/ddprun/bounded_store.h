@@ -19,7 +19,8 @@
 
 namespace ddprun {
 
-using ddp::fail;
+using ddp::core::fail;
+using ddp::core::Status;
 
 using Millis = std::chrono::milliseconds;
 
@@ -33,7 +34,7 @@ class BoundedStore {
   template <typename F>
   auto start(F fn, const std::string& what) -> std::future<decltype(fn())> {
     using R = decltype(fn());
-    if (lost_.load()) fail(DDP_E_PEER_FAILED, what + ": the store was lost earlier (" + why_lost_ + ")");
+    if (lost_.load()) fail(Status::PeerFailed, what + ": the store was lost earlier (" + why_lost_ + ")");
     auto task = std::make_shared<std::packaged_task<R()>>(std::move(fn));
     auto result = task->get_future();
     std::thread([task] { (*task)(); }).detach();  // owns everything it touches
@@ -41,8 +42,8 @@ class BoundedStore {
   }
 
   // Runs fn() on its own thread and returns its result, or rethrows what it
-  // threw. Throws DDP_E_TIMEOUT naming `what` when `bound` passes first, and
-  // DDP_E_STATE when a stop signal arrives and the call still has not
+  // threw. Throws Status::Timeout naming `what` when `bound` passes first, and
+  // Status::State when a stop signal arrives and the call still has not
   // returned a second later; either way the store is lost from then on.
   template <typename F>
   auto call(F fn, Millis bound, const std::string& what) -> decltype(fn()) {
@@ -51,7 +52,7 @@ class BoundedStore {
       bool stopped = stop_ && stop_->load();
       abandon(what + (stopped ? " was still waiting for the store when a stop signal came"
                               : " got no answer from the store within " + std::to_string(bound.count()) + " ms"));
-      fail(stopped ? DDP_E_STATE : DDP_E_TIMEOUT, why_lost_);
+      fail(stopped ? Status::State : Status::Timeout, why_lost_);
     }
     return result.get();
   }

@@ -7,9 +7,9 @@
 #include "comm/rendezvous.h"
 
 namespace ddprun {
-using ddp::short_what;
-using ddp::launch::ChildStatus;
-using ddp::launch::Millis;
+using ddp::core::short_what;
+using ddp::core::launch::ChildStatus;
+using ddp::core::launch::Millis;
 
 namespace {
 
@@ -22,8 +22,8 @@ NodesSeen look_at(c10d::Store& round, c10d::Store& job, int me, int nodes, const
     s.failed = round.check({"failed"});
   }
   for (int r : quitters)
-    if (!ddp::has_joined(job, r)) s.quit_unjoined.push_back(r);
-  if (!s.quit_unjoined.empty()) s.joining = ddp::ranks_joining(job);
+    if (!ddp::core::has_joined(job, r)) s.quit_unjoined.push_back(r);
+  if (!s.quit_unjoined.empty()) s.joining = ddp::core::ranks_joining(job);
   return s;
 }
 

@@ -40,7 +40,7 @@ class Heartbeat {
 
   // The supervisor's check; never blocks. False when the round must stop;
   // why() then says why.
-  bool fine(const std::vector<ddp::launch::ChildStatus>& children);
+  bool fine(const std::vector<ddp::core::launch::ChildStatus>& children);
   // One look that waits for its answer (within the agent timeout), for the
   // wait after this node's workers succeeded.
   bool fine_now();
@@ -56,7 +56,7 @@ class Heartbeat {
  private:
   using Clock = std::chrono::steady_clock;
   bool judge(const NodesSeen& seen, Clock::time_point now);
-  ddp::launch::Millis agent_timeout() const;
+  ddp::core::launch::Millis agent_timeout() const;
 
   BoundedStore& calls_;
   const DdprunArgs& a_;

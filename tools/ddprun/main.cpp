@@ -11,7 +11,7 @@
 #include "comm/torch_logging.h"
 
 int main(int argc, char** argv) {
-  ddp::quiet_torch_logging();
+  ddp::core::quiet_torch_logging();
   std::vector<std::string> args(argv + 1, argv + argc);
   for (auto& s : args)
     if (s == "-h" || s == "--help") {
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   try {
     return ddprun::run_agent(std::move(a));
   } catch (const std::exception& e) {
-    std::cerr << "ddprun: " << ddp::short_what(e) << "\n";
+    std::cerr << "ddprun: " << ddp::core::short_what(e) << "\n";
     return 1;
   }
 }

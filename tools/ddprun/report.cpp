@@ -9,7 +9,7 @@
 #include <sstream>
 
 namespace ddprun {
-using namespace ddp::launch;
+using namespace ddp::core::launch;
 namespace {
 
 std::string hostname() {

@@ -12,13 +12,13 @@ namespace ddprun {
 
 struct Failure {
   int rank, local_rank, node;
-  ddp::launch::ChildStatus status;
+  ddp::core::launch::ChildStatus status;
   std::string time;  // ISO 8601, UTC
 };
 
 // The failures of one round, root cause first; workers stopped by ddprun
 // after another failure are not failures of their own.
-std::vector<Failure> failures_of(const ddp::launch::JobResult& job, const DdprunArgs& a);
+std::vector<Failure> failures_of(const ddp::core::launch::JobResult& job, const DdprunArgs& a);
 
 void print_failure_summary(const std::vector<Failure>& failures, const std::string& prog, int restarts);
 

@@ -1,6 +1,6 @@
-#include "ddp/comm_hook_slot.h"
+#include "hooks/comm_hook.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 class AllreduceHook : public CommHook {
  public:
@@ -23,4 +23,4 @@ PendingPtr then(Group& group, const char* op, PendingPtr inner, std::function<vo
   });
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

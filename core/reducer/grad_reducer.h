@@ -2,9 +2,11 @@
 // the moment its last gradient is ready (overlapping communication with the
 // rest of backward), averaged as PyTorch's reducer averages.
 //
-// This is the engine for gradient buffers the caller owns (a Julia, Rust,
-// Java or C trainer): the caller says when gradient i is final
-// (mark_ready) and when the step's backward is over (finish).
+// By itself it works on gradient buffers the caller owns (a Julia, Rust,
+// Java or C trainer): the caller says when gradient i is final (mark_ready)
+// and when the step's backward is over (finish). A GradientSource lets it
+// read and write gradients kept elsewhere: the autograd adapter
+// (autograd_hooks.h) uses one for LibTorch parameters' .grad().
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -15,9 +17,9 @@
 
 #include "comm/collectives.h"
 #include "comm/group.h"
-#include "ddp/comm_hook_slot.h"
+#include "hooks/comm_hook.h"
 
-namespace ddp {
+namespace ddp::core {
 
 struct ReducerOptions {
   double bucket_cap_mb = 25;
@@ -25,9 +27,6 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   bool broadcast_parameters = true;
-  // The parameters are LibTorch leaves: their .grad() is the gradient, and
-  // autograd hooks mark them ready and end the step (see autograd_hooks.h).
-  bool autograd_hooks = false;
   // Uneven inputs (PyTorch's Join): each synchronised step starts with a
   // small all-reduce counting the ranks still training, so that ranks that
   // ran out of data can join() and shadow the others' reductions. Every rank
@@ -35,26 +34,40 @@ struct ReducerOptions {
   bool join_enabled = false;
 };
 
-class AutogradHooks;
+// Where a reducer finds each step's gradients and puts the averaged ones,
+// when they are not the caller's fixed buffers.
+class GradientSource {
+ public:
+  virtual ~GradientSource() = default;
+  // Gradient i of this step; undefined when it has none (unused: zeros).
+  virtual at::Tensor gradient(size_t i) = 0;
+  // Stores averaged gradient i (a view into its bucket, overwritten by the
+  // next step).
+  virtual void store(size_t i, const at::Tensor& averaged) = 0;
+};
 
 class Reducer {
  public:
   // params: what broadcast_parameters sends from rank 0 (may be empty when
   // not broadcasting). grads: the caller's gradient buffers, one per
   // parameter, contiguous; with gradient_as_bucket_view they may be
-  // undefined: gradient(i) then hands out views into the buckets.
+  // undefined: gradient(i) then hands out views into the buckets. With a
+  // gradient source, grads only give each gradient's shape and dtype.
   Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::Tensor> grads,
           const ReducerOptions& opts);
   ~Reducer();
 
   // A failure inside either abandons the step (buckets in flight are
-  // dropped): the next finish() reports it with DDP_E_STATE and resets, so
+  // dropped): the next finish() reports it with Status::State and resets, so
   // the step after that starts clean.
   void mark_ready(size_t index);
   void finish();
   void set_sync(bool enabled) { sync_ = enabled; }
   // nullptr: the built-in path (PyTorch's reducer without a hook).
   void set_comm_hook(std::shared_ptr<CommHook> hook);
+  // From now on, gradients come from and go to `source` (owned here, and
+  // destroyed first: it may hold hooks that call into this reducer).
+  void set_gradient_source(std::unique_ptr<GradientSource> source);
   // This rank has no more data: shadow the other ranks' steps (count 0,
   // zero buckets) until every rank has joined. Needs join_enabled.
   void join();
@@ -76,6 +89,7 @@ class Reducer {
     at::Tensor flat;
     size_t pending = 0;
     PendingPtr work;
+    BucketView view;  // what a hook gets, built once (its divisor is set at each launch)
   };
 
   at::Tensor slot(size_t i) const;  // gradient i's place in its bucket
@@ -84,7 +98,7 @@ class Reducer {
   void reset_step();
   void begin_step_if_needed();      // the join count, once per synchronised step
   int count_active(bool active);    // the join all-reduce
-  BucketView view_of(size_t b) const;
+  const BucketView& view_of(size_t b);  // with this step's divisor
   void abandon_step(const std::string& why);
   void finish_step();
   template <typename F> void abandon_on_failure(const char* op, F&& body);
@@ -93,14 +107,13 @@ class Reducer {
   // up different gradients: compared once, here, over the group.
   void check_layout_matches_across_ranks();
 
-  // The gradient buffer of parameter i for this step: the caller's buffer,
-  // or (autograd_hooks) the parameter's current .grad().
-  const at::Tensor& current_grad(size_t i);
+  // The gradient of parameter i for this step: the caller's buffer, or the
+  // source's (zeros when it has none).
+  at::Tensor current_grad(size_t i);
 
   Group& group_;
-  std::vector<at::Tensor> params_;  // kept with autograd_hooks
   std::vector<at::Tensor> grads_;
-  std::unique_ptr<AutogradHooks> hooks_;
+  std::unique_ptr<GradientSource> source_;
   ReducerOptions opts_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, position_in_bucket_;
@@ -113,4 +126,4 @@ class Reducer {
   std::shared_ptr<CommHook> hook_;
 };
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -1,4 +1,4 @@
-#include "ddp/bucket_assignment.h"
+#include "reducer/bucket_assignment.h"
 
 #include <algorithm>
 #include <map>
@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 
-namespace ddp {
+namespace ddp::core {
 
 BucketAssignment compute_bucket_assignment(const std::vector<TensorInfo>& tensors,
                                            const std::vector<size_t>& limits,
@@ -66,4 +66,4 @@ BucketAssignment compute_bucket_assignment(const std::vector<TensorInfo>& tensor
   return out;
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

@@ -1,6 +1,6 @@
-// One rank of the fault-injection tests (issue 10). Usage:
-// hardening_worker <scenario>; the launcher sets the rendezvous environment.
-// Exit code 0 means every check of the scenario held.
+// hardening_worker scenarios: the fault-injection cases of issue 10 that
+// need real ranks (a stopped store host, a resumed rank, rejoining after a
+// breakage, reducer layouts, DETAIL mode, mismatched sizes).
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,33 +11,12 @@
 #include <map>
 #include <thread>
 
-#include "worker_util.h"
+#include "worker_scenarios.h"
 
-namespace worker {
-int g_failures = 0;
-int g_rank = -1;
-}  // namespace worker
 
 using namespace worker;
 
 namespace {
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
-}
-
-ddp_group* join(int64_t timeout_ms) {
-  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
-  o.timeout_ms = timeout_ms;
-  ddp_group* g = nullptr;
-  ddp_status s = ddp_group_init(&g, nullptr, &o);
-  if (s != DDP_OK) {
-    std::fprintf(stderr, "[rank %d] ddp_group_init: %s: %s\n", g_rank, ddp_status_string(s), ddp_last_error_message());
-    std::exit(3);
-  }
-  return g;
-}
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -271,26 +250,10 @@ void scenario_size_mismatch_without_detail() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  g_rank = env_int("RANK", -1);
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: hardening_worker <scenario>\n");
-    return 2;
-  }
-  std::map<std::string, std::function<void()>> scenarios = {
-      {"stopped_store_host", scenario_stopped_store_host},
-      {"resumed_rank_reports_the_root_cause", scenario_resumed_rank_reports_the_root_cause},
-      {"rejoin_after_breakage", scenario_rejoin_after_breakage},
-      {"reducer_layouts_differ", scenario_reducer_layouts_differ},
-      {"free_reducer_with_bucket_in_flight", scenario_free_reducer_with_bucket_in_flight},
-      {"detail_mismatches", scenario_detail_mismatches},
-      {"size_mismatch_without_detail", scenario_size_mismatch_without_detail},
-  };
-  auto it = scenarios.find(argv[1]);
-  if (it == scenarios.end()) {
-    std::fprintf(stderr, "unknown scenario %s\n", argv[1]);
-    return 2;
-  }
-  it->second();
-  return g_failures == 0 ? 0 : 1;
-}
+WORKER_SCENARIO("stopped_store_host", scenario_stopped_store_host);
+WORKER_SCENARIO("resumed_rank_reports_the_root_cause", scenario_resumed_rank_reports_the_root_cause);
+WORKER_SCENARIO("rejoin_after_breakage", scenario_rejoin_after_breakage);
+WORKER_SCENARIO("reducer_layouts_differ", scenario_reducer_layouts_differ);
+WORKER_SCENARIO("free_reducer_with_bucket_in_flight", scenario_free_reducer_with_bucket_in_flight);
+WORKER_SCENARIO("detail_mismatches", scenario_detail_mismatches);
+WORKER_SCENARIO("size_mismatch_without_detail", scenario_size_mismatch_without_detail);

@@ -9,7 +9,7 @@
 
 #include "comm/collectives.h"
 
-namespace ddp {
+namespace ddp::core {
 
 struct BucketView {
   at::Tensor flat;    // the bucket's gradients, one flat buffer (in place)
@@ -38,4 +38,4 @@ std::shared_ptr<CommHook> make_allreduce_hook();
 // Runs `inner` and then `after` (on the waiting thread) when it completes.
 PendingPtr then(Group& group, const char* op, PendingPtr inner, std::function<void()> after);
 
-}  // namespace ddp
+}  // namespace ddp::core

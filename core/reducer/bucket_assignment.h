@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace ddp {
+namespace ddp::core {
 
 struct TensorInfo {
   size_t bytes = 0;
@@ -29,4 +29,4 @@ BucketAssignment compute_bucket_assignment(const std::vector<TensorInfo>& tensor
                                            const std::vector<size_t>& limits,
                                            const std::vector<size_t>& order = {});
 
-}  // namespace ddp
+}  // namespace ddp::core

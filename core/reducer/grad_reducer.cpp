@@ -1,4 +1,4 @@
-#include "ddp/grad_reducer.h"
+#include "reducer/grad_reducer.h"
 
 #include <ATen/ScalarOps.h>
 #include <ATen/ops/empty.h>
@@ -9,10 +9,9 @@
 #include <functional>
 
 #include "common/error.h"
-#include "ddp/autograd_hooks.h"
-#include "ddp/bucket_assignment.h"
+#include "reducer/bucket_assignment.h"
 
-namespace ddp {
+namespace ddp::core {
 namespace {
 
 // PyTorch's reducer multiplies by 1/world while copying into the bucket,
@@ -35,16 +34,6 @@ std::string list_indices(const std::vector<size_t>& v) {
 Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::Tensor> grads,
                  const ReducerOptions& opts)
     : group_(group), grads_(std::move(grads)), opts_(opts) {
-  if (opts.autograd_hooks) {
-    check_arg(!params.empty(), "reducer: autograd_hooks needs the parameters");
-    check_arg(!opts.gradient_as_bucket_view, "reducer: autograd_hooks with gradient_as_bucket_view is not supported yet");
-    grads_.assign(params.size(), at::Tensor());
-    for (size_t i = 0; i < params.size(); ++i) {
-      check_arg(params[i].requires_grad() && params[i].is_leaf(),
-                "reducer: parameter " + std::to_string(i) + " is not a leaf tensor that requires grad");
-      grads_[i] = at::zeros_like(params[i]);  // shape and dtype source; .grad() is read at each step
-    }
-  }
   const size_t n = grads_.size();
   check_arg(n > 0, "reducer: no gradients");
   check_arg(opts.bucket_cap_mb > 0 && opts.first_bucket_mb > 0, "reducer: bucket caps must be positive");
@@ -96,6 +85,15 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
     }
   }
   check_no_aliasing();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    BucketView& v = buckets_[b].view;
+    v.flat = buckets_[b].flat;
+    v.index = b;
+    v.is_last = b + 1 == buckets_.size();
+    v.param_indices = buckets_[b].indices;
+    v.offsets = buckets_[b].offsets;
+    for (size_t i : buckets_[b].indices) v.shapes.emplace_back(grads_[i].sizes().begin(), grads_[i].sizes().end());
+  }
   ready_.assign(n, 0);
   reset_step();
   check_layout_matches_across_ranks();
@@ -109,10 +107,6 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
       w->wait();
     }
   }
-  if (opts.autograd_hooks) {
-    params_ = std::move(params);
-    hooks_ = make_autograd_hooks(*this, params_);
-  }
 }
 
 // Buckets still in flight are waited for, each within the group's timeout:
@@ -121,7 +115,7 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
 // Failures are dropped: a destructor has nobody to report them to (the next
 // call on a broken group reports the failure).
 Reducer::~Reducer() {
-  hooks_.reset();  // no autograd hook may start a bucket from here on
+  source_.reset();  // its hooks (autograd's) may start no bucket from here on
   for (auto& b : buckets_) {
     if (!b.work) continue;
     try {
@@ -145,7 +139,7 @@ void Reducer::check_no_aliasing() const {
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
   for (size_t k = 1; k < spans.size(); ++k)
     if (spans[k].begin < spans[k - 1].end)
-      fail(DDP_E_INVALID_ARGUMENT, "reducer: gradients " + std::to_string(std::min(spans[k - 1].index, spans[k].index)) +
+      fail(Status::InvalidArgument, "reducer: gradients " + std::to_string(std::min(spans[k - 1].index, spans[k].index)) +
                                        " and " + std::to_string(std::max(spans[k - 1].index, spans[k].index)) +
                                        " share memory; every gradient needs a buffer of its own");
 }
@@ -165,7 +159,7 @@ void Reducer::check_layout_matches_across_ranks() {
   m[0] = static_cast<int64_t>(grads_.size());
   m[1] = static_cast<int64_t>(buckets_.size());
   m[2] = static_cast<int64_t>(h >> 1);
-  if (group_.device().type == DDP_DEVICE_CUDA) mine = mine.to(at::Device(at::kCUDA, group_.device().index));
+  if (group_.device().type == DeviceType::CUDA) mine = mine.to(at::Device(at::kCUDA, group_.device().index));
   auto p = all_gather(group_, mine);
   p->wait();
   at::Tensor all = p->tensors[0].cpu();
@@ -179,7 +173,7 @@ void Reducer::check_layout_matches_across_ranks() {
               (row[0] == m[0] && row[1] == m[1] ? " with other sizes or dtypes" : "");
   }
   if (!differ.empty())
-    fail(DDP_E_INVALID_ARGUMENT, "reducer: the ranks' gradient layouts differ (rank " + std::to_string(group_.rank()) +
+    fail(Status::InvalidArgument, "reducer: the ranks' gradient layouts differ (rank " + std::to_string(group_.rank()) +
                                      " has " + std::to_string(m[0]) + " gradients in " + std::to_string(m[1]) +
                                      " buckets; " + differ + "): every rank must pass the same gradients, "
                                      "in the same order, with the same bucket caps");
@@ -205,11 +199,18 @@ bool Reducer::step_in_progress() const {
   return std::any_of(ready_.begin(), ready_.end(), [](char r) { return r != 0; });
 }
 
-const at::Tensor& Reducer::current_grad(size_t i) {
-  if (!opts_.autograd_hooks) return grads_[i];
-  const at::Tensor& g = params_[i].grad();
-  if (g.defined()) return g;
-  return grads_[i];  // no gradient this step (unused): zeros of the right shape
+at::Tensor Reducer::current_grad(size_t i) {
+  if (!source_) return grads_[i];
+  at::Tensor g = source_->gradient(i);
+  return g.defined() ? g : grads_[i];  // no gradient this step (unused): zeros of the right shape
+}
+
+void Reducer::set_gradient_source(std::unique_ptr<GradientSource> source) {
+  check_arg(!opts_.gradient_as_bucket_view, "reducer: a gradient source cannot be used with gradient_as_bucket_view");
+  if (step_in_progress()) fail(Status::State, "set_gradient_source: a step is in progress");
+  // grads_ keep zeros of each gradient's shape, for gradients a step lacks.
+  for (auto& g : grads_) g.zero_();
+  source_ = std::move(source);
 }
 
 const std::vector<size_t>& Reducer::bucket_indices(size_t b) const {
@@ -238,21 +239,13 @@ void Reducer::copy_in(size_t i) {
   else at::mul_out(view, current_grad(i).detach(), reciprocal_world(divisor_));
 }
 
-BucketView Reducer::view_of(size_t b) const {
-  const Bucket& bucket = buckets_[b];
-  BucketView v;
-  v.flat = bucket.flat;
-  v.index = b;
-  v.is_last = b + 1 == buckets_.size();
-  v.divisor = divisor_;
-  v.param_indices = bucket.indices;
-  v.offsets = bucket.offsets;
-  for (size_t i : bucket.indices) v.shapes.emplace_back(grads_[i].sizes().begin(), grads_[i].sizes().end());
-  return v;
+const BucketView& Reducer::view_of(size_t b) {
+  buckets_[b].view.divisor = divisor_;
+  return buckets_[b].view;
 }
 
 void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
-  if (step_in_progress()) fail(DDP_E_STATE, "set_comm_hook: a step is in progress; call it between steps");
+  if (step_in_progress()) fail(Status::State, "set_comm_hook: a step is in progress; call it between steps");
   hook_ = std::move(hook);
 }
 
@@ -269,8 +262,8 @@ void Reducer::begin_step_if_needed() {
 }
 
 void Reducer::join() {
-  if (!opts_.join_enabled) fail(DDP_E_STATE, "join: create the reducer with join_enabled on every rank");
-  if (step_in_progress()) fail(DDP_E_STATE, "join: a step is in progress; finish it first");
+  if (!opts_.join_enabled) fail(Status::State, "join: create the reducer with join_enabled on every rank");
+  if (step_in_progress()) fail(Status::State, "join: a step is in progress; finish it first");
   // Shadow the others: each of their steps is one count plus the buckets in order.
   while (count_active(false) > 0) {
     for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -288,7 +281,7 @@ void Reducer::mark_ready(size_t i) {
   check_arg(i < grads_.size(), "mark_ready: index " + std::to_string(i) + " >= " + std::to_string(grads_.size()) +
                                    " gradients");
   if (!sync_) return;  // no_sync: gradients accumulate locally
-  if (ready_[i]) fail(DDP_E_STATE, "mark_ready: gradient " + std::to_string(i) + " was already marked ready in this step");
+  if (ready_[i]) fail(Status::State, "mark_ready: gradient " + std::to_string(i) + " was already marked ready in this step");
   abandon_on_failure("mark_ready", [&] {
     begin_step_if_needed();
     ready_[i] = 1;
@@ -318,7 +311,7 @@ void Reducer::finish() {
   if (!abandoned_.empty()) {
     std::string why = std::move(abandoned_);
     abandon_step("");
-    fail(DDP_E_STATE, "finish: this step was abandoned because an earlier call failed (" + why +
+    fail(Status::State, "finish: this step was abandoned because an earlier call failed (" + why +
                           "); its gradients are not averaged. The next mark_ready starts a new step.");
   }
   // An unready gradient is the caller's mistake, found before anything is
@@ -328,7 +321,7 @@ void Reducer::finish() {
     for (size_t i = 0; i < ready_.size(); ++i)
       if (!ready_[i]) unready.push_back(i);
     if (!unready.empty())
-      fail(DDP_E_STATE, "finish: gradients " + list_indices(unready) +
+      fail(Status::State, "finish: gradients " + list_indices(unready) +
                             " were not marked ready in this step. Mark every gradient ready, or create the "
                             "reducer with find_unused_parameters so that unused ones take part as zeros "
                             "(PyTorch: \"Expected to have finished reduction in the prior iteration\")");
@@ -352,17 +345,12 @@ void Reducer::finish_step() {
   }
   for (size_t k = 0; k < buckets_.size(); ++k) {
     auto& b = buckets_[k];
-    if (!b.work) fail(DDP_E_INTERNAL, "finish: bucket " + std::to_string(k) + " was never started");
+    if (!b.work) fail(Status::Internal, "finish: bucket " + std::to_string(k) + " was never started");
     b.work->wait();
     b.work.reset();
   }
-  if (opts_.autograd_hooks) {
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      at::Tensor& g = params_[i].mutable_grad();
-      if (g.defined()) g.copy_(slot(i));
-      else g = slot(i).clone();
-    }
+  if (source_) {
+    for (size_t i = 0; i < grads_.size(); ++i) source_->store(i, slot(i));
   } else if (!opts_.gradient_as_bucket_view) {
     for (size_t i = 0; i < grads_.size(); ++i) grads_[i].copy_(slot(i));
   }
@@ -376,4 +364,4 @@ void Reducer::reset_step() {
   next_bucket_ = 0;
 }
 
-}  // namespace ddp
+}  // namespace ddp::core

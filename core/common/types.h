@@ -1,0 +1,45 @@
+// The core's own vocabulary: statuses, element types and devices. The C API
+// maps its public ddp_status, ddp_dtype and ddp_device onto these (see
+// capi/src/vocabulary.h), so that core includes no public header and the
+// dependency runs from capi to core only. The numeric values are the C
+// API's (checked there by static_assert), which makes the mapping a cast.
+#pragma once
+
+#include <cstdint>
+
+namespace ddp::core {
+
+enum class Status : int32_t {
+  Ok = 0,
+  InvalidArgument = -1,
+  State = -2,
+  Timeout = -3,
+  PeerFailed = -4,
+  Backend = -5,
+  NoMemory = -6,
+  Unsupported = -7,
+  IO = -8,
+  Internal = -9,
+  WorkerFailed = -10,
+};
+
+enum class DType : int32_t {
+  Float32 = 0,
+  Float64 = 1,
+  Float16 = 2,
+  BFloat16 = 3,
+  Int8 = 4,
+  UInt8 = 5,
+  Int32 = 6,
+  Int64 = 7,
+  Bool = 8,
+};
+
+enum class DeviceType : int32_t { CPU = 0, CUDA = 1 };
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;  // CUDA device index; ignored for CPU
+};
+
+}  // namespace ddp::core

@@ -1,0 +1,137 @@
+// mp_worker scenarios: Failures seen from the ranks: timeouts, a dead peer, a rendezvous that does not complete, a stalled rank.
+#include <signal.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <thread>
+#include "worker_util.h"
+#include "worker_scenarios.h"
+
+using namespace worker;
+
+namespace {
+
+// The last rank skips one all_reduce; the others must time out within 2x.
+void scenario_timeout() {
+  int timeout_ms = env_int("DDP_TEST_TIMEOUT_MS", 2000);
+  ddp_group* g = join(timeout_ms);
+  int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  float x[1024];
+  int64_t s[1] = {1024};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, x, DDP_FLOAT32, s, 1));
+  WOK(ddp_all_reduce(g, t, DDP_SUM));
+  if (rank == world - 1) {
+    // Stay alive (sockets open) past everyone's timeout, then leave quietly.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * timeout_ms));
+    std::_Exit(g_failures ? 1 : 0);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_status st = ddp_all_reduce(g, t, DDP_SUM);
+  double el = seconds_since(t0);
+  std::fprintf(stderr, "[rank %d] all_reduce -> %s after %.2f s: %s\n", rank, ddp_status_string(st), el,
+               ddp_last_error_message());
+  WCHECK(st == DDP_E_TIMEOUT, "expected DDP_E_TIMEOUT, got %s", ddp_status_string(st));
+  WCHECK(el < 2.0 * timeout_ms / 1000.0, "took %.2f s for a %d ms timeout", el, timeout_ms);
+  WCHECK(ddp_group_is_broken(g) == 1, "group broken after timeout");
+  WCHECK(ddp_all_reduce(g, t, DDP_SUM) == DDP_E_STATE, "later calls get DDP_E_STATE");
+  ddp_tensor_free(t);
+  ddp_group_free(g);  // must not block
+}
+
+// All-reduces `t` until a call fails (at most `limit` calls), running
+// `before(iteration)` ahead of each; returns the failing status and how long
+// that call took, and logs both.
+std::pair<ddp_status, double> all_reduce_until_failure(ddp_group* g, ddp_tensor* t, int limit,
+                                                       const std::function<void(int)>& before) {
+  ddp_status st = DDP_OK;
+  double el = 0;
+  for (int it = 0; it < limit && st == DDP_OK; ++it) {
+    before(it);
+    auto t0 = std::chrono::steady_clock::now();
+    st = ddp_all_reduce(g, t, DDP_SUM);
+    el = seconds_since(t0);
+  }
+  std::fprintf(stderr, "[rank %d] all_reduce -> %s after %.2f s: %s\n", g_rank, ddp_status_string(st), el,
+               ddp_last_error_message());
+  return {st, el};
+}
+
+// DDP_TEST_VICTIM SIGKILLs itself with an all_reduce in flight; the others
+// must get DDP_E_PEER_FAILED within seconds (the group timeout is 120 s).
+void scenario_peer_death() {
+  ddp_group* g = join(120000);
+  int rank = ddp_group_rank(g);
+  int victim = env_int("DDP_TEST_VICTIM", 1);
+  std::vector<float> x(1 << 20, 1.0f);
+  int64_t s[1] = {static_cast<int64_t>(x.size())};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, s, 1));
+  auto [st, el] = all_reduce_until_failure(g, t, 1000, [&](int it) {
+    if (rank == victim && it == 5) {
+      ddp_work* w = nullptr;
+      ddp_all_reduce_async(g, t, DDP_SUM, &w);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      raise(SIGKILL);
+    }
+  });
+  WCHECK(st == DDP_E_PEER_FAILED, "expected DDP_E_PEER_FAILED, got %s", ddp_status_string(st));
+  WCHECK(el < 10.0, "detection took %.2f s", el);
+  WCHECK(ddp_all_reduce(g, t, DDP_SUM) == DDP_E_STATE, "later calls get DDP_E_STATE");
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
+// WORLD_SIZE ranks expected, fewer started: the rendezvous says who came.
+void scenario_rendezvous_timeout() {
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.timeout_ms = env_int("DDP_TEST_TIMEOUT_MS", 2000);
+  ddp_group* g = nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_status st = ddp_group_init(&g, nullptr, &o);
+  double el = seconds_since(t0);
+  std::fprintf(stderr, "[rank %d] init -> %s after %.2f s: %s\n", g_rank, ddp_status_string(st), el,
+               ddp_last_error_message());
+  WCHECK(st == DDP_E_TIMEOUT && g == nullptr, "expected DDP_E_TIMEOUT, got %s", ddp_status_string(st));
+  const char* want = std::getenv("DDP_TEST_EXPECT");
+  WCHECK(!want || std::strstr(ddp_last_error_message(), want), "message lacks '%s'", want);
+  WCHECK(el < 2.0 * o.timeout_ms / 1000.0 + 1, "took %.2f s", el);
+}
+
+// DDP_TEST_VICTIM SIGSTOPs itself in the middle of a loop of all_reduces;
+// the others, with a 5 s timeout, must get DDP_E_TIMEOUT within 10 s. Rank 0
+// then SIGKILLs the stopped rank (its pid comes through the group).
+void scenario_stall() {
+  int timeout_ms = env_int("DDP_TEST_TIMEOUT_MS", 5000);
+  ddp_group* g = join(timeout_ms);
+  int rank = ddp_group_rank(g);
+  int victim = env_int("DDP_TEST_VICTIM", 1);
+  int64_t pid = getpid();
+  ddp_tensor* pt = nullptr;
+  WOK(ddp_tensor_from_blob(&pt, &pid, DDP_INT64, nullptr, 0));
+  WOK(ddp_broadcast(g, pt, victim));  // everyone learns the victim's pid
+  std::vector<float> x(1 << 16, 1.0f);
+  int64_t s[1] = {static_cast<int64_t>(x.size())};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, s, 1));
+  auto [st, el] = all_reduce_until_failure(g, t, 100000, [&](int it) {
+    if (rank == victim && it == 3) raise(SIGSTOP);
+  });
+  WCHECK(st == DDP_E_TIMEOUT, "expected DDP_E_TIMEOUT, got %s", ddp_status_string(st));
+  WCHECK(el < 10.0, "took %.2f s", el);
+  if (rank == 0) kill(static_cast<pid_t>(pid), SIGKILL);
+  ddp_tensor_free(t);
+  ddp_tensor_free(pt);
+  ddp_group_free(g);
+}
+
+}  // namespace
+
+WORKER_SCENARIO("timeout", scenario_timeout);
+WORKER_SCENARIO("peer_death", scenario_peer_death);
+WORKER_SCENARIO("rendezvous_timeout", scenario_rendezvous_timeout);
+WORKER_SCENARIO("stall", scenario_stall);

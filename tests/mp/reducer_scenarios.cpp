@@ -1,0 +1,191 @@
+// mp_worker scenarios: The DDP engine on real ranks: buckets, averaging, no_sync, unused parameters, uneven inputs (join).
+#include <signal.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <thread>
+#include "worker_util.h"
+#include "worker_scenarios.h"
+
+using namespace worker;
+
+namespace {
+
+// The caller-owned reducer on plain float arrays: random ready orders,
+// several buckets, no_sync accumulation, unused parameters, buckets as views.
+void scenario_reducer() {
+  ddp_group* g = join(60000);
+  int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  const std::vector<size_t> sizes = {300000, 5, 70000, 262144, 1, 1000, 500000, 17};
+  const size_t n = sizes.size();
+  FloatArrays params(sizes, 0.0f), grads(sizes, 0.0f);
+  for (size_t i = 0; i < n; ++i)
+    std::fill(params[i].begin(), params[i].end(), static_cast<float>(rank * 100 + i));  // differs per rank
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.first_bucket_mb = 0.25;
+  o.bucket_cap_mb = 1.0;
+  ddp_reducer* red = nullptr;
+  WOK(ddp_reducer_new(&red, g, params.tensors(), grads.tensors(), n, &o));
+  // broadcast_parameters: everyone now holds rank 0's parameters.
+  for (size_t i = 0; i < n; ++i) WCHECK(params[i][0] == static_cast<float>(i), "param %zu not broadcast", i);
+  size_t nb = ddp_reducer_bucket_count(red);
+  WCHECK(nb >= 3, "expected several buckets, got %zu", nb);
+  size_t seen = 0;
+  for (size_t b = 0; b < nb; ++b) {
+    size_t cnt = 0;
+    WOK(ddp_reducer_bucket_indices(red, b, nullptr, 0, &cnt));
+    seen += cnt;
+  }
+  WCHECK(seen == n, "buckets hold %zu of %zu parameters", seen, n);
+
+  auto fill = [&](int step, bool accumulate) {
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < sizes[i]; ++k)
+        grads[i][k] = (accumulate ? grads[i][k] : 0.0f) + grad_value(rank, i, k, step);
+  };
+  auto expect_avg = [&](std::vector<int> steps, const char* what, std::vector<size_t> zero_on_odd = {}) {
+    int bad = 0;
+    for (size_t i = 0; i < n && bad < 3; ++i)
+      for (size_t k = 0; k < sizes[i] && bad < 3; ++k) {
+        double sum = 0;
+        for (int r = 0; r < world; ++r) {
+          bool unused = r % 2 == 1 && std::find(zero_on_odd.begin(), zero_on_odd.end(), i) != zero_on_odd.end();
+          if (unused) continue;
+          for (int st : steps) sum += grad_value(r, i, k, st);
+        }
+        float want = static_cast<float>(sum / world);
+        if (grads[i][k] != want) {
+          ++bad;
+          WCHECK(false, "%s: grad %zu[%zu] = %g, want %g", what, i, k, grads[i][k], want);
+        }
+      }
+  };
+  std::srand(1234 + rank * 77);  // a different ready order on every rank
+  for (int step = 0; step < 3; ++step) {
+    fill(step, false);
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[static_cast<size_t>(std::rand()) % (i + 1)]);
+    for (size_t i : order) WOK(ddp_reducer_mark_ready(red, i));
+    WOK(ddp_reducer_finish(red));
+    expect_avg({step}, "random order");
+  }
+  // Marking twice is an error; an unready gradient fails finish by name, and the step stays open.
+  fill(7, false);
+  WOK(ddp_reducer_mark_ready(red, 0));
+  WCHECK(ddp_reducer_mark_ready(red, 0) == DDP_E_STATE, "twice");
+  for (size_t i = 1; i < n; ++i)
+    if (i != 5) WOK(ddp_reducer_mark_ready(red, i));
+  WCHECK(ddp_reducer_finish(red) == DDP_E_STATE, "unready gradient");
+  WCHECK(std::strstr(ddp_last_error_message(), "gradients 5 were not marked ready") != nullptr, "message: %s",
+         ddp_last_error_message());
+  WOK(ddp_reducer_mark_ready(red, 5));
+  WOK(ddp_reducer_finish(red));
+  expect_avg({7}, "after the unready error");
+  // no_sync: two local steps accumulate, the synchronised third reduces the sum.
+  WOK(ddp_reducer_set_sync(red, 0));
+  fill(10, false);
+  for (size_t i = 0; i < n; ++i) WOK(ddp_reducer_mark_ready(red, i));
+  WOK(ddp_reducer_finish(red));
+  fill(11, true);
+  WOK(ddp_reducer_finish(red));
+  WOK(ddp_reducer_set_sync(red, 1));
+  fill(12, true);
+  for (size_t i = n; i-- > 0;) WOK(ddp_reducer_mark_ready(red, i));
+  WOK(ddp_reducer_finish(red));
+  expect_avg({10, 11, 12}, "no_sync accumulation");
+  ddp_reducer_free(red);
+
+  // find_unused_parameters: odd ranks never mark gradients 2 and 5.
+  o.find_unused_parameters = 1;
+  o.broadcast_parameters = 0;
+  WOK(ddp_reducer_new(&red, g, nullptr, grads.tensors(), n, &o));
+  fill(20, false);
+  for (size_t i = 0; i < n; ++i)
+    if (rank % 2 == 0 || (i != 2 && i != 5)) WOK(ddp_reducer_mark_ready(red, i));
+  WOK(ddp_reducer_finish(red));
+  expect_avg({20}, "unused parameters", {2, 5});
+  ddp_reducer_free(red);
+
+  // gradient_as_bucket_view: write gradients straight into the buckets.
+  o.find_unused_parameters = 0;
+  o.gradient_as_bucket_view = 1;
+  WOK(ddp_reducer_new(&red, g, params.tensors(), nullptr, n, &o));
+  std::vector<ddp_tensor*> views(n);
+  for (size_t i = 0; i < n; ++i) {
+    WOK(ddp_reducer_gradient(red, i, &views[i]));
+    WCHECK(ddp_tensor_numel(views[i]) == static_cast<int64_t>(sizes[i]), "view size");
+    float* v = static_cast<float*>(ddp_tensor_data(views[i]));
+    for (size_t k = 0; k < sizes[i]; ++k) v[k] = grad_value(rank, i, k, 30);
+  }
+  for (size_t i = 0; i < n; ++i) WOK(ddp_reducer_mark_ready(red, i));
+  WOK(ddp_reducer_finish(red));
+  for (size_t i = 0; i < n; ++i) {
+    WOK(ddp_tensor_copy_to(views[i], grads[i].data(), sizes[i] * sizeof(float)));
+    ddp_tensor_free(views[i]);
+  }
+  expect_avg({30}, "gradient_as_bucket_view");
+  ddp_reducer_free(red);
+  ddp_group_free(g);
+}
+
+// Uneven inputs: rank r has {3, 5, 8}[r % 3] batches, joins when out of
+// data; every step's average is over the ranks still training, and the
+// final parameters equal a reference computed from the same batches.
+void scenario_join() {
+  ddp_group* g = join(60000);
+  int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  const int kBatches[3] = {3, 5, 8};
+  auto batches_of = [&](int r) { return kBatches[r % 3]; };
+  const std::vector<size_t> sizes = {4000, 3, 70000, 129};
+  const size_t n = sizes.size();
+  FloatArrays params(sizes, 1.0f), grads(sizes, 0.0f);
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.join_enabled = 1;
+  o.first_bucket_mb = 0.01;
+  o.bucket_cap_mb = 0.1;
+  ddp_reducer* red = nullptr;
+  WOK(ddp_reducer_new(&red, g, params.tensors(), grads.tensors(), n, &o));
+  const float lr = 0.125f;
+  for (int step = 0; step < batches_of(rank); ++step) {
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < sizes[i]; ++k) grads[i][k] = grad_value(rank, i, k, step);
+    for (size_t i = n; i-- > 0;) WOK(ddp_reducer_mark_ready(red, i));
+    WOK(ddp_reducer_finish(red));
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < sizes[i]; ++k) params[i][k] -= lr * grads[i][k];
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  WOK(ddp_reducer_join(red));
+  WCHECK(seconds_since(t0) < 30, "join took %.1f s", seconds_since(t0));
+  int max_steps = 0;
+  for (int r = 0; r < world; ++r) max_steps = std::max(max_steps, batches_of(r));
+  int bad = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < sizes[i] && bad < 3; ++k) {
+      double p = 1.0;
+      for (int step = 0; step < max_steps; ++step) {
+        double sum = 0;
+        int active = 0;
+        for (int r = 0; r < world; ++r)
+          if (step < batches_of(r)) sum += grad_value(r, i, k, step), ++active;
+        // a rank's own parameters move only while it trains
+        if (step < batches_of(rank)) p -= lr * (sum / active);
+      }
+      if (std::fabs(params[i][k] - p) > 1e-4 * std::max(1.0, std::fabs(p))) {
+        ++bad;
+        WCHECK(false, "param %zu[%zu] = %.7g, reference %.7g", i, k, params[i][k], p);
+      }
+    }
+  ddp_reducer_free(red);
+  ddp_group_free(g);
+}
+
+}  // namespace
+
+WORKER_SCENARIO("reducer", scenario_reducer);
+WORKER_SCENARIO("join", scenario_join);

@@ -1,0 +1,61 @@
+// main() of the multi-process worker programs (mp_worker, hardening_worker):
+// runs the scenario named on the command line.
+#include <signal.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "worker_scenarios.h"
+
+namespace worker {
+int g_failures = 0;
+int g_rank = -1;
+
+namespace {
+std::map<std::string, Scenario>& scenarios() {
+  static std::map<std::string, Scenario> all;
+  return all;
+}
+}  // namespace
+
+RegisterScenario::RegisterScenario(const char* name, Scenario fn) { scenarios()[name] = fn; }
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+ddp_group* join(int64_t timeout_ms) {
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.timeout_ms = timeout_ms;
+  ddp_group* g = nullptr;
+  ddp_status s = ddp_group_init(&g, nullptr, &o);
+  if (s != DDP_OK) {
+    std::fprintf(stderr, "[rank %d] ddp_group_init: %s: %s\n", g_rank, ddp_status_string(s), ddp_last_error_message());
+    std::exit(3);
+  }
+  return g;
+}
+
+}  // namespace worker
+
+int main(int argc, char** argv) {
+  using namespace worker;
+  g_rank = env_int("RANK", -1);
+  // Under ddprun a failure makes the launcher SIGTERM the others; tests that
+  // check what the survivors saw let them finish on their own instead.
+  if (std::getenv("DDP_TEST_IGNORE_SIGTERM")) signal(SIGTERM, SIG_IGN);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s <scenario>\n", argv[0]);
+    return 2;
+  }
+  auto it = scenarios().find(argv[1]);
+  if (it == scenarios().end()) {
+    std::fprintf(stderr, "unknown scenario %s\n", argv[1]);
+    return 2;
+  }
+  it->second();
+  if (g_failures) std::fprintf(stderr, "[rank %d] %d check(s) failed\n", g_rank, g_failures);
+  return g_failures ? 1 : 0;
+}

@@ -1,0 +1,40 @@
+// The scenarios a multi-process worker program can run, each registered by
+// name from the file of its area (collectives, failures, launch, reducer,
+// hooks; hardening for hardening_worker). worker_main.cpp holds main():
+// `<worker> <scenario>`, with the rendezvous environment from the launcher;
+// exit code 0 means every check of the scenario held.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "worker_util.h"
+
+namespace worker {
+
+using Scenario = void (*)();
+
+struct RegisterScenario {
+  RegisterScenario(const char* name, Scenario fn);
+};
+
+// An integer from the environment, or `fallback`.
+int env_int(const char* name, int fallback);
+
+// Joins the job's group (timeout_ms 0: the default); exits with code 3,
+// naming the status, when that fails.
+ddp_group* join(int64_t timeout_ms = 0);
+
+// Gradient i, element k of rank r: small integers, so that g * (1/world)
+// and the sums over ranks are exact and the average can be checked exactly
+// (the reducer's and the hooks' scenarios).
+inline float grad_value(int r, size_t i, size_t k, int step) {
+  return static_cast<float>(static_cast<int>((r * 13 + i * 7 + k * 3 + step * 5) % 17) - 8);
+}
+
+}  // namespace worker
+
+#define WORKER_SCENARIO_CAT2(a, b) a##b
+#define WORKER_SCENARIO_CAT(a, b) WORKER_SCENARIO_CAT2(a, b)
+#define WORKER_SCENARIO(name, fn) \
+  static const worker::RegisterScenario WORKER_SCENARIO_CAT(registered_, __LINE__)(name, fn)
