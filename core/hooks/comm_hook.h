@@ -1,6 +1,9 @@
-// The communication hook slot of the reducer (PyTorch's register_comm_hook).
-// A hook receives a bucket's flat buffer and starts its reduction; whatever
-// it leaves in the buffer when its Pending completes becomes the gradients.
+// The comm hook interface (PyTorch's register_comm_hook): what a hook gets
+// (a BucketView), what it returns (a Pending), helpers for writing one, and
+// PyTorch's default allreduce hook. A hook receives a bucket's flat buffer
+// and starts its reduction; whatever it leaves in the buffer when its
+// Pending completes becomes the gradients. The other hooks live beside it in
+// hooks/.
 #pragma once
 
 #include <ATen/core/Tensor.h>
