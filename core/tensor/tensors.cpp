@@ -32,6 +32,8 @@ const DtypeInfo* find(DType d) {
   return nullptr;
 }
 
+}  // namespace
+
 // A shape whose element count or byte size does not fit in int64 would wrap
 // (2^62 float32 elements are 0 bytes after the wrap) and reach the backend
 // as a small tensor over a huge buffer: refused here, with the numbers.
@@ -57,7 +59,6 @@ std::vector<int64_t> checked_shape(const int64_t* shape, size_t ndim, size_t ele
                 " bytes overflow int64");
   return s;
 }
-}  // namespace
 
 bool valid_dtype(DType d) { return find(d) != nullptr; }
 size_t dtype_size(DType d) { auto* i = find(d); return i ? i->size : 0; }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "common/types.h"
 
@@ -17,6 +18,11 @@ bool valid_dtype(DType dtype);
 size_t dtype_size(DType dtype);  // 0 for an unknown value
 const char* dtype_name(DType dtype);
 Device device_of(const at::Tensor& t);
+
+// The shape as a vector; throws Status::InvalidArgument for NULL with ndim
+// > 0, more than 64 dimensions, a negative size, or an element count or
+// byte size (elements of element_size bytes) that overflows int64.
+std::vector<int64_t> checked_shape(const int64_t* shape, size_t ndim, size_t element_size);
 
 // Zero-copy view of caller memory (CPU).
 at::Tensor tensor_from_blob(void* data, DType dtype, const int64_t* shape, size_t ndim);

@@ -18,5 +18,6 @@
 #include "ddp/comm_hook.h"
 #include "ddp/model_averager.h"
 #include "ddp/reducer.h"
+#include "ddp/sampler.h"
 
 #endif /* DDP_DDP_H */

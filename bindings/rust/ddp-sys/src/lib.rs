@@ -18,6 +18,7 @@ pub const DDP_GROUP_OPTIONS_VERSION: u32 = 1;
 pub const DDP_SPAWN_OPTIONS_VERSION: u32 = 1;
 pub const DDP_POWERSGD_OPTIONS_VERSION: u32 = 1;
 pub const DDP_REDUCER_OPTIONS_VERSION: u32 = 1;
+pub const DDP_SAMPLER_OPTIONS_VERSION: u32 = 1;
 pub type ddp_status = i32;
 pub const DDP_OK: c_int = 0;
 pub const DDP_E_INVALID_ARGUMENT: c_int = -1;
@@ -185,6 +186,14 @@ pub struct ddp_reducer_options {
     pub broadcast_parameters: c_int,
     pub autograd_hooks: c_int,
     pub join_enabled: c_int,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_sampler_options {
+    pub version: c_uint,
+    pub shuffle: c_int,
+    pub seed: i64,
+    pub drop_last: c_int,
 }
 
 #[link(name = "ddp")]
@@ -482,4 +491,21 @@ extern "C" {
         out: *mut *mut ddp_tensor,
     ) -> ddp_status;
     pub fn ddp_reducer_free(r: *mut ddp_reducer);
+    pub fn ddp_sampler_options_init(opts: *mut ddp_sampler_options, version: c_uint) -> ddp_status;
+    pub fn ddp_sampler_num_samples(
+        dataset_size: i64,
+        num_replicas: c_int,
+        drop_last: c_int,
+        out: *mut i64,
+    ) -> ddp_status;
+    pub fn ddp_sampler_indices(
+        dataset_size: i64,
+        num_replicas: c_int,
+        rank: c_int,
+        epoch: i64,
+        opts: *const ddp_sampler_options,
+        out: *mut i64,
+        cap: usize,
+        count: *mut usize,
+    ) -> ddp_status;
 }

@@ -1,0 +1,62 @@
+/**
+ * @file sampler.h
+ * @brief Data sharding: each rank's sample indices for an epoch, exactly as
+ *        torch.utils.data.DistributedSampler gives them (the sampler
+ *        Lightning injects for DDP).
+ *
+ * With shuffle on, every rank draws the same permutation of
+ * [0, dataset_size), seeded with seed + epoch by PyTorch's own generator, and
+ * takes every num_replicas-th entry starting at its rank. Without drop_last
+ * the list is padded by wrapping around to a multiple of num_replicas, so
+ * every rank gets the same number of indices; with it, the tail is dropped.
+ * Pure functions: no group, no state, safe from any thread.
+ */
+#ifndef DDP_SAMPLER_H
+#define DDP_SAMPLER_H
+
+#include "ddp/common.h"
+
+DDP_EXTERN_C_BEGIN
+
+#define DDP_SAMPLER_OPTIONS_VERSION 1
+
+/** DistributedSampler's keyword arguments. Initialise with DDP_SAMPLER_OPTIONS_INIT or ddp_sampler_options_init. */
+typedef struct ddp_sampler_options {
+  unsigned int version; /**< DDP_SAMPLER_OPTIONS_VERSION */
+  int shuffle;          /**< 1 (default): a permutation seeded by seed + epoch; 0: 0, 1, 2, ... */
+  int64_t seed;         /**< 0; the same on every rank */
+  int drop_last;        /**< 0 (default): pad by wrapping around; 1: drop the tail */
+} ddp_sampler_options;
+
+#define DDP_SAMPLER_OPTIONS_INIT {DDP_SAMPLER_OPTIONS_VERSION, 1, 0, 0}
+
+/**
+ * Fills @p opts with the defaults of @p version.
+ * @return DDP_OK, or DDP_E_INVALID_ARGUMENT for NULL or an unknown version.
+ */
+DDP_API ddp_status ddp_sampler_options_init(ddp_sampler_options *opts, unsigned int version);
+
+/**
+ * The number of indices each rank gets (DistributedSampler's num_samples).
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for a negative @p dataset_size,
+ *         @p num_replicas < 1 or a NULL @p out.
+ */
+DDP_API ddp_status ddp_sampler_num_samples(int64_t dataset_size, int num_replicas, int drop_last, int64_t *out);
+
+/**
+ * Rank @p rank's indices for @p epoch, in order.
+ *
+ * @param opts      NULL for the defaults.
+ * @param out       receives min(cap, count) indices; may be NULL when @p cap is 0.
+ * @param cap       capacity of @p out.
+ * @param[out] count the number of indices this rank gets (may be NULL); call
+ *                  with cap 0 first to size @p out.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for a rank outside [0, num_replicas)
+ *         and the cases of ddp_sampler_num_samples.
+ */
+DDP_API ddp_status ddp_sampler_indices(int64_t dataset_size, int num_replicas, int rank, int64_t epoch,
+                                       const ddp_sampler_options *opts, int64_t *out, size_t cap, size_t *count);
+
+DDP_EXTERN_C_END
+
+#endif /* DDP_SAMPLER_H */

@@ -1,0 +1,52 @@
+// Data sharding: argument checks, then core/data/distributed_sampler.
+#include "ddp/sampler.h"
+
+#include <algorithm>
+
+#include "data/distributed_sampler.h"
+#include "fence.h"
+
+using namespace ddp::capi;
+
+namespace {
+
+ddp::core::SamplerOptions options_of(const ddp_sampler_options* opts) {
+  ddp::core::SamplerOptions o;
+  if (!opts) return o;
+  if (opts->version != DDP_SAMPLER_OPTIONS_VERSION)
+    fail(DDP_E_INVALID_ARGUMENT, "ddp_sampler_indices: unknown options version " + std::to_string(opts->version));
+  o.shuffle = opts->shuffle != 0;
+  o.seed = opts->seed;
+  o.drop_last = opts->drop_last != 0;
+  return o;
+}
+
+}  // namespace
+
+extern "C" {
+
+ddp_status ddp_sampler_options_init(ddp_sampler_options* opts, unsigned int version) {
+  if (!opts) return invalid("ddp_sampler_options_init: opts is NULL");
+  if (version != DDP_SAMPLER_OPTIONS_VERSION)
+    return invalid("ddp_sampler_options_init: unknown version " + std::to_string(version));
+  *opts = ddp_sampler_options DDP_SAMPLER_OPTIONS_INIT;
+  return DDP_OK;
+}
+
+ddp_status ddp_sampler_num_samples(int64_t dataset_size, int num_replicas, int drop_last, int64_t* out) {
+  if (!out) return invalid("ddp_sampler_num_samples: out is NULL");
+  return fence([&] { *out = ddp::core::sampler_num_samples(dataset_size, num_replicas, drop_last != 0); });
+}
+
+ddp_status ddp_sampler_indices(int64_t dataset_size, int num_replicas, int rank, int64_t epoch,
+                               const ddp_sampler_options* opts, int64_t* out, size_t cap, size_t* count) {
+  if (count) *count = 0;
+  if (!out && cap > 0) return invalid("ddp_sampler_indices: out is NULL with cap > 0");
+  return fence([&] {
+    auto mine = ddp::core::sampler_indices(dataset_size, num_replicas, rank, epoch, options_of(opts));
+    std::copy_n(mine.begin(), std::min(cap, mine.size()), out);
+    if (count) *count = mine.size();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,26 @@
+// Data sharding exactly as torch.utils.data.DistributedSampler (which
+// Lightning injects): each rank gets every num_replicas-th index of one
+// permutation (seeded with seed + epoch, so every rank draws the same one),
+// padded by wrapping around to a multiple of num_replicas, or trimmed with
+// drop_last.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ddp::core {
+
+struct SamplerOptions {
+  bool shuffle = true;
+  int64_t seed = 0;
+  bool drop_last = false;
+};
+
+// The number of indices each rank gets.
+int64_t sampler_num_samples(int64_t dataset_size, int num_replicas, bool drop_last);
+
+// Rank `rank`'s indices for `epoch`, in order.
+std::vector<int64_t> sampler_indices(int64_t dataset_size, int num_replicas, int rank, int64_t epoch,
+                                     const SamplerOptions& opts);
+
+}  // namespace ddp::core

@@ -1,0 +1,207 @@
+// The checkpoint file (core/checkpoint): round trips, and files that are
+// truncated, damaged, foreign or hostile, each refused with DDP_E_IO before
+// anything large is allocated; a save killed midway leaves a loadable file.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_file.h"
+#include "common/error.h"
+
+using ddp::core::Checkpoint;
+using ddp::core::load_checkpoint;
+using ddp::core::save_checkpoint;
+
+namespace {
+
+std::string temp_path(const std::string& name) { return testing::TempDir() + "/ckpt_" + std::to_string(getpid()) + "_" + name; }
+
+std::vector<char> read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(f), {});
+}
+
+void write_all(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+uint32_t crc32(const char* p, size_t n) {
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= static_cast<uint8_t>(p[i]);
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+  }
+  return ~c;
+}
+
+// Re-seals content whose bytes a test changed, so that only the structure
+// (not the checksum) can reject it.
+void reseal(std::vector<char>& bytes) {
+  uint32_t c = crc32(bytes.data(), bytes.size() - 4);
+  std::memcpy(bytes.data() + bytes.size() - 4, &c, 4);
+}
+
+ddp::core::Status status_of_load(const std::string& path, std::string* message = nullptr) {
+  try {
+    load_checkpoint(path);
+    return ddp::core::Status::Ok;
+  } catch (const ddp::core::Error& e) {
+    if (message) *message = e.what();
+    return e.status();
+  }
+}
+
+Checkpoint sample() {
+  Checkpoint c;
+  c.step = 1234;
+  c.epoch = 7;
+  c.tensors.push_back({"fc1.weight", at::arange(12, at::kFloat).reshape({3, 4}) / 3});
+  c.tensors.push_back({"fc1.bias", at::tensor({1.5, -2.25}, at::kDouble)});
+  c.tensors.push_back({"counter", at::scalar_tensor(99, at::kLong)});
+  c.tensors.push_back({"mask", at::tensor({1, 0, 1}, at::kByte).to(at::kBool)});
+  c.tensors.push_back({"half", at::ones({2, 2}, at::kBFloat16)});
+  c.tensors.push_back({"empty", at::zeros({0, 5}, at::kFloat)});
+  c.user = {'m', 'e', 't', 'a', 0, 1, 2};
+  return c;
+}
+
+TEST(Checkpoint, RoundTripKeepsNamesShapesDtypesValuesAndTheRest) {
+  std::string path = temp_path("roundtrip");
+  Checkpoint c = sample();
+  save_checkpoint(path, c);
+  Checkpoint back = load_checkpoint(path);
+  EXPECT_EQ(back.step, 1234);
+  EXPECT_EQ(back.epoch, 7);
+  EXPECT_EQ(back.user, c.user);
+  ASSERT_EQ(back.tensors.size(), c.tensors.size());
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    EXPECT_EQ(back.tensors[i].name, c.tensors[i].name);
+    EXPECT_EQ(back.tensors[i].tensor.scalar_type(), c.tensors[i].tensor.scalar_type()) << c.tensors[i].name;
+    EXPECT_EQ(back.tensors[i].tensor.sizes(), c.tensors[i].tensor.sizes()) << c.tensors[i].name;
+    EXPECT_TRUE(at::equal(back.tensors[i].tensor, c.tensors[i].tensor)) << c.tensors[i].name;
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, EveryTruncationIsRefused) {
+  std::string path = temp_path("full"), cut = temp_path("cut");
+  save_checkpoint(path, sample());
+  auto bytes = read_all(path);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    write_all(cut, std::vector<char>(bytes.begin(), bytes.begin() + static_cast<long>(n)));
+    std::string why;
+    ASSERT_EQ(status_of_load(cut, &why), ddp::core::Status::IO) << "cut at " << n;
+    EXPECT_NE(why.find(cut), std::string::npos) << why;
+  }
+  std::remove(path.c_str());
+  std::remove(cut.c_str());
+}
+
+TEST(Checkpoint, EveryFlippedByteIsRefused) {
+  std::string path = temp_path("flip");
+  save_checkpoint(path, sample());
+  auto bytes = read_all(path);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto damaged = bytes;
+    damaged[i] = static_cast<char>(damaged[i] ^ 0x5a);
+    write_all(path, damaged);
+    ASSERT_EQ(status_of_load(path), ddp::core::Status::IO) << "byte " << i;
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, ForeignFilesAndNonFilesAreRefused) {
+  std::string path = temp_path("foreign"), why;
+  write_all(path, std::vector<char>(1000, 'x'));
+  EXPECT_EQ(status_of_load(path, &why), ddp::core::Status::IO);
+  EXPECT_NE(why.find("magic"), std::string::npos) << why;
+  EXPECT_EQ(status_of_load(temp_path("missing"), &why), ddp::core::Status::IO);
+  EXPECT_EQ(status_of_load(testing::TempDir(), &why), ddp::core::Status::IO);  // a directory
+  EXPECT_EQ(status_of_load("/dev/zero", &why), ddp::core::Status::IO);
+  EXPECT_NE(why.find("regular file"), std::string::npos) << why;
+  std::remove(path.c_str());
+}
+
+// Lengths that promise more than the file holds are refused from the file's
+// size, before anything is allocated (a resealed checksum lets them reach
+// the parser).
+TEST(Checkpoint, HostileLengthsAreRefusedBeforeAllocating) {
+  std::string path = temp_path("hostile");
+  Checkpoint c;
+  c.tensors.push_back({"w", at::ones({4}, at::kFloat)});
+  save_checkpoint(path, c);
+  auto good = read_all(path);
+  // Layout: magic 8 | format 4 | step 8 | epoch 8 | count 4 | name_len 4 | "w" | dtype 4 | ndim 4 | dim 8 | nbytes 8 | data 16 | user_len 8 | crc 4
+  const size_t count_at = 28, name_len_at = 32, ndim_at = 41, dim_at = 45, nbytes_at = 53, user_len_at = 77;
+  auto patch = [&](size_t at, auto value) {
+    auto bytes = good;
+    std::memcpy(bytes.data() + at, &value, sizeof(value));
+    reseal(bytes);
+    write_all(path, bytes);
+    std::string why;
+    EXPECT_EQ(status_of_load(path, &why), ddp::core::Status::IO) << "patched at " << at;
+    return why;
+  };
+  EXPECT_NE(patch(count_at, uint32_t{0xffffffff}).find("larger than the file"), std::string::npos);
+  EXPECT_NE(patch(name_len_at, uint32_t{0x7fffffff}).find("name length"), std::string::npos);
+  EXPECT_NE(patch(ndim_at, uint32_t{1000000}).find("dimensions"), std::string::npos);
+  EXPECT_NE(patch(dim_at, int64_t{1} << 40).find("shape does not match"), std::string::npos);
+  EXPECT_NE(patch(dim_at, int64_t{-4}).find("negative"), std::string::npos);
+  EXPECT_NE(patch(nbytes_at, uint64_t{1} << 62).find("larger than the file"), std::string::npos);
+  EXPECT_NE(patch(user_len_at, uint64_t{1} << 60).find("larger than the file"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+// SIGKILL at random points of saving over an existing checkpoint: the file
+// at the path is always a whole checkpoint, the old one or the new one.
+TEST(Checkpoint, ASaveKilledMidwayLeavesTheOldOrTheNewCheckpoint) {
+  at::set_num_threads(1);  // the forked child must not need the parent's thread pool
+  std::string path = temp_path("killed");
+  Checkpoint old_one;
+  old_one.step = 1;
+  old_one.tensors.push_back({"w", at::zeros({1 << 20}, at::kFloat)});
+  save_checkpoint(path, old_one);
+  for (int round = 0; round < 6; ++round) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      Checkpoint next;
+      next.step = 2;
+      next.tensors.push_back({"w", at::ones({1 << 22}, at::kFloat)});  // 16 MiB
+      for (;;) save_checkpoint(path, next);
+    }
+    usleep(20000 + 37000 * round);
+    kill(child, SIGKILL);
+    int st = 0;
+    waitpid(child, &st, 0);
+    Checkpoint now = load_checkpoint(path);
+    EXPECT_TRUE(now.step == 1 || now.step == 2) << now.step;
+    std::remove((path + ".tmp." + std::to_string(child)).c_str());
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, ASaveThatCannotWriteLeavesTheOldFileAndNamesThePath) {
+  std::string path = temp_path("nodir") + "/missing/dir/ckpt.bin";
+  try {
+    save_checkpoint(path, sample());
+    FAIL() << "saved into a missing directory";
+  } catch (const ddp::core::Error& e) {
+    EXPECT_EQ(e.status(), ddp::core::Status::IO);
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,81 @@
+"""libddp's sampler against torch.utils.data.DistributedSampler itself, from
+the same wheel: the same indices for every rank, over dataset sizes (empty,
+smaller than the world, exact multiples, remainders), world sizes, seeds
+(negative ones too), epochs, shuffle and drop_last on and off."""
+import ctypes
+import itertools
+
+import pytest
+from torch.utils.data import DistributedSampler
+
+from ddp_ctypes import Lib
+
+INVALID_ARGUMENT = -1
+
+
+class SamplerOptions(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("shuffle", ctypes.c_int), ("seed", ctypes.c_int64),
+                ("drop_last", ctypes.c_int)]
+
+
+@pytest.fixture(scope="module")
+def lib():
+    L = Lib().lib
+    L.ddp_sampler_indices.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int64,
+                                      ctypes.POINTER(SamplerOptions), ctypes.POINTER(ctypes.c_int64),
+                                      ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+    L.ddp_sampler_num_samples.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+    L.ddp_sampler_options_init.argtypes = [ctypes.POINTER(SamplerOptions), ctypes.c_uint]
+    return L
+
+
+def libddp_indices(L, n, world, rank, epoch, shuffle, seed, drop_last):
+    o = SamplerOptions()
+    assert L.ddp_sampler_options_init(ctypes.byref(o), 1) == 0
+    o.shuffle, o.seed, o.drop_last = int(shuffle), seed, int(drop_last)
+    count = ctypes.c_size_t()
+    assert L.ddp_sampler_indices(n, world, rank, epoch, ctypes.byref(o), None, 0, ctypes.byref(count)) == 0
+    out = (ctypes.c_int64 * max(count.value, 1))()
+    assert L.ddp_sampler_indices(n, world, rank, epoch, ctypes.byref(o), out, count.value, ctypes.byref(count)) == 0
+    num = ctypes.c_int64()
+    assert L.ddp_sampler_num_samples(n, world, int(drop_last), ctypes.byref(num)) == 0
+    assert num.value == count.value
+    return list(out)[: count.value]
+
+
+def torch_indices(n, world, rank, epoch, shuffle, seed, drop_last):
+    s = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+    s.set_epoch(epoch)
+    return list(s)
+
+
+SIZES = [0, 1, 2, 3, 7, 8, 10, 97, 100, 1797]
+WORLDS = [1, 2, 3, 4, 8]
+SEEDS = [0, 42, 2**40 + 3, -5]
+
+
+@pytest.mark.parametrize("n,world", list(itertools.product(SIZES, WORLDS)))
+def test_every_rank_gets_what_distributed_sampler_gives(lib, n, world):
+    for shuffle, drop_last, seed, epoch in itertools.product([True, False], [False, True], SEEDS, [0, 1, 7]):
+        if not shuffle and (seed, epoch) != (0, 0):
+            continue  # without shuffle, seed and epoch change nothing
+        for rank in range(world):
+            want = torch_indices(n, world, rank, epoch, shuffle, seed, drop_last)
+            got = libddp_indices(lib, n, world, rank, epoch, shuffle, seed, drop_last)
+            assert got == want, (n, world, rank, epoch, shuffle, seed, drop_last)
+
+
+def test_a_short_buffer_gets_a_prefix_and_the_full_count(lib):
+    o = SamplerOptions(1, 1, 3, 0)
+    out = (ctypes.c_int64 * 4)()
+    count = ctypes.c_size_t()
+    assert lib.ddp_sampler_indices(100, 2, 1, 0, ctypes.byref(o), out, 4, ctypes.byref(count)) == 0
+    assert count.value == 50
+    assert list(out) == torch_indices(100, 2, 1, 0, True, 3, False)[:4]
+
+
+@pytest.mark.parametrize("n,world,rank", [(-1, 2, 0), (10, 0, 0), (10, 2, 2), (10, 2, -1)])
+def test_bad_arguments_are_refused(lib, n, world, rank):
+    count = ctypes.c_size_t(123)
+    assert lib.ddp_sampler_indices(n, world, rank, 0, None, None, 0, ctypes.byref(count)) == INVALID_ARGUMENT
+    assert count.value == 0
