@@ -8,17 +8,6 @@ using namespace ddp::capi;
 
 namespace {
 
-ddp::core::ReduceOp to_core(ddp_reduce_op op) {
-  switch (op) {
-    case DDP_SUM: return ddp::core::ReduceOp::Sum;
-    case DDP_MEAN: return ddp::core::ReduceOp::Mean;
-    case DDP_MIN: return ddp::core::ReduceOp::Min;
-    case DDP_MAX: return ddp::core::ReduceOp::Max;
-    case DDP_PRODUCT: return ddp::core::ReduceOp::Product;
-    default: break;
-  }
-  fail(DDP_E_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(static_cast<int>(op)));
-}
 
 ddp::core::Group& group_of(ddp_group* g) { return *require(g, "group")->group; }
 const at::Tensor& tensor_of(const ddp_tensor* t) { return require(t, "tensor")->t; }

@@ -64,6 +64,9 @@ const char* kind_name(Kind k) {
     case Kind::Reducer: return "ddp_reducer";
     case Kind::CommHook: return "ddp_comm_hook";
     case Kind::ModelAverager: return "ddp_model_averager";
+    case Kind::Module: return "ddp_module";
+    case Kind::Optimizer: return "ddp_optimizer";
+    case Kind::Strategy: return "ddp_strategy";
   }
   return "handle";
 }

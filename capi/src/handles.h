@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "comm/collectives.h"
-#include "ddp/comm_hook.h"
+#include "ddp/ddp.h"
 #include "hooks/powersgd.h"
 #include "comm/group.h"
 #include "env/cluster_env.h"
@@ -41,6 +41,9 @@ struct ddp_work {
 };
 
 namespace ddp::core {
+class DdpStrategy;
+class Optimizer;
+class ScriptModule;
 class Reducer;
 class CommHook;
 class ModelAverager;
@@ -61,9 +64,25 @@ struct ddp_reducer {
   ~ddp_reducer();
 };
 
+// A module is shared: its parameters stay in use by the optimizer and the
+// strategy made from it, whatever order the handles are freed in.
+struct ddp_module {
+  std::shared_ptr<ddp::core::ScriptModule> module;
+  ~ddp_module();
+};
+struct ddp_optimizer {
+  std::unique_ptr<ddp::core::Optimizer> optimizer;
+  ~ddp_optimizer();
+};
+struct ddp_strategy {
+  std::unique_ptr<ddp::core::DdpStrategy> strategy;
+  ddp_group* group = nullptr;  // the borrowed handle ddp_strategy_group hands out, made at setup
+  ~ddp_strategy();
+};
+
 namespace ddp::capi {
 
-enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer, CommHook, ModelAverager };
+enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy };
 
 // A handle is a token, not an address: each one handed out is a number this
 // process never hands out again, so a freed handle stays detectably freed
@@ -81,6 +100,9 @@ template <> constexpr Kind kind_of<ddp_work>() { return Kind::Work; }
 template <> constexpr Kind kind_of<ddp_reducer>() { return Kind::Reducer; }
 template <> constexpr Kind kind_of<ddp_comm_hook>() { return Kind::CommHook; }
 template <> constexpr Kind kind_of<ddp_model_averager>() { return Kind::ModelAverager; }
+template <> constexpr Kind kind_of<ddp_module>() { return Kind::Module; }
+template <> constexpr Kind kind_of<ddp_optimizer>() { return Kind::Optimizer; }
+template <> constexpr Kind kind_of<ddp_strategy>() { return Kind::Strategy; }
 
 const char* kind_name(Kind k);
 

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/types.h"
+#include "ddp/collectives.h"
 #include "ddp/common.h"
 
 namespace ddp::capi {
@@ -42,5 +43,17 @@ inline core::DType to_core(ddp_dtype d) { return static_cast<core::DType>(d); }
 inline ddp_dtype to_c(core::DType d) { return static_cast<ddp_dtype>(d); }
 inline core::Device to_core(ddp_device d) { return {static_cast<core::DeviceType>(d.type), d.index}; }
 inline ddp_device to_c(core::Device d) { return {static_cast<ddp_device_type>(d.type), d.index}; }
+
+inline core::ReduceOp to_core(ddp_reduce_op op) {
+  switch (op) {
+    case DDP_SUM: return core::ReduceOp::Sum;
+    case DDP_MEAN: return core::ReduceOp::Mean;
+    case DDP_MIN: return core::ReduceOp::Min;
+    case DDP_MAX: return core::ReduceOp::Max;
+    case DDP_PRODUCT: return core::ReduceOp::Product;
+    default: break;
+  }
+  fail(DDP_E_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(static_cast<int>(op)));
+}
 
 }  // namespace ddp::capi

@@ -130,7 +130,7 @@ std::string directory_of(const std::string& path) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const Checkpoint& c) {
+void save_checkpoint_file(const std::string& path, const Checkpoint& c) {
   check_arg(!path.empty(), "save_checkpoint: the path is empty");
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   Fd f;
@@ -175,7 +175,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   if (dir.fd >= 0) ::fsync(dir.fd);
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
+Checkpoint load_checkpoint_file(const std::string& path) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) fail(Status::IO, "checkpoint " + path + ": cannot open: " + why_errno());

@@ -33,10 +33,10 @@ struct Checkpoint {
 
 // Writes `c` to `path` atomically. Throws DDP_E_IO naming the path and the
 // system's reason; an existing file at `path` is then left as it was.
-void save_checkpoint(const std::string& path, const Checkpoint& c);
+void save_checkpoint_file(const std::string& path, const Checkpoint& c);
 
 // Reads the checkpoint at `path`. Throws DDP_E_IO naming the path and what
 // was wrong with it.
-Checkpoint load_checkpoint(const std::string& path);
+Checkpoint load_checkpoint_file(const std::string& path);
 
 }  // namespace ddp::core

@@ -17,7 +17,6 @@ class Work;
 
 namespace ddp::core {
 
-enum class ReduceOp { Sum, Mean, Min, Max, Product };
 
 // An operation in flight. Some collectives run in several steps (the length
 // before the bytes, the shapes before the data); their later steps are posted

@@ -37,6 +37,8 @@ enum class DType : int32_t {
 
 enum class DeviceType : int32_t { CPU = 0, CUDA = 1 };
 
+enum class ReduceOp : int32_t { Sum = 0, Mean = 1, Min = 2, Max = 3, Product = 4 };
+
 struct Device {
   DeviceType type = DeviceType::CPU;
   int index = 0;  // CUDA device index; ignored for CPU

@@ -20,8 +20,8 @@
 #include "common/error.h"
 
 using ddp::core::Checkpoint;
-using ddp::core::load_checkpoint;
-using ddp::core::save_checkpoint;
+using ddp::core::load_checkpoint_file;
+using ddp::core::save_checkpoint_file;
 
 namespace {
 
@@ -55,7 +55,7 @@ void reseal(std::vector<char>& bytes) {
 
 ddp::core::Status status_of_load(const std::string& path, std::string* message = nullptr) {
   try {
-    load_checkpoint(path);
+    load_checkpoint_file(path);
     return ddp::core::Status::Ok;
   } catch (const ddp::core::Error& e) {
     if (message) *message = e.what();
@@ -80,8 +80,8 @@ Checkpoint sample() {
 TEST(Checkpoint, RoundTripKeepsNamesShapesDtypesValuesAndTheRest) {
   std::string path = temp_path("roundtrip");
   Checkpoint c = sample();
-  save_checkpoint(path, c);
-  Checkpoint back = load_checkpoint(path);
+  save_checkpoint_file(path, c);
+  Checkpoint back = load_checkpoint_file(path);
   EXPECT_EQ(back.step, 1234);
   EXPECT_EQ(back.epoch, 7);
   EXPECT_EQ(back.user, c.user);
@@ -97,7 +97,7 @@ TEST(Checkpoint, RoundTripKeepsNamesShapesDtypesValuesAndTheRest) {
 
 TEST(Checkpoint, EveryTruncationIsRefused) {
   std::string path = temp_path("full"), cut = temp_path("cut");
-  save_checkpoint(path, sample());
+  save_checkpoint_file(path, sample());
   auto bytes = read_all(path);
   for (size_t n = 0; n < bytes.size(); ++n) {
     write_all(cut, std::vector<char>(bytes.begin(), bytes.begin() + static_cast<long>(n)));
@@ -111,7 +111,7 @@ TEST(Checkpoint, EveryTruncationIsRefused) {
 
 TEST(Checkpoint, EveryFlippedByteIsRefused) {
   std::string path = temp_path("flip");
-  save_checkpoint(path, sample());
+  save_checkpoint_file(path, sample());
   auto bytes = read_all(path);
   for (size_t i = 0; i < bytes.size(); ++i) {
     auto damaged = bytes;
@@ -141,7 +141,7 @@ TEST(Checkpoint, HostileLengthsAreRefusedBeforeAllocating) {
   std::string path = temp_path("hostile");
   Checkpoint c;
   c.tensors.push_back({"w", at::ones({4}, at::kFloat)});
-  save_checkpoint(path, c);
+  save_checkpoint_file(path, c);
   auto good = read_all(path);
   // Layout: magic 8 | format 4 | step 8 | epoch 8 | count 4 | name_len 4 | "w" | dtype 4 | ndim 4 | dim 8 | nbytes 8 | data 16 | user_len 8 | crc 4
   const size_t count_at = 28, name_len_at = 32, ndim_at = 41, dim_at = 45, nbytes_at = 53, user_len_at = 77;
@@ -172,7 +172,7 @@ TEST(Checkpoint, ASaveKilledMidwayLeavesTheOldOrTheNewCheckpoint) {
   Checkpoint old_one;
   old_one.step = 1;
   old_one.tensors.push_back({"w", at::zeros({1 << 20}, at::kFloat)});
-  save_checkpoint(path, old_one);
+  save_checkpoint_file(path, old_one);
   for (int round = 0; round < 6; ++round) {
     pid_t child = fork();
     ASSERT_GE(child, 0);
@@ -180,13 +180,13 @@ TEST(Checkpoint, ASaveKilledMidwayLeavesTheOldOrTheNewCheckpoint) {
       Checkpoint next;
       next.step = 2;
       next.tensors.push_back({"w", at::ones({1 << 22}, at::kFloat)});  // 16 MiB
-      for (;;) save_checkpoint(path, next);
+      for (;;) save_checkpoint_file(path, next);
     }
     usleep(20000 + 37000 * round);
     kill(child, SIGKILL);
     int st = 0;
     waitpid(child, &st, 0);
-    Checkpoint now = load_checkpoint(path);
+    Checkpoint now = load_checkpoint_file(path);
     EXPECT_TRUE(now.step == 1 || now.step == 2) << now.step;
     std::remove((path + ".tmp." + std::to_string(child)).c_str());
   }
@@ -196,7 +196,7 @@ TEST(Checkpoint, ASaveKilledMidwayLeavesTheOldOrTheNewCheckpoint) {
 TEST(Checkpoint, ASaveThatCannotWriteLeavesTheOldFileAndNamesThePath) {
   std::string path = temp_path("nodir") + "/missing/dir/ckpt.bin";
   try {
-    save_checkpoint(path, sample());
+    save_checkpoint_file(path, sample());
     FAIL() << "saved into a missing directory";
   } catch (const ddp::core::Error& e) {
     EXPECT_EQ(e.status(), ddp::core::Status::IO);

@@ -19,5 +19,7 @@
 #include "ddp/model_averager.h"
 #include "ddp/reducer.h"
 #include "ddp/sampler.h"
+#include "ddp/model.h"
+#include "ddp/strategy.h"
 
 #endif /* DDP_DDP_H */

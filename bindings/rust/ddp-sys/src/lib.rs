@@ -196,6 +196,67 @@ pub struct ddp_sampler_options {
     pub drop_last: c_int,
 }
 
+pub const DDP_ADAM_OPTIONS_VERSION: u32 = 1;
+pub const DDP_SGD_OPTIONS_VERSION: u32 = 1;
+pub const DDP_STRATEGY_DDP: ddp_strategy_kind = 0;
+pub const DDP_STRATEGY_DDP_FORK: ddp_strategy_kind = 2;
+pub const DDP_STRATEGY_DDP_SPAWN: ddp_strategy_kind = 1;
+pub const DDP_STRATEGY_KIND_FORCE_INT: ddp_strategy_kind = 2147483647;
+pub const DDP_STRATEGY_OPTIONS_VERSION: u32 = 1;
+pub type ddp_strategy_kind = c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_adam_options {
+    pub version: c_uint,
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub amsgrad: c_int,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_module {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_optimizer {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_sgd_options {
+    pub version: c_uint,
+    pub lr: f64,
+    pub momentum: f64,
+    pub dampening: f64,
+    pub weight_decay: f64,
+    pub nesterov: c_int,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_strategy {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_strategy_options {
+    pub version: c_uint,
+    pub kind: ddp_strategy_kind,
+    pub accelerator: ddp_device_type,
+    pub backend: *const c_char,
+    pub timeout_ms: i64,
+    pub bucket_cap_mb: f64,
+    pub first_bucket_mb: f64,
+    pub find_unused_parameters: c_int,
+    pub broadcast_buffers: c_int,
+    pub comm_hook: *const ddp_comm_hook,
+    pub model_averaging_period: i64,
+    pub model_averaging_warmup: i64,
+}
+
 #[link(name = "ddp")]
 extern "C" {
     pub fn ddp_version_number() -> c_uint;
@@ -508,4 +569,37 @@ extern "C" {
         cap: usize,
         count: *mut usize,
     ) -> ddp_status;
+    pub fn ddp_loss_cross_entropy(input: *const ddp_tensor, target: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_loss_mse(input: *const ddp_tensor, target: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_module_forward(m: *mut ddp_module, input: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_module_free(m: *mut ddp_module);
+    pub fn ddp_module_load(out: *mut *mut ddp_module, path: *const c_char) -> ddp_status;
+    pub fn ddp_module_num_parameters(m: *const ddp_module) -> usize;
+    pub fn ddp_module_train(m: *mut ddp_module, on: c_int) -> ddp_status;
+    pub fn ddp_optimizer_free(opt: *mut ddp_optimizer);
+    pub fn ddp_optimizer_new_adam(out: *mut *mut ddp_optimizer, m: *mut ddp_module, opts: *const ddp_adam_options) -> ddp_status;
+    pub fn ddp_optimizer_new_adamw(out: *mut *mut ddp_optimizer, m: *mut ddp_module, opts: *const ddp_adam_options) -> ddp_status;
+    pub fn ddp_optimizer_new_sgd(out: *mut *mut ddp_optimizer, m: *mut ddp_module, opts: *const ddp_sgd_options) -> ddp_status;
+    pub fn ddp_optimizer_zero_grad(opt: *mut ddp_optimizer) -> ddp_status;
+    pub fn ddp_strategy_backward(s: *mut ddp_strategy, loss: *const ddp_tensor) -> ddp_status;
+    pub fn ddp_strategy_barrier(s: *mut ddp_strategy, name: *const c_char) -> ddp_status;
+    pub fn ddp_strategy_block_backward_sync(s: *mut ddp_strategy, on: c_int) -> ddp_status;
+    pub fn ddp_strategy_forward(s: *mut ddp_strategy, m: *mut ddp_module, input: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_strategy_free(s: *mut ddp_strategy);
+    pub fn ddp_strategy_global_rank(s: *const ddp_strategy) -> c_int;
+    pub fn ddp_strategy_group(s: *mut ddp_strategy) -> *mut ddp_group;
+    pub fn ddp_strategy_is_global_zero(s: *const ddp_strategy) -> c_int;
+    pub fn ddp_strategy_load_checkpoint(s: *mut ddp_strategy, path: *const c_char, m: *mut ddp_module, opt: *mut ddp_optimizer, step: *mut i64, epoch: *mut i64, user: *mut *mut ddp_buffer) -> ddp_status;
+    pub fn ddp_strategy_local_rank(s: *const ddp_strategy) -> c_int;
+    pub fn ddp_strategy_new(out: *mut *mut ddp_strategy, opts: *const ddp_strategy_options) -> ddp_status;
+    pub fn ddp_strategy_node_rank(s: *const ddp_strategy) -> c_int;
+    pub fn ddp_strategy_optimizer_step(s: *mut ddp_strategy, opt: *mut ddp_optimizer) -> ddp_status;
+    pub fn ddp_strategy_options_init(opts: *mut ddp_strategy_options, version: c_uint) -> ddp_status;
+    pub fn ddp_strategy_reduce(s: *mut ddp_strategy, t: *mut ddp_tensor, op: ddp_reduce_op) -> ddp_status;
+    pub fn ddp_strategy_root_device(s: *const ddp_strategy) -> ddp_device;
+    pub fn ddp_strategy_save_checkpoint(s: *mut ddp_strategy, path: *const c_char, m: *const ddp_module, opt: *const ddp_optimizer, step: i64, epoch: i64, user: *const c_void, user_len: usize) -> ddp_status;
+    pub fn ddp_strategy_setup_environment(s: *mut ddp_strategy) -> ddp_status;
+    pub fn ddp_strategy_setup_module(s: *mut ddp_strategy, m: *mut ddp_module) -> ddp_status;
+    pub fn ddp_strategy_teardown(s: *mut ddp_strategy) -> ddp_status;
+    pub fn ddp_strategy_world_size(s: *const ddp_strategy) -> c_int;
 }

@@ -1,0 +1,160 @@
+/**
+ * @file strategy.h
+ * @brief Lightning's DDPStrategy from C: the environment and the group, the
+ *        rank facts, the model placed and wrapped with the DDP engine,
+ *        backward and the optimizer step, gradient-sync blocking, the
+ *        collectives, checkpoints and teardown, in Lightning's order.
+ *
+ * A training program:
+ * @code
+ *   ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+ *   ddp_strategy *s; ddp_strategy_new(&s, &o);
+ *   ddp_strategy_setup_environment(s);            // joins the group
+ *   ddp_module *m; ddp_module_load(&m, "mlp.pt");
+ *   ddp_strategy_setup_module(s, m);              // rank 0's weights, DDP hooks
+ *   ddp_optimizer *opt; ddp_optimizer_new_sgd(&opt, m, &sgd);
+ *   for each batch of this rank (see sampler.h):
+ *     ddp_strategy_forward(s, m, x, &logits);
+ *     ddp_loss_cross_entropy(logits, y, &loss);
+ *     ddp_optimizer_zero_grad(opt);                // (before backward)
+ *     ddp_strategy_backward(s, loss);              // gradients averaged over ranks
+ *     ddp_strategy_optimizer_step(s, opt);
+ *   ddp_strategy_save_checkpoint(s, "last.ckpt", m, opt, step, epoch, NULL, 0);
+ *   ddp_strategy_teardown(s);
+ * @endcode
+ *
+ * Start methods: with DDP_STRATEGY_DDP the ranks were started by a launcher
+ * (ddprun, torchrun, SLURM, ...) whose environment setup_environment reads;
+ * with DDP_STRATEGY_DDP_SPAWN / _FORK the program runs its training function
+ * through ddp_spawn (launch.h), whose workers have that environment too, and
+ * rank 0's result comes back to the caller. Starting the other local ranks
+ * by re-executing the program from setup_environment (Lightning's popen
+ * launcher) is not implemented yet: with no launcher's environment the world
+ * is this one process.
+ *
+ * Every collective call here is collective over the strategy's group: every
+ * rank makes the same calls in the same order. Threading: one thread at a
+ * time per strategy.
+ */
+#ifndef DDP_STRATEGY_H
+#define DDP_STRATEGY_H
+
+#include "ddp/collectives.h"
+#include "ddp/comm_hook.h"
+#include "ddp/common.h"
+#include "ddp/group.h"
+#include "ddp/model.h"
+#include "ddp/tensor.h"
+
+DDP_EXTERN_C_BEGIN
+
+typedef struct ddp_strategy ddp_strategy;
+
+/** How the ranks are started (see the file comment). */
+typedef enum ddp_strategy_kind {
+  DDP_STRATEGY_DDP = 0,       /**< started by a launcher (ddprun, torchrun, SLURM, ...) */
+  DDP_STRATEGY_DDP_SPAWN = 1, /**< workers of ddp_spawn, DDP_START_POPEN */
+  DDP_STRATEGY_DDP_FORK = 2,  /**< workers of ddp_spawn, DDP_START_FORK */
+  DDP_STRATEGY_KIND_FORCE_INT = 0x7fffffff
+} ddp_strategy_kind;
+
+#define DDP_STRATEGY_OPTIONS_VERSION 1
+
+/** DDPStrategy's arguments, with Lightning's and PyTorch's defaults. Initialise with DDP_STRATEGY_OPTIONS_INIT. */
+typedef struct ddp_strategy_options {
+  unsigned int version;          /**< DDP_STRATEGY_OPTIONS_VERSION */
+  ddp_strategy_kind kind;        /**< DDP_STRATEGY_DDP */
+  ddp_device_type accelerator;   /**< DDP_DEVICE_CPU; CUDA: each rank on cuda:LOCAL_RANK */
+  const char *backend;           /**< NULL: "nccl" for CUDA, else "gloo" */
+  int64_t timeout_ms;            /**< 0: 1800000 (Lightning's default_pg_timeout) */
+  double bucket_cap_mb;          /**< 25 */
+  double first_bucket_mb;        /**< 1 */
+  int find_unused_parameters;    /**< 0 */
+  int broadcast_buffers;         /**< 1: rank 0's buffers before each forward, as PyTorch's DDP */
+  const ddp_comm_hook *comm_hook; /**< NULL: all-reduce; borrowed by ddp_strategy_new (may be freed after) */
+  int64_t model_averaging_period; /**< 0: off; with post-local SGD: average the parameters every this many steps */
+  int64_t model_averaging_warmup; /**< the first step that averages (post-local SGD's start_localSGD_iter) */
+} ddp_strategy_options;
+
+#define DDP_STRATEGY_OPTIONS_INIT \
+  {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0}
+
+/** Fills @p opts with the defaults of @p version. */
+DDP_API ddp_status ddp_strategy_options_init(ddp_strategy_options *opts, unsigned int version);
+
+/**
+ * @param opts NULL for the defaults.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming a bad option;
+ *         DDP_E_UNSUPPORTED for an option that cannot be honoured.
+ */
+DDP_API ddp_status ddp_strategy_new(ddp_strategy **out, const ddp_strategy_options *opts);
+
+/** Reads this process's cluster environment and joins the group. Collective. */
+DDP_API ddp_status ddp_strategy_setup_environment(ddp_strategy *s);
+
+/** @return the strategy's group (borrowed: valid until teardown), NULL before setup. */
+DDP_API ddp_group *ddp_strategy_group(ddp_strategy *s);
+
+/** Rank facts; before setup: rank 0 of a world of 1. -1 for an invalid handle. */
+DDP_API int ddp_strategy_global_rank(const ddp_strategy *s);
+DDP_API int ddp_strategy_local_rank(const ddp_strategy *s);
+DDP_API int ddp_strategy_node_rank(const ddp_strategy *s);
+DDP_API int ddp_strategy_world_size(const ddp_strategy *s);
+/** @return 1 on global rank 0, else 0. */
+DDP_API int ddp_strategy_is_global_zero(const ddp_strategy *s);
+/** @return where this rank computes: the CPU, or cuda:LOCAL_RANK. */
+DDP_API ddp_device ddp_strategy_root_device(const ddp_strategy *s);
+
+/**
+ * Places @p m on the root device, gives every rank rank 0's parameters and
+ * buffers, and wraps it with the DDP engine (autograd hooks, the comm hook,
+ * the model averager). Collective.
+ */
+DDP_API ddp_status ddp_strategy_setup_module(ddp_strategy *s, ddp_module *m);
+
+/** Forward of @p m on @p input (moved to the root device), after rank 0's buffers are broadcast. */
+DDP_API ddp_status ddp_strategy_forward(ddp_strategy *s, ddp_module *m, const ddp_tensor *input, ddp_tensor **out);
+
+/** loss.backward(): the gradients are averaged over the ranks as they become ready. Collective. */
+DDP_API ddp_status ddp_strategy_backward(ddp_strategy *s, const ddp_tensor *loss);
+
+/** The optimizer's step, then the model averager's when configured. */
+DDP_API ddp_status ddp_strategy_optimizer_step(ddp_strategy *s, ddp_optimizer *opt);
+
+/** Lightning's block_backward_sync (no_sync): while on, gradients accumulate locally. */
+DDP_API ddp_status ddp_strategy_block_backward_sync(ddp_strategy *s, int on);
+
+/** Lightning's barrier(name); @p name is for messages only (may be NULL). */
+DDP_API ddp_status ddp_strategy_barrier(ddp_strategy *s, const char *name);
+
+/** Lightning's reduce: in place over the group, DDP_MEAN by default (pass DDP_MEAN). */
+DDP_API ddp_status ddp_strategy_reduce(ddp_strategy *s, ddp_tensor *t, ddp_reduce_op op);
+
+/**
+ * Global rank 0 writes the module's state, the optimizer's (may be NULL),
+ * the step, the epoch and @p user bytes to @p path atomically; every rank
+ * then waits until it is written. Collective.
+ */
+DDP_API ddp_status ddp_strategy_save_checkpoint(ddp_strategy *s, const char *path, const ddp_module *m,
+                                                const ddp_optimizer *opt, int64_t step, int64_t epoch,
+                                                const void *user, size_t user_len);
+
+/**
+ * Every rank reads @p path into @p m and @p opt (may be NULL). A truncated,
+ * foreign or damaged file, or one saved from another model, is DDP_E_IO with
+ * a message, and leaves @p m and @p opt untouched.
+ * @param[out] step,epoch may be NULL.
+ * @param[out] user      the user bytes, new reference (may be NULL).
+ */
+DDP_API ddp_status ddp_strategy_load_checkpoint(ddp_strategy *s, const char *path, ddp_module *m, ddp_optimizer *opt,
+                                                int64_t *step, int64_t *epoch, ddp_buffer **user);
+
+/** Undoes setup (the engine, the group); a later setup_environment starts again. */
+DDP_API ddp_status ddp_strategy_teardown(ddp_strategy *s);
+
+/** Frees @p s (tearing it down); NULL is accepted. */
+DDP_API void ddp_strategy_free(ddp_strategy *s);
+
+DDP_EXTERN_C_END
+
+#endif /* DDP_STRATEGY_H */

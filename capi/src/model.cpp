@@ -1,0 +1,146 @@
+// Modules, optimizers and losses: argument checks, then core/model and ATen.
+#include "ddp/model.h"
+
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/mse_loss.h>
+
+#include "handles.h"
+#include "model/optimizer.h"
+#include "model/script_module.h"
+
+using namespace ddp::capi;
+
+ddp_module::~ddp_module() = default;
+ddp_optimizer::~ddp_optimizer() = default;
+
+namespace {
+
+ddp_status make_optimizer(ddp_optimizer** out, ddp_module* m, const char* fn,
+                          const std::function<ddp::core::OptimizerSpec()>& spec) {
+  if (!out) return invalid(std::string(fn) + ": out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto* mod = require(m, "module");
+    auto h = std::make_unique<ddp_optimizer>();
+    h->optimizer = ddp::core::Optimizer::make(spec(), mod->module->parameters());
+    hand_out(out, std::move(h));
+  });
+}
+
+ddp::core::OptimizerSpec adam_spec(const ddp_adam_options* opts, ddp::core::OptimizerSpec::Kind kind,
+                                   const ddp_adam_options& defaults, const char* fn) {
+  const ddp_adam_options& o = opts ? *opts : defaults;
+  if (o.version != DDP_ADAM_OPTIONS_VERSION)
+    fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": unknown options version " + std::to_string(o.version));
+  ddp::core::OptimizerSpec s;
+  s.kind = kind;
+  s.lr = o.lr;
+  s.beta1 = o.beta1;
+  s.beta2 = o.beta2;
+  s.eps = o.eps;
+  s.weight_decay = o.weight_decay;
+  s.amsgrad = o.amsgrad != 0;
+  return s;
+}
+
+template <typename F>
+ddp_status loss(const ddp_tensor* input, const ddp_tensor* target, ddp_tensor** out, const char* fn, F&& compute) {
+  if (!out) return invalid(std::string(fn) + ": out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    const at::Tensor& x = require(input, "input")->t;
+    at::Tensor y = require(target, "target")->t.to(x.device());
+    hand_out(out, wrap_tensor(compute(x, y)));
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+ddp_status ddp_module_load(ddp_module** out, const char* path) {
+  if (!out) return invalid("ddp_module_load: out is NULL");
+  *out = nullptr;
+  if (!path) return invalid("ddp_module_load: path is NULL");
+  return fence([&] {
+    auto h = std::make_unique<ddp_module>();
+    h->module = ddp::core::ScriptModule::load(path);
+    hand_out(out, std::move(h));
+  });
+}
+
+ddp_status ddp_module_forward(ddp_module* m, const ddp_tensor* input, ddp_tensor** out) {
+  if (!out) return invalid("ddp_module_forward: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto* mod = require(m, "module");
+    hand_out(out, wrap_tensor(mod->module->forward(require(input, "input")->t)));
+  });
+}
+
+ddp_status ddp_module_train(ddp_module* m, int on) {
+  return fence([&] { require(m, "module")->module->train(on != 0); });
+}
+
+size_t ddp_module_num_parameters(const ddp_module* m) {
+  auto* h = live(m);
+  return h ? h->module->parameters().size() : 0;
+}
+
+void ddp_module_free(ddp_module* m) { release(m); }
+
+ddp_status ddp_optimizer_new_sgd(ddp_optimizer** out, ddp_module* m, const ddp_sgd_options* opts) {
+  return make_optimizer(out, m, "ddp_optimizer_new_sgd", [&] {
+    const ddp_sgd_options o = opts ? *opts : ddp_sgd_options DDP_SGD_OPTIONS_INIT;
+    if (o.version != DDP_SGD_OPTIONS_VERSION)
+      fail(DDP_E_INVALID_ARGUMENT, "ddp_optimizer_new_sgd: unknown options version " + std::to_string(o.version));
+    ddp::core::OptimizerSpec s;
+    s.kind = ddp::core::OptimizerSpec::Kind::Sgd;
+    s.lr = o.lr;
+    s.momentum = o.momentum;
+    s.dampening = o.dampening;
+    s.weight_decay = o.weight_decay;
+    s.nesterov = o.nesterov != 0;
+    return s;
+  });
+}
+
+ddp_status ddp_optimizer_new_adam(ddp_optimizer** out, ddp_module* m, const ddp_adam_options* opts) {
+  return make_optimizer(out, m, "ddp_optimizer_new_adam", [&] {
+    return adam_spec(opts, ddp::core::OptimizerSpec::Kind::Adam, ddp_adam_options DDP_ADAM_OPTIONS_INIT,
+                     "ddp_optimizer_new_adam");
+  });
+}
+
+ddp_status ddp_optimizer_new_adamw(ddp_optimizer** out, ddp_module* m, const ddp_adam_options* opts) {
+  return make_optimizer(out, m, "ddp_optimizer_new_adamw", [&] {
+    return adam_spec(opts, ddp::core::OptimizerSpec::Kind::AdamW, ddp_adam_options DDP_ADAMW_OPTIONS_INIT,
+                     "ddp_optimizer_new_adamw");
+  });
+}
+
+ddp_status ddp_optimizer_zero_grad(ddp_optimizer* opt) {
+  return fence([&] { require(opt, "optimizer")->optimizer->zero_grad(); });
+}
+
+void ddp_optimizer_free(ddp_optimizer* opt) { release(opt); }
+
+ddp_status ddp_loss_mse(const ddp_tensor* input, const ddp_tensor* target, ddp_tensor** out) {
+  return loss(input, target, out, "ddp_loss_mse",
+              [](const at::Tensor& x, const at::Tensor& y) {
+                ddp::core::check_arg(x.sizes() == y.sizes(), "ddp_loss_mse: input and target differ in shape");
+                return at::mse_loss(x, y);
+              });
+}
+
+ddp_status ddp_loss_cross_entropy(const ddp_tensor* input, const ddp_tensor* target, ddp_tensor** out) {
+  return loss(input, target, out, "ddp_loss_cross_entropy",
+              [](const at::Tensor& x, const at::Tensor& y) {
+                ddp::core::check_arg(x.dim() == 2, "ddp_loss_cross_entropy: input must be batch x classes");
+                ddp::core::check_arg(y.scalar_type() == at::kLong && y.dim() == 1 && y.size(0) == x.size(0),
+                                     "ddp_loss_cross_entropy: target must be one int64 class index per row");
+                return at::cross_entropy_loss(x, y);
+              });
+}
+
+}  // extern "C"

@@ -1,0 +1,184 @@
+// The strategy: option checks and handle mapping, then core/strategy.
+#include "ddp/strategy.h"
+
+#include "handles.h"
+#include "hooks/comm_hook.h"
+#include "model/optimizer.h"
+#include "model/script_module.h"
+#include "strategy/ddp_strategy.h"
+
+using namespace ddp::capi;
+
+ddp_strategy::~ddp_strategy() { release(group); }
+
+namespace {
+
+ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
+  ddp::core::StrategyOptions o;
+  ddp_strategy_options d = DDP_STRATEGY_OPTIONS_INIT;
+  const ddp_strategy_options& in = opts ? *opts : d;
+  if (in.version != DDP_STRATEGY_OPTIONS_VERSION)
+    fail(DDP_E_INVALID_ARGUMENT, "ddp_strategy_new: unknown options version " + std::to_string(in.version));
+  ddp::core::check_arg(in.kind == DDP_STRATEGY_DDP || in.kind == DDP_STRATEGY_DDP_SPAWN || in.kind == DDP_STRATEGY_DDP_FORK,
+                       "ddp_strategy_new: unknown kind " + std::to_string(static_cast<int>(in.kind)));
+  ddp::core::check_arg(in.accelerator == DDP_DEVICE_CPU || in.accelerator == DDP_DEVICE_CUDA,
+                       "ddp_strategy_new: unknown accelerator " + std::to_string(static_cast<int>(in.accelerator)));
+  ddp::core::check_arg(in.timeout_ms >= 0, "ddp_strategy_new: timeout_ms " + std::to_string(in.timeout_ms) + " is negative");
+  o.accelerator = static_cast<ddp::core::DeviceType>(in.accelerator);
+  if (in.backend) o.backend = in.backend;
+  if (in.timeout_ms > 0) o.timeout = ddp::core::Millis(in.timeout_ms);
+  o.ddp.bucket_cap_mb = in.bucket_cap_mb;
+  o.ddp.first_bucket_mb = in.first_bucket_mb;
+  o.ddp.find_unused_parameters = in.find_unused_parameters != 0;
+  o.broadcast_buffers = in.broadcast_buffers != 0;
+  if (in.comm_hook) o.comm_hook = require(in.comm_hook, "comm_hook")->hook;
+  o.model_averaging_period = in.model_averaging_period;
+  o.model_averaging_warmup = in.model_averaging_warmup;
+  return o;
+}
+
+ddp::core::DdpStrategy& strategy_of(ddp_strategy* s) { return *require(s, "strategy")->strategy; }
+
+}  // namespace
+
+extern "C" {
+
+ddp_status ddp_strategy_options_init(ddp_strategy_options* opts, unsigned int version) {
+  if (!opts) return invalid("ddp_strategy_options_init: opts is NULL");
+  if (version != DDP_STRATEGY_OPTIONS_VERSION)
+    return invalid("ddp_strategy_options_init: unknown version " + std::to_string(version));
+  *opts = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  return DDP_OK;
+}
+
+ddp_status ddp_strategy_new(ddp_strategy** out, const ddp_strategy_options* opts) {
+  if (!out) return invalid("ddp_strategy_new: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto h = std::make_unique<ddp_strategy>();
+    h->strategy = std::make_unique<ddp::core::DdpStrategy>(options_of(opts));
+    hand_out(out, std::move(h));
+  });
+}
+
+ddp_status ddp_strategy_setup_environment(ddp_strategy* s) {
+  return fence([&] {
+    auto* h = require(s, "strategy");
+    h->strategy->setup_environment();
+    auto g = std::make_unique<ddp_group>();
+    g->group = h->strategy->group();
+    hand_out(&h->group, std::move(g));
+  });
+}
+
+ddp_group* ddp_strategy_group(ddp_strategy* s) {
+  auto* h = live(s);
+  return h ? h->group : nullptr;
+}
+
+int ddp_strategy_global_rank(const ddp_strategy* s) { auto* h = live(s); return h ? h->strategy->global_rank() : -1; }
+int ddp_strategy_local_rank(const ddp_strategy* s) { auto* h = live(s); return h ? h->strategy->local_rank() : -1; }
+int ddp_strategy_node_rank(const ddp_strategy* s) { auto* h = live(s); return h ? h->strategy->node_rank() : -1; }
+int ddp_strategy_world_size(const ddp_strategy* s) { auto* h = live(s); return h ? h->strategy->world_size() : -1; }
+int ddp_strategy_is_global_zero(const ddp_strategy* s) {
+  auto* h = live(s);
+  return h && h->strategy->is_global_zero() ? 1 : 0;
+}
+ddp_device ddp_strategy_root_device(const ddp_strategy* s) {
+  auto* h = live(s);
+  return h ? to_c(h->strategy->root_device()) : ddp_device DDP_DEVICE_CPU_INIT;
+}
+
+ddp_status ddp_strategy_setup_module(ddp_strategy* s, ddp_module* m) {
+  return fence([&] { strategy_of(s).setup_module(*require(m, "module")->module); });
+}
+
+ddp_status ddp_strategy_forward(ddp_strategy* s, ddp_module* m, const ddp_tensor* input, ddp_tensor** out) {
+  if (!out) return invalid("ddp_strategy_forward: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto& st = strategy_of(s);
+    auto* mod = require(m, "module");
+    at::Tensor x = require(input, "input")->t;
+    ddp::core::Device d = st.root_device();
+    if (d.type == ddp::core::DeviceType::CUDA)
+      x = x.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d.index)));
+    hand_out(out, wrap_tensor(st.forward(*mod->module, x)));
+  });
+}
+
+ddp_status ddp_strategy_backward(ddp_strategy* s, const ddp_tensor* loss) {
+  return fence([&] { strategy_of(s).backward(require(loss, "loss")->t); });
+}
+
+ddp_status ddp_strategy_optimizer_step(ddp_strategy* s, ddp_optimizer* opt) {
+  return fence([&] { strategy_of(s).optimizer_step(*require(opt, "optimizer")->optimizer); });
+}
+
+ddp_status ddp_strategy_block_backward_sync(ddp_strategy* s, int on) {
+  return fence([&] { strategy_of(s).block_backward_sync(on != 0); });
+}
+
+ddp_status ddp_strategy_barrier(ddp_strategy* s, const char* name) {
+  return fence([&] {
+    auto& st = strategy_of(s);
+    try {
+      ddp::core::barrier(*st.group())->wait();
+    } catch (const ddp::core::Error& e) {
+      if (!name) throw;
+      ddp::core::fail(e.status(), std::string("barrier '") + name + "': " + e.what());
+    }
+  });
+}
+
+ddp_status ddp_strategy_reduce(ddp_strategy* s, ddp_tensor* t, ddp_reduce_op op) {
+  return fence([&] {
+    auto& st = strategy_of(s);
+    ddp::core::all_reduce(*st.group(), require(t, "tensor")->t, to_core(op))->wait();
+  });
+}
+
+ddp_status ddp_strategy_save_checkpoint(ddp_strategy* s, const char* path, const ddp_module* m, const ddp_optimizer* opt,
+                                        int64_t step, int64_t epoch, const void* user, size_t user_len) {
+  if (!path) return invalid("ddp_strategy_save_checkpoint: path is NULL");
+  if (!user && user_len > 0) return invalid("ddp_strategy_save_checkpoint: user is NULL with user_len > 0");
+  return fence([&] {
+    auto& st = strategy_of(s);
+    const auto* mod = require(m, "module");
+    const ddp::core::Optimizer* o = opt ? require(opt, "optimizer")->optimizer.get() : nullptr;
+    auto* bytes = static_cast<const uint8_t*>(user);
+    st.save_checkpoint(path, *mod->module, o, step, epoch, std::vector<uint8_t>(bytes, bytes + user_len));
+  });
+}
+
+ddp_status ddp_strategy_load_checkpoint(ddp_strategy* s, const char* path, ddp_module* m, ddp_optimizer* opt,
+                                        int64_t* step, int64_t* epoch, ddp_buffer** user) {
+  if (user) *user = nullptr;
+  if (!path) return invalid("ddp_strategy_load_checkpoint: path is NULL");
+  return fence([&] {
+    auto& st = strategy_of(s);
+    auto* mod = require(m, "module");
+    ddp::core::Optimizer* o = opt ? require(opt, "optimizer")->optimizer.get() : nullptr;
+    ddp::core::Checkpoint c = st.load_checkpoint(path, *mod->module, o);
+    if (step) *step = c.step;
+    if (epoch) *epoch = c.epoch;
+    if (user) {
+      auto b = std::make_unique<ddp_buffer>();
+      b->bytes = std::move(c.user);
+      hand_out(user, std::move(b));
+    }
+  });
+}
+
+ddp_status ddp_strategy_teardown(ddp_strategy* s) {
+  return fence([&] {
+    auto* h = require(s, "strategy");
+    release(h->group);
+    h->group = nullptr;
+    h->strategy->teardown();
+  });
+}
+
+void ddp_strategy_free(ddp_strategy* s) { release(s); }
+
+}  // extern "C"

@@ -1,0 +1,85 @@
+#include "model/script_module.h"
+
+#include <torch/script.h>
+
+#include <map>
+
+#include "common/error.h"
+
+namespace ddp::core {
+
+struct ScriptModule::Impl {
+  torch::jit::Module module;
+};
+
+ScriptModule::ScriptModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ScriptModule::~ScriptModule() = default;
+
+std::unique_ptr<ScriptModule> ScriptModule::load(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  try {
+    impl->module = torch::jit::load(path);
+  } catch (const c10::Error& e) {
+    fail(Status::IO, "module " + path + ": not a loadable TorchScript file: " + e.what_without_backtrace());
+  }
+  return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
+}
+
+at::Tensor ScriptModule::forward(const at::Tensor& input) {
+  c10::IValue out = impl_->module.forward({input});
+  check_arg(out.isTensor(), "module forward: the module returned a " + out.tagKind() + ", not a tensor");
+  return out.toTensor();
+}
+
+void ScriptModule::train(bool on) { impl_->module.train(on); }
+
+void ScriptModule::to(Device device) {
+  impl_->module.to(device.type == DeviceType::CUDA ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.index))
+                                                   : at::Device(at::kCPU));
+}
+
+std::vector<at::Tensor> ScriptModule::parameters() const {
+  std::vector<at::Tensor> out;
+  for (const auto& p : impl_->module.parameters()) out.push_back(p);
+  return out;
+}
+
+std::vector<at::Tensor> ScriptModule::buffers() const {
+  std::vector<at::Tensor> out;
+  for (const auto& b : impl_->module.buffers()) out.push_back(b);
+  return out;
+}
+
+std::vector<NamedTensor> ScriptModule::state() const {
+  std::vector<NamedTensor> out;
+  for (const auto& p : impl_->module.named_parameters()) out.push_back({p.name, p.value});
+  for (const auto& b : impl_->module.named_buffers()) out.push_back({b.name, b.value});
+  return out;
+}
+
+namespace {
+std::map<std::string, at::Tensor> by_name(const std::vector<NamedTensor>& saved) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& s : saved) out[s.name] = s.tensor;
+  return out;
+}
+}  // namespace
+
+void ScriptModule::check_state(const std::vector<NamedTensor>& saved) const {
+  auto have = by_name(saved);
+  for (const auto& m : state()) {
+    auto it = have.find(m.name);
+    if (it == have.end()) fail(Status::IO, "module state: '" + m.name + "' is missing from the saved state");
+    if (it->second.sizes() != m.tensor.sizes() || it->second.scalar_type() != m.tensor.scalar_type())
+      fail(Status::IO, "module state: '" + m.name + "' was saved with another shape or dtype");
+  }
+}
+
+void ScriptModule::load_state(const std::vector<NamedTensor>& saved) {
+  check_state(saved);
+  auto have = by_name(saved);
+  at::NoGradGuard no_grad;
+  for (const auto& m : state()) m.tensor.copy_(have[m.name]);
+}
+
+}  // namespace ddp::core

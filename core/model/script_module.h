@@ -1,0 +1,46 @@
+// A TorchScript module (torch::jit::load) as the strategy trains it: its
+// parameters for the optimizer and the DDP engine, its state (parameters and
+// buffers, by name) for broadcasting and checkpoints, and forward.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_file.h"
+#include "common/types.h"
+
+namespace ddp::core {
+
+class ScriptModule {
+ public:
+  // Throws Status::IO naming the path when it is not a loadable TorchScript file.
+  static std::unique_ptr<ScriptModule> load(const std::string& path);
+  ~ScriptModule();
+
+  at::Tensor forward(const at::Tensor& input);
+  void train(bool on);
+  void to(Device device);
+
+  // The trainable parameters, in registration order (the same on every rank).
+  std::vector<at::Tensor> parameters() const;
+  // The buffers (running statistics and the like), in registration order.
+  std::vector<at::Tensor> buffers() const;
+  // Parameters, then buffers, each with its dotted name.
+  std::vector<NamedTensor> state() const;
+  // Status::IO naming the first name, shape or dtype of this module's state
+  // that `saved` lacks or differs in.
+  void check_state(const std::vector<NamedTensor>& saved) const;
+  // Copies `saved` into this module's state, after check_state: on a
+  // mismatch nothing is changed.
+  void load_state(const std::vector<NamedTensor>& saved);
+
+ private:
+  struct Impl;
+  explicit ScriptModule(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddp::core

@@ -1,0 +1,147 @@
+#include "strategy/ddp_strategy.h"
+
+#include "comm/collectives.h"
+#include "common/error.h"
+#include "hooks/post_localsgd.h"
+#include "reducer/autograd_hooks.h"
+
+namespace ddp::core {
+
+DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
+  check_arg(opts_.accelerator == DeviceType::CPU || opts_.accelerator == DeviceType::CUDA,
+            "strategy: unknown accelerator " + std::to_string(static_cast<int>(opts_.accelerator)));
+  check_arg(opts_.model_averaging_period >= 0, "strategy: model_averaging_period " +
+                                                   std::to_string(opts_.model_averaging_period) + " is negative");
+  check_arg(opts_.model_averaging_warmup >= 0, "strategy: model_averaging_warmup " +
+                                                   std::to_string(opts_.model_averaging_warmup) + " is negative");
+  check_arg(!opts_.ddp.gradient_as_bucket_view,
+            "strategy: gradient_as_bucket_view is not supported for modules trained through autograd yet");
+}
+
+DdpStrategy::~DdpStrategy() = default;
+
+void DdpStrategy::setup_environment() { setup_environment(detect_cluster_env(process_env_lookup())); }
+
+void DdpStrategy::setup_environment(const ClusterEnv& env) {
+  if (group_) fail(Status::State, "strategy: setup_environment was called already; teardown first");
+  GroupOptions g;
+  g.backend = opts_.backend;
+  g.timeout = opts_.timeout;
+  g.device = {opts_.accelerator, opts_.accelerator == DeviceType::CUDA ? env.local_rank : 0};
+  group_ = std::shared_ptr<Group>(Group::init(env, g));
+  env_ = env;
+}
+
+void DdpStrategy::require_setup(const char* what) const {
+  if (!group_) fail(Status::State, std::string("strategy: ") + what + " before setup_environment");
+}
+
+int DdpStrategy::global_rank() const { return group_ ? group_->rank() : 0; }
+int DdpStrategy::local_rank() const { return group_ ? env_.local_rank : 0; }
+int DdpStrategy::node_rank() const { return group_ ? env_.node_rank : 0; }
+int DdpStrategy::world_size() const { return group_ ? group_->size() : 1; }
+
+Device DdpStrategy::root_device() const {
+  if (opts_.accelerator == DeviceType::CUDA) return {DeviceType::CUDA, local_rank()};
+  return {DeviceType::CPU, 0};
+}
+
+const std::shared_ptr<Group>& DdpStrategy::group() const {
+  require_setup("group");
+  return group_;
+}
+
+void DdpStrategy::setup_module(ScriptModule& module) {
+  require_setup("setup_module");
+  if (reducer_) fail(Status::State, "strategy: a module is set up already; teardown first");
+  module.to(root_device());
+  // Rank 0's buffers; the engine broadcasts rank 0's parameters itself.
+  for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
+  params_ = module.parameters();
+  ReducerOptions o = opts_.ddp;
+  o.broadcast_parameters = true;
+  reducer_ = make_autograd_reducer(*group_, params_, o);
+  if (opts_.comm_hook) reducer_->set_comm_hook(opts_.comm_hook);
+  if (opts_.model_averaging_period > 0)
+    averager_ = std::make_unique<ModelAverager>(*group_, opts_.model_averaging_period, opts_.model_averaging_warmup);
+}
+
+at::Tensor DdpStrategy::forward(ScriptModule& module, const at::Tensor& input) {
+  require_setup("forward");
+  if (opts_.broadcast_buffers && group_->size() > 1)
+    for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
+  return module.forward(input);
+}
+
+void DdpStrategy::backward(const at::Tensor& loss) {
+  require_setup("backward");
+  check_arg(loss.defined() && loss.requires_grad(), "strategy backward: the loss does not require grad");
+  loss.backward();
+}
+
+void DdpStrategy::optimizer_step(Optimizer& optimizer) {
+  require_setup("optimizer_step");
+  optimizer.step();
+  if (averager_) averager_->step(params_);
+}
+
+void DdpStrategy::block_backward_sync(bool on) {
+  if (!reducer_) fail(Status::State, "strategy: block_backward_sync before setup_module");
+  reducer_->set_sync(!on);
+}
+
+namespace {
+const char kModulePrefix[] = "module.";
+const char kOptimizerPrefix[] = "optimizer.";
+
+std::vector<NamedTensor> with_prefix(const std::string& prefix, std::vector<NamedTensor> v) {
+  for (auto& t : v) t.name = prefix + t.name;
+  return v;
+}
+
+std::vector<NamedTensor> under(const std::string& prefix, const std::vector<NamedTensor>& v) {
+  std::vector<NamedTensor> out;
+  for (const auto& t : v)
+    if (t.name.compare(0, prefix.size(), prefix) == 0) out.push_back({t.name.substr(prefix.size()), t.tensor});
+  return out;
+}
+}  // namespace
+
+void DdpStrategy::save_checkpoint(const std::string& path, const ScriptModule& module, const Optimizer* optimizer,
+                                  int64_t step, int64_t epoch, const std::vector<uint8_t>& user) {
+  require_setup("save_checkpoint");
+  if (is_global_zero()) {
+    Checkpoint c;
+    c.step = step;
+    c.epoch = epoch;
+    c.user = user;
+    c.tensors = with_prefix(kModulePrefix, module.state());
+    if (optimizer) {
+      auto o = with_prefix(kOptimizerPrefix, optimizer->state());
+      c.tensors.insert(c.tensors.end(), o.begin(), o.end());
+    }
+    save_checkpoint_file(path, c);
+  }
+  barrier(*group_)->wait();
+}
+
+Checkpoint DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer) {
+  Checkpoint c = load_checkpoint_file(path);
+  auto module_state = under(kModulePrefix, c.tensors);
+  auto optimizer_state = under(kOptimizerPrefix, c.tensors);
+  module.check_state(module_state);
+  if (optimizer) optimizer->check_state(optimizer_state);
+  module.load_state(module_state);
+  if (optimizer) optimizer->load_state(optimizer_state);
+  c.tensors.clear();
+  return c;
+}
+
+void DdpStrategy::teardown() {
+  averager_.reset();
+  reducer_.reset();
+  params_.clear();
+  group_.reset();
+}
+
+}  // namespace ddp::core

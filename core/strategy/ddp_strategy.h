@@ -1,0 +1,98 @@
+// Lightning's DDPStrategy (and ParallelStrategy's surface) on the layers
+// below: the environment and the group (comm/), the DDP engine with autograd
+// hooks and a comm hook (reducer/, hooks/), periodic model averaging for
+// post-local SGD, TorchScript modules and LibTorch optimizers (model/), and
+// checkpoints (checkpoint/). It adds the order Lightning runs them in, and
+// nothing of their algorithms.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+
+#include "checkpoint/checkpoint_file.h"
+#include "comm/group.h"
+#include "env/cluster_env.h"
+#include "hooks/comm_hook.h"
+#include "model/optimizer.h"
+#include "model/script_module.h"
+#include "reducer/grad_reducer.h"
+
+namespace ddp::core {
+
+class ModelAverager;
+
+struct StrategyOptions {
+  DeviceType accelerator = DeviceType::CPU;  // CUDA: each rank on cuda:LOCAL_RANK
+  std::string backend;                       // "": nccl for CUDA, else gloo
+  Millis timeout{1800 * 1000};               // Lightning's default_pg_timeout
+  ReducerOptions ddp;                        // bucket caps, find_unused_parameters, ...
+  bool broadcast_buffers = true;             // as PyTorch's DDP: rank 0's buffers before each forward
+  std::shared_ptr<CommHook> comm_hook;       // nullptr: the built-in all-reduce
+  // Post-local SGD: average the parameters every `period` optimizer steps
+  // from step `warmup` on (PyTorch's PeriodicModelAverager); 0: off.
+  int64_t model_averaging_period = 0;
+  int64_t model_averaging_warmup = 0;
+};
+
+class DdpStrategy {
+ public:
+  explicit DdpStrategy(StrategyOptions opts);
+  ~DdpStrategy();
+
+  // Reads the cluster environment of this process (ddprun, torchrun, SLURM,
+  // ...) and joins the group. Collective.
+  void setup_environment();
+  // The same with an environment the caller built.
+  void setup_environment(const ClusterEnv& env);
+  bool is_set_up() const { return group_ != nullptr; }
+
+  int global_rank() const;
+  int local_rank() const;
+  int node_rank() const;
+  int world_size() const;
+  bool is_global_zero() const { return global_rank() == 0; }
+  Device root_device() const;
+  const std::shared_ptr<Group>& group() const;
+
+  // Moves the module to the root device, gives every rank rank 0's
+  // parameters and buffers, and wraps it with the DDP engine (autograd hooks
+  // and the comm hook). Collective.
+  void setup_module(ScriptModule& module);
+  // Forward, after rank 0's buffers were broadcast (broadcast_buffers).
+  at::Tensor forward(ScriptModule& module, const at::Tensor& input);
+  // loss.backward(): the engine all-reduces the gradients as they become
+  // ready, unless block_backward_sync is on.
+  void backward(const at::Tensor& loss);
+  // The optimizer's step, then the model averager's (post-local SGD).
+  void optimizer_step(Optimizer& optimizer);
+  // Lightning's block_backward_sync (DDP's no_sync): gradients accumulate
+  // locally while on; the first backward after it is turned off syncs.
+  void block_backward_sync(bool on);
+
+  // Global rank 0 writes the checkpoint (atomically); every rank then waits
+  // at a barrier, so that the file exists when the call returns anywhere.
+  void save_checkpoint(const std::string& path, const ScriptModule& module, const Optimizer* optimizer, int64_t step,
+                       int64_t epoch, const std::vector<uint8_t>& user);
+  // Every rank reads `path`; the module and the optimizer change only when
+  // the whole file and every entry in it fit them. Returns the step, epoch
+  // and user bytes (tensors left empty).
+  Checkpoint load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer);
+
+  // Undoes setup: the engine, the averager, the group. A later
+  // setup_environment starts again.
+  void teardown();
+
+ private:
+  void require_setup(const char* what) const;
+
+  StrategyOptions opts_;
+  ClusterEnv env_;
+  std::shared_ptr<Group> group_;
+  std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<ModelAverager> averager_;
+  std::vector<at::Tensor> params_;  // of the module set up, for the averager
+};
+
+}  // namespace ddp::core

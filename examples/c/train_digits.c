@@ -1,0 +1,284 @@
+/*
+ * The main job: an MLP trained on scikit-learn's handwritten digits, from C,
+ * through libddp's strategy, on N CPU processes started with ddp_spawn
+ * (DDPSpawnStrategy: rank 0's result comes back to this process).
+ *
+ *   train_digits DATA_DIR [--world N] [--epochs E] [--resume] [--ckpt PATH]
+ *
+ * DATA_DIR holds what examples/digits/export_digits.py writes: the 80/20
+ * split as raw arrays and the TorchScript MLP 64-128-64-10. Settings are
+ * Lightning's run of the same job: SGD (lr 0.05, momentum 0.9), batch 32 per
+ * rank, DistributedSampler order (shuffle, seed 0). Rank 0 prints one line
+ * per epoch, saves a checkpoint at the end of each epoch, and the held-out
+ * accuracy comes back as the job's result. --resume continues from the
+ * checkpoint where it stopped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ddp/ddp.h>
+
+#define FEATURES 64
+#define CLASSES 10
+
+/* Sent to the workers as bytes (a popen worker is another process): no pointers. */
+typedef struct {
+  char dir[2048];
+  char ckpt[2048];
+  int epochs;
+  int batch;
+  double lr;
+  double momentum;
+  int resume;
+} job_args;
+
+typedef struct {
+  float *x;
+  int64_t *y;
+  int64_t n;
+} dataset;
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void *read_file(const char *dir, const char *name, size_t *len) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "train_digits: cannot open %s (run examples/digits/export_digits.py first)\n", path);
+    return NULL;
+  }
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  void *buf = malloc(size > 0 ? (size_t)size : 1);
+  if (!buf || fread(buf, 1, (size_t)size, f) != (size_t)size) {
+    fprintf(stderr, "train_digits: cannot read %s\n", path);
+    free(buf);
+    buf = NULL;
+  }
+  fclose(f);
+  *len = (size_t)size;
+  return buf;
+}
+
+static int load_split(const char *dir, const char *which, dataset *d) {
+  char xname[64], yname[64];
+  size_t xlen = 0, ylen = 0;
+  snprintf(xname, sizeof xname, "%s_x.f32", which);
+  snprintf(yname, sizeof yname, "%s_y.i64", which);
+  d->x = read_file(dir, xname, &xlen);
+  d->y = read_file(dir, yname, &ylen);
+  if (!d->x || !d->y) return 0;
+  d->n = (int64_t)(ylen / sizeof(int64_t));
+  if (xlen != (size_t)d->n * FEATURES * sizeof(float)) {
+    fprintf(stderr, "train_digits: %s: %zu feature bytes for %lld labels\n", which, xlen, (long long)d->n);
+    return 0;
+  }
+  return 1;
+}
+
+/* Reports a failed call with its status and message; every call below goes through it. */
+static int ok(ddp_status s, const char *what, int rank) {
+  if (s == DDP_OK) return 1;
+  fprintf(stderr, "[rank %d] %s: %s: %s\n", rank, what, ddp_status_string(s), ddp_last_error_message());
+  return 0;
+}
+#define CHECK(call) \
+  do { \
+    if (!ok((call), #call, rank)) goto done; \
+  } while (0)
+
+/* Correct predictions of logits (n x CLASSES) against labels. */
+static int64_t count_correct(const ddp_tensor *logits, const int64_t *labels, int64_t n, float *scratch) {
+  if (ddp_tensor_copy_to(logits, scratch, (size_t)n * CLASSES * sizeof(float)) != DDP_OK) return -1;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int best = 0;
+    for (int c = 1; c < CLASSES; ++c)
+      if (scratch[i * CLASSES + c] > scratch[i * CLASSES + best]) best = c;
+    correct += best == labels[i];
+  }
+  return correct;
+}
+
+static int train(ddp_worker *w, const void *arg, size_t arg_len) {
+  (void)arg_len;
+  const job_args *a = arg;
+  int rank = ddp_worker_rank(w), code = 1;
+  dataset train_set = {0}, test_set = {0};
+  ddp_strategy *s = NULL;
+  ddp_module *m = NULL;
+  ddp_optimizer *opt = NULL;
+  int64_t *indices = NULL;
+  float *bx = NULL, *scratch = NULL;
+  int64_t *by = NULL;
+  ddp_buffer *user = NULL;
+  char path[4096];
+  if (!load_split(a->dir, "train", &train_set) || !load_split(a->dir, "test", &test_set)) goto done;
+
+  ddp_strategy_options so = DDP_STRATEGY_OPTIONS_INIT;
+  so.kind = DDP_STRATEGY_DDP_SPAWN;
+  CHECK(ddp_strategy_new(&s, &so));
+  CHECK(ddp_strategy_setup_environment(s));
+  int world = ddp_strategy_world_size(s);
+  snprintf(path, sizeof path, "%s/mlp.pt", a->dir);
+  CHECK(ddp_module_load(&m, path));
+  CHECK(ddp_strategy_setup_module(s, m));
+  ddp_sgd_options sgd = DDP_SGD_OPTIONS_INIT;
+  sgd.lr = a->lr;
+  sgd.momentum = a->momentum;
+  CHECK(ddp_optimizer_new_sgd(&opt, m, &sgd));
+
+  int64_t first_epoch = 0, step = 0;
+  if (a->resume) {
+    int64_t saved_epoch = 0;
+    CHECK(ddp_strategy_load_checkpoint(s, a->ckpt, m, opt, &step, &saved_epoch, &user));
+    first_epoch = saved_epoch + 1;
+    if (rank == 0) printf("resumed from %s after epoch %lld (step %lld)\n", a->ckpt, (long long)saved_epoch, (long long)step);
+  }
+
+  int64_t per_rank = 0;
+  CHECK(ddp_sampler_num_samples(train_set.n, world, 0, &per_rank));
+  indices = malloc((size_t)per_rank * sizeof *indices);
+  bx = malloc((size_t)a->batch * FEATURES * sizeof *bx);
+  by = malloc((size_t)a->batch * sizeof *by);
+  int64_t most = train_set.n > test_set.n ? train_set.n : test_set.n;
+  scratch = malloc((size_t)(most > a->batch ? most : a->batch) * CLASSES * sizeof *scratch);
+  if (!indices || !bx || !by || !scratch) goto done;
+
+  for (int64_t epoch = first_epoch; epoch < a->epochs; ++epoch) {
+    double t0 = now_s();
+    size_t count = 0;
+    CHECK(ddp_sampler_indices(train_set.n, world, rank, epoch, NULL, indices, (size_t)per_rank, &count));
+    double sums[3] = {0, 0, 0}; /* loss x samples, correct, samples */
+    for (size_t at = 0; at < count; at += (size_t)a->batch) {
+      int64_t b = (int64_t)(count - at < (size_t)a->batch ? count - at : (size_t)a->batch);
+      for (int64_t i = 0; i < b; ++i) {
+        int64_t k = indices[at + (size_t)i];
+        memcpy(bx + i * FEATURES, train_set.x + k * FEATURES, FEATURES * sizeof(float));
+        by[i] = train_set.y[k];
+      }
+      int64_t xshape[2] = {b, FEATURES}, yshape[1] = {b};
+      ddp_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
+      ddp_status st = ddp_tensor_from_blob(&x, bx, DDP_FLOAT32, xshape, 2);
+      if (st == DDP_OK) st = ddp_tensor_from_blob(&y, by, DDP_INT64, yshape, 1);
+      if (st == DDP_OK) st = ddp_strategy_forward(s, m, x, &logits);
+      if (st == DDP_OK) st = ddp_loss_cross_entropy(logits, y, &loss);
+      if (st == DDP_OK) st = ddp_optimizer_zero_grad(opt);
+      if (st == DDP_OK) st = ddp_strategy_backward(s, loss);
+      if (st == DDP_OK) st = ddp_strategy_optimizer_step(s, opt);
+      float l = 0;
+      if (st == DDP_OK) st = ddp_tensor_copy_to(loss, &l, sizeof l);
+      int64_t correct = st == DDP_OK ? count_correct(logits, by, b, scratch) : 0;
+      ddp_tensor_free(x);
+      ddp_tensor_free(y);
+      ddp_tensor_free(logits);
+      ddp_tensor_free(loss);
+      CHECK(st);
+      sums[0] += (double)l * (double)b;
+      sums[1] += (double)correct;
+      sums[2] += (double)b;
+      ++step;
+    }
+    /* The epoch's figures over every rank (Lightning's sync_dist). */
+    int64_t three[1] = {3};
+    ddp_tensor *t = NULL;
+    CHECK(ddp_tensor_from_blob(&t, sums, DDP_FLOAT64, three, 1));
+    ddp_status st = ddp_strategy_reduce(s, t, DDP_SUM);
+    ddp_tensor_free(t);
+    CHECK(st);
+    double seconds = now_s() - t0;
+    if (rank == 0)
+      printf("epoch %2lld  loss %.4f  accuracy %.4f  %.0f samples/s  (%.0f ms)\n", (long long)epoch + 1,
+             sums[0] / sums[2], sums[1] / sums[2], sums[2] / seconds, seconds * 1000);
+    fflush(stdout);
+    CHECK(ddp_strategy_save_checkpoint(s, a->ckpt, m, opt, step, epoch, NULL, 0));
+  }
+
+  /* Held-out accuracy: every rank evaluates the whole held-out set. */
+  {
+    int64_t xshape[2] = {test_set.n, FEATURES};
+    ddp_tensor *x = NULL, *logits = NULL;
+    CHECK(ddp_module_train(m, 0));
+    CHECK(ddp_tensor_from_blob(&x, test_set.x, DDP_FLOAT32, xshape, 2));
+    ddp_status st = ddp_module_forward(m, x, &logits);
+    int64_t correct = st == DDP_OK ? count_correct(logits, test_set.y, test_set.n, scratch) : -1;
+    ddp_tensor_free(x);
+    ddp_tensor_free(logits);
+    CHECK(st);
+    if (rank == 0) {
+      char result[128];
+      int len = snprintf(result, sizeof result, "%lld %lld", (long long)correct, (long long)test_set.n);
+      CHECK(ddp_worker_set_result(w, result, (size_t)len));
+    }
+  }
+  CHECK(ddp_strategy_teardown(s));
+  code = 0;
+done:
+  ddp_buffer_free(user);
+  ddp_optimizer_free(opt);
+  ddp_module_free(m);
+  ddp_strategy_free(s);
+  free(indices);
+  free(bx);
+  free(by);
+  free(scratch);
+  free(train_set.x);
+  free(train_set.y);
+  free(test_set.x);
+  free(test_set.y);
+  return code;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s DATA_DIR [--world N] [--epochs E] [--resume] [--ckpt PATH]\n", argv[0]);
+    return 2;
+  }
+  job_args a = {"", "", 20, 32, 0.05, 0.9, 0};
+  int world = 2;
+  snprintf(a.dir, sizeof a.dir, "%s", argv[1]);
+  snprintf(a.ckpt, sizeof a.ckpt, "%s/last.ckpt", argv[1]);
+  for (int i = 2; i < argc; ++i) {
+    if (!strcmp(argv[i], "--world") && i + 1 < argc) world = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) a.epochs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) snprintf(a.ckpt, sizeof a.ckpt, "%s", argv[++i]);
+    else if (!strcmp(argv[i], "--resume")) a.resume = 1;
+    else {
+      fprintf(stderr, "train_digits: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (world < 1 || a.epochs < 0) {
+    fprintf(stderr, "train_digits: --world must be >= 1 and --epochs >= 0\n");
+    return 2;
+  }
+  double t0 = now_s();
+  ddp_spawn_options so = DDP_SPAWN_OPTIONS_INIT;
+  so.nprocs = world;
+  ddp_buffer *result = NULL;
+  ddp_status s = ddp_spawn(&so, train, &a, sizeof a, &result);
+  if (s != DDP_OK) {
+    fprintf(stderr, "train_digits: %s: %s\n", ddp_status_string(s), ddp_last_error_message());
+    return 1;
+  }
+  long long correct = 0, total = 0;
+  char text[128] = {0};
+  if (result) memcpy(text, ddp_buffer_data(result), ddp_buffer_size(result) < sizeof text - 1 ? ddp_buffer_size(result) : sizeof text - 1);
+  if (!result || sscanf(text, "%lld %lld", &correct, &total) != 2 || total == 0) {
+    fprintf(stderr, "train_digits: rank 0 returned no result\n");
+    ddp_buffer_free(result);
+    return 1;
+  }
+  printf("held-out accuracy %.4f (%lld of %lld), %d processes, %.2f s from launch to result; checkpoint %s\n",
+         (double)correct / (double)total, correct, total, world, now_s() - t0, a.ckpt);
+  ddp_buffer_free(result);
+  return 0;
+}
