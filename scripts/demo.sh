@@ -1,21 +1,14 @@
 #!/usr/bin/env bash
-# The main job: builds libddp and runs the collectives demo on 4 ranks (CPU,
-# Gloo, loopback). Every rank prints what each collective gave it.
+# The main job: builds libddp, exports scikit-learn's handwritten digits and
+# a TorchScript MLP (examples/digits/export_digits.py), and trains it from C
+# through the strategy on ${WORLD:-2} CPU processes (examples/c/train_digits.c):
+# one line per epoch from rank 0, a checkpoint per epoch, the held-out
+# accuracy at the end. Extra arguments go to train_digits (e.g. --resume,
+# --epochs N). The collectives demo is scripts/collectives_demo.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/build.sh"
 build="${DDP_BUILD_DIR:-$here/build}"
-world=${WORLD:-4}
-port=$("$here/.venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT INT TERM
-for ((r = 0; r < world; r++)); do
-  OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=$world RANK=$r \
-    "$build/examples/allreduce_demo" &
-  pids+=($!)
-done
-rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-trap - EXIT
-exit $rc
+data="$build/digits"
+[ -f "$data/mlp.pt" ] || "$here/.venv/bin/python" "$here/examples/digits/export_digits.py" "$data"
+OMP_NUM_THREADS=1 exec "$build/examples/train_digits" "$data" --world "${WORLD:-2}" "$@"

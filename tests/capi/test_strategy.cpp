@@ -1,0 +1,117 @@
+// The strategy, modules, optimizers and losses through the C API, on one
+// process: bad input and calls out of order get a status naming what was
+// wrong. Training on real ranks: tests/strategy/test_digits_job.sh.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "capi_test_util.h"
+
+namespace {
+
+std::string last() { return ddp_last_error_message(); }
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(Strategy, ModulesThatCannotBeLoadedAreIoErrorsNamingThePath) {
+  ddp_module* m = reinterpret_cast<ddp_module*>(0x10);
+  EXPECT_EQ(ddp_module_load(&m, "/nonexistent/mlp.pt"), DDP_E_IO);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_TRUE(has(last(), "/nonexistent/mlp.pt")) << last();
+  std::string junk = testing::TempDir() + "/not_a_module.pt";
+  std::ofstream(junk) << "not a TorchScript archive";
+  EXPECT_EQ(ddp_module_load(&m, junk.c_str()), DDP_E_IO);
+  EXPECT_TRUE(has(last(), "not a loadable TorchScript file")) << last();
+  EXPECT_EQ(ddp_module_load(&m, nullptr), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_module_num_parameters(nullptr), 0u);
+  std::remove(junk.c_str());
+}
+
+TEST(Strategy, OptionsAreCheckedByName) {
+  ddp_strategy* s = nullptr;
+  ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+  o.version = 99;
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "version")) << last();
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.kind = static_cast<ddp_strategy_kind>(7);
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "kind")) << last();
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.model_averaging_period = -1;
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "model_averaging_period")) << last();
+  EXPECT_EQ(s, nullptr);
+  EXPECT_EQ(ddp_strategy_options_init(&o, 2), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_strategy_options_init(&o, DDP_STRATEGY_OPTIONS_VERSION), DDP_OK);
+  EXPECT_EQ(o.broadcast_buffers, 1);
+  EXPECT_EQ(o.bucket_cap_mb, 25.0);
+}
+
+TEST(Strategy, CallsOutOfOrderAreStateErrorsAndASingleProcessIsAWorldOfOne) {
+  ddp_strategy* s = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&s, nullptr), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_world_size(s), 1);
+  EXPECT_EQ(ddp_strategy_is_global_zero(s), 1);
+  EXPECT_EQ(ddp_strategy_group(s), nullptr);
+  EXPECT_EQ(ddp_strategy_block_backward_sync(s, 1), DDP_E_STATE);
+  EXPECT_EQ(ddp_strategy_barrier(s, "before setup"), DDP_E_STATE);
+  EXPECT_TRUE(has(last(), "before setup_environment")) << last();
+  ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
+  EXPECT_NE(ddp_strategy_group(s), nullptr);
+  EXPECT_EQ(ddp_group_size(ddp_strategy_group(s)), 1);
+  EXPECT_EQ(ddp_strategy_setup_environment(s), DDP_E_STATE);  // twice
+  EXPECT_EQ(ddp_strategy_barrier(s, "after setup"), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_block_backward_sync(s, 1), DDP_E_STATE);  // no module yet
+  EXPECT_TRUE(has(last(), "setup_module")) << last();
+  ddp_device d = ddp_strategy_root_device(s);
+  EXPECT_EQ(d.type, DDP_DEVICE_CPU);
+  float x[3] = {1, 2, 3};
+  int64_t n[1] = {3};
+  ddp_tensor* t = nullptr;
+  ASSERT_EQ(ddp_tensor_from_blob(&t, x, DDP_FLOAT32, n, 1), DDP_OK);
+  EXPECT_EQ(ddp_strategy_reduce(s, t, DDP_MEAN), DDP_OK) << last();
+  EXPECT_EQ(x[2], 3.0f);
+  EXPECT_EQ(ddp_strategy_reduce(s, t, static_cast<ddp_reduce_op>(42)), DDP_E_INVALID_ARGUMENT);
+  ddp_tensor_free(t);
+  EXPECT_EQ(ddp_strategy_teardown(s), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_group(s), nullptr);
+  // A second setup in the same process works.
+  ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_barrier(s, nullptr), DDP_OK) << last();
+  ddp_strategy_free(s);
+  EXPECT_EQ(ddp_strategy_world_size(s), -1);  // freed
+}
+
+TEST(Strategy, LossesCheckTheirInputs) {
+  float logits[6] = {1, 2, 3, 4, 5, 6};
+  int64_t l_shape[2] = {2, 3};
+  int64_t good_y[2] = {2, 0};
+  int32_t bad_y[2] = {2, 0};
+  int64_t y_shape[1] = {2};
+  ddp_tensor *x = nullptr, *y = nullptr, *y32 = nullptr, *loss = nullptr;
+  ASSERT_EQ(ddp_tensor_from_blob(&x, logits, DDP_FLOAT32, l_shape, 2), DDP_OK);
+  ASSERT_EQ(ddp_tensor_from_blob(&y, good_y, DDP_INT64, y_shape, 1), DDP_OK);
+  ASSERT_EQ(ddp_tensor_from_blob(&y32, bad_y, DDP_INT32, y_shape, 1), DDP_OK);
+  ASSERT_EQ(ddp_loss_cross_entropy(x, y, &loss), DDP_OK) << last();
+  float v = 0;
+  ASSERT_EQ(ddp_tensor_copy_to(loss, &v, sizeof v), DDP_OK);
+  // log-sum-exp of (1,2,3) minus 3, and of (4,5,6) minus 4, averaged.
+  EXPECT_NEAR(v, 0.5 * ((std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3) +
+                        (std::log(std::exp(4.0) + std::exp(5.0) + std::exp(6.0)) - 4)), 1e-5);
+  ddp_tensor_free(loss);
+  EXPECT_EQ(ddp_loss_cross_entropy(x, y32, &loss), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "int64 class index")) << last();
+  EXPECT_EQ(ddp_loss_mse(x, y, &loss), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "shape")) << last();
+  ddp_optimizer* opt = nullptr;
+  EXPECT_EQ(ddp_optimizer_new_sgd(&opt, nullptr, nullptr), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_optimizer_zero_grad(nullptr), DDP_E_INVALID_ARGUMENT);
+  ddp_tensor_free(x);
+  ddp_tensor_free(y);
+  ddp_tensor_free(y32);
+}
+
+}  // namespace
