@@ -11,7 +11,8 @@
  * rank, DistributedSampler order (shuffle, seed 0). Rank 0 prints one line
  * per epoch, saves a checkpoint at the end of each epoch, and the held-out
  * accuracy comes back as the job's result. --resume continues from the
- * checkpoint where it stopped.
+ * checkpoint where it stopped. With DIGITS_STEP_LOG=FILE, rank 0 writes each
+ * step's loss there (the Lightning parity test compares them).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,7 @@ static int train(ddp_worker *w, const void *arg, size_t arg_len) {
   float *bx = NULL, *scratch = NULL;
   int64_t *by = NULL;
   ddp_buffer *user = NULL;
+  FILE *step_log = NULL;
   char path[4096];
   if (!load_split(a->dir, "train", &train_set) || !load_split(a->dir, "test", &test_set)) goto done;
 
@@ -144,6 +146,11 @@ static int train(ddp_worker *w, const void *arg, size_t arg_len) {
     if (rank == 0) printf("resumed from %s after epoch %lld (step %lld)\n", a->ckpt, (long long)saved_epoch, (long long)step);
   }
 
+  const char *log_path = getenv("DIGITS_STEP_LOG");
+  if (rank == 0 && log_path && !(step_log = fopen(log_path, "w"))) {
+    fprintf(stderr, "train_digits: cannot write %s\n", log_path);
+    goto done;
+  }
   int64_t per_rank = 0;
   CHECK(ddp_sampler_num_samples(train_set.n, world, 0, &per_rank));
   indices = malloc((size_t)per_rank * sizeof *indices);
@@ -182,6 +189,7 @@ static int train(ddp_worker *w, const void *arg, size_t arg_len) {
       ddp_tensor_free(logits);
       ddp_tensor_free(loss);
       CHECK(st);
+      if (step_log) fprintf(step_log, "%.9g\n", (double)l);
       sums[0] += (double)l * (double)b;
       sums[1] += (double)correct;
       sums[2] += (double)b;
@@ -222,6 +230,7 @@ static int train(ddp_worker *w, const void *arg, size_t arg_len) {
   CHECK(ddp_strategy_teardown(s));
   code = 0;
 done:
+  if (step_log) fclose(step_log);
   ddp_buffer_free(user);
   ddp_optimizer_free(opt);
   ddp_module_free(m);

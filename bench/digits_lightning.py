@@ -1,0 +1,69 @@
+"""The digits job under Lightning itself: the same split, initial weights,
+data order (DistributedSampler, shuffle, seed 0), optimizer and epochs as
+examples/c/train_digits.c, with Trainer(strategy="ddp", accelerator="cpu",
+devices=N). Prints the held-out accuracy and the time from launch to result
+(rank 0); with DIGITS_STEP_LOG set, rank 0 writes each step's loss there.
+
+    digits_lightning.py DATA_DIR [--world N] [--epochs E]"""
+import argparse
+import os
+import sys
+import time
+
+T0 = time.monotonic()
+
+import torch  # noqa: E402
+import pytorch_lightning as pl  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "digits"))
+from export_digits import model, split  # noqa: E402
+
+
+class Digits(pl.LightningModule):
+    def __init__(self, log_path):
+        super().__init__()
+        self.net = model()
+        self.log_path = log_path
+        self.losses = []
+
+    def training_step(self, batch, _):
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self.net(x), y)
+        if self.global_rank == 0 and self.log_path:
+            self.losses.append(loss.item())
+        return loss
+
+    def on_train_end(self):
+        if self.global_rank == 0 and self.log_path:
+            with open(self.log_path, "w") as f:
+                f.write("\n".join(f"{v:.9g}" for v in self.losses) + "\n")
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("data")
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=20)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    train_x, train_y, test_x, test_y = split()
+    ds = torch.utils.data.TensorDataset(torch.from_numpy(train_x), torch.from_numpy(train_y))
+    loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True)
+    module = Digits(os.environ.get("DIGITS_STEP_LOG"))
+    trainer = pl.Trainer(strategy="ddp", accelerator="cpu", devices=a.world, max_epochs=a.epochs,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    trainer.fit(module, loader)
+    if trainer.global_rank == 0:
+        with torch.no_grad():
+            pred = module.net(torch.from_numpy(test_x)).argmax(1)
+        correct = int((pred == torch.from_numpy(test_y)).sum())
+        print(f"held-out accuracy {correct / len(test_y):.4f} ({correct} of {len(test_y)}), {a.world} processes, "
+              f"{time.monotonic() - T0:.2f} s from launch to result (Lightning)")
+
+
+if __name__ == "__main__":
+    main()
