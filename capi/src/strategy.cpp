@@ -24,7 +24,14 @@ ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
   ddp::core::check_arg(in.accelerator == DDP_DEVICE_CPU || in.accelerator == DDP_DEVICE_CUDA,
                        "ddp_strategy_new: unknown accelerator " + std::to_string(static_cast<int>(in.accelerator)));
   ddp::core::check_arg(in.timeout_ms >= 0, "ddp_strategy_new: timeout_ms " + std::to_string(in.timeout_ms) + " is negative");
+  if (in.sync_batchnorm)
+    fail(DDP_E_UNSUPPORTED, "ddp_strategy_new: sync_batchnorm cannot be honoured: a TorchScript module's batch norms "
+                            "cannot be converted to synchronised ones");
+  if (in.static_graph) fail(DDP_E_UNSUPPORTED, "ddp_strategy_new: static_graph is not supported");
+  ddp::core::check_arg(in.devices >= 1, "ddp_strategy_new: devices " + std::to_string(in.devices) + " must be at least 1");
   o.accelerator = static_cast<ddp::core::DeviceType>(in.accelerator);
+  o.devices = in.devices;
+  o.launch_local_ranks = in.kind == DDP_STRATEGY_DDP;
   if (in.backend) o.backend = in.backend;
   if (in.timeout_ms > 0) o.timeout = ddp::core::Millis(in.timeout_ms);
   o.ddp.bucket_cap_mb = in.bucket_cap_mb;
@@ -120,22 +127,11 @@ ddp_status ddp_strategy_block_backward_sync(ddp_strategy* s, int on) {
 }
 
 ddp_status ddp_strategy_barrier(ddp_strategy* s, const char* name) {
-  return fence([&] {
-    auto& st = strategy_of(s);
-    try {
-      ddp::core::barrier(*st.group())->wait();
-    } catch (const ddp::core::Error& e) {
-      if (!name) throw;
-      ddp::core::fail(e.status(), std::string("barrier '") + name + "': " + e.what());
-    }
-  });
+  return fence([&] { strategy_of(s).barrier(name ? name : ""); });
 }
 
 ddp_status ddp_strategy_reduce(ddp_strategy* s, ddp_tensor* t, ddp_reduce_op op) {
-  return fence([&] {
-    auto& st = strategy_of(s);
-    ddp::core::all_reduce(*st.group(), require(t, "tensor")->t, to_core(op))->wait();
-  });
+  return fence([&] { strategy_of(s).reduce(require(t, "tensor")->t, to_core(op)); });
 }
 
 ddp_status ddp_strategy_save_checkpoint(ddp_strategy* s, const char* path, const ddp_module* m, const ddp_optimizer* opt,

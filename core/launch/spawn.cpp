@@ -41,26 +41,6 @@ void write_file_atomically(const std::string& path, const std::vector<uint8_t>& 
     fail(Status::IO, "cannot write " + path + ": " + std::strerror(errno));
 }
 
-std::vector<std::string> read_cmdline() {
-  std::ifstream f("/proc/self/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<std::string> argv;
-  size_t start = 0;
-  for (size_t i = 0; i < all.size(); ++i)
-    if (all[i] == '\0') {
-      argv.push_back(all.substr(start, i - start));
-      start = i + 1;
-    }
-  return argv;
-}
-
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) fail(Status::IO, "cannot read /proc/self/exe");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 // The parent's environment with the worker's rendezvous variables on top.
 // One host, rank 0 hosting the store on the socket bound here (a launcher
 // above us, ddprun or torchrun, told its own workers to use its store; ours
@@ -142,8 +122,8 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
   }
 
   std::vector<ChildSpec> children;
-  auto argv = read_cmdline();
-  std::string exe = self_exe();
+  auto argv = own_command_line();
+  std::string exe = own_executable();
   for (int r = 0; r < o.nprocs; ++r) {
     ChildSpec c;
     c.rank = r;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "common/error.h"
@@ -222,6 +223,26 @@ std::string random_job_id() {
     id.push_back(hex[b & 15]);
   }
   return id;
+}
+
+std::vector<std::string> own_command_line() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> argv;
+  size_t start = 0;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i] == '\0') {
+      argv.push_back(all.substr(start, i - start));
+      start = i + 1;
+    }
+  return argv;
+}
+
+std::string own_executable() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) fail(Status::IO, "cannot read /proc/self/exe");
+  return std::string(buf, static_cast<size_t>(n));
 }
 
 int thread_count() {

@@ -86,6 +86,11 @@ std::string random_job_id();
 // "SIGKILL" for 9, and so on.
 std::string signal_name(int sig);
 
+// This program's argv (from /proc/self/cmdline) and executable (from
+// /proc/self/exe): what a launcher that re-runs the program starts again.
+std::vector<std::string> own_command_line();
+std::string own_executable();
+
 // Threads of this process (from /proc/self/status); fork is only safe at 1.
 int thread_count();
 

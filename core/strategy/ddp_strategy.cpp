@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "hooks/post_localsgd.h"
 #include "reducer/autograd_hooks.h"
+#include "strategy/popen_launcher.h"
 
 namespace ddp::core {
 
@@ -14,13 +15,24 @@ DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
                                                    std::to_string(opts_.model_averaging_period) + " is negative");
   check_arg(opts_.model_averaging_warmup >= 0, "strategy: model_averaging_warmup " +
                                                    std::to_string(opts_.model_averaging_warmup) + " is negative");
+  check_arg(opts_.devices >= 1, "strategy: devices " + std::to_string(opts_.devices) + " must be at least 1");
   check_arg(!opts_.ddp.gradient_as_bucket_view,
             "strategy: gradient_as_bucket_view is not supported for modules trained through autograd yet");
 }
 
-DdpStrategy::~DdpStrategy() = default;
+DdpStrategy::~DdpStrategy() = default;  // an unfinished launcher ends the ranks it started
 
-void DdpStrategy::setup_environment() { setup_environment(detect_cluster_env(process_env_lookup())); }
+void DdpStrategy::setup_environment() {
+  if (group_) fail(Status::State, "strategy: setup_environment was called already; teardown first");
+  ClusterEnv env = detect_cluster_env(process_env_lookup());
+  // A launcher's environment (ddprun, torchrun, SLURM, ...) says the ranks
+  // were started already; without one this process starts the others.
+  if (opts_.launch_local_ranks && opts_.devices > 1 && env.world_size == 1) {
+    launcher_ = std::make_unique<PopenLauncher>();
+    env = launcher_->launch(opts_.devices, env.master_addr, Millis(5000));
+  }
+  setup_environment(env);
+}
 
 void DdpStrategy::setup_environment(const ClusterEnv& env) {
   if (group_) fail(Status::State, "strategy: setup_environment was called already; teardown first");
@@ -30,6 +42,18 @@ void DdpStrategy::setup_environment(const ClusterEnv& env) {
   g.device = {opts_.accelerator, opts_.accelerator == DeviceType::CUDA ? env.local_rank : 0};
   group_ = std::shared_ptr<Group>(Group::init(env, g));
   env_ = env;
+}
+
+template <typename F>
+auto DdpStrategy::naming_failed_rank(F&& step) -> decltype(step()) {
+  try {
+    return step();
+  } catch (const Error& e) {
+    if (!launcher_ || (e.status() != Status::PeerFailed && e.status() != Status::Timeout)) throw;
+    std::string who = launcher_->failed_rank(Millis(2000));
+    if (who.empty()) throw;
+    fail(e.status(), std::string(e.what()) + "; " + who);
+  }
 }
 
 void DdpStrategy::require_setup(const char* what) const {
@@ -68,21 +92,40 @@ void DdpStrategy::setup_module(ScriptModule& module) {
 
 at::Tensor DdpStrategy::forward(ScriptModule& module, const at::Tensor& input) {
   require_setup("forward");
-  if (opts_.broadcast_buffers && group_->size() > 1)
-    for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
-  return module.forward(input);
+  return naming_failed_rank([&] {
+    if (opts_.broadcast_buffers && group_->size() > 1)
+      for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
+    return module.forward(input);
+  });
 }
 
 void DdpStrategy::backward(const at::Tensor& loss) {
   require_setup("backward");
   check_arg(loss.defined() && loss.requires_grad(), "strategy backward: the loss does not require grad");
-  loss.backward();
+  naming_failed_rank([&] { loss.backward(); });
 }
 
 void DdpStrategy::optimizer_step(Optimizer& optimizer) {
   require_setup("optimizer_step");
-  optimizer.step();
-  if (averager_) averager_->step(params_);
+  naming_failed_rank([&] {
+    optimizer.step();
+    if (averager_) averager_->step(params_);
+  });
+}
+
+void DdpStrategy::barrier(const std::string& name) {
+  require_setup("barrier");
+  try {
+    naming_failed_rank([&] { core::barrier(*group_)->wait(); });
+  } catch (const Error& e) {
+    if (name.empty()) throw;
+    fail(e.status(), "barrier '" + name + "': " + e.what());
+  }
+}
+
+void DdpStrategy::reduce(const at::Tensor& t, ReduceOp op) {
+  require_setup("reduce");
+  naming_failed_rank([&] { all_reduce(*group_, t, op)->wait(); });
 }
 
 void DdpStrategy::block_backward_sync(bool on) {
@@ -122,7 +165,7 @@ void DdpStrategy::save_checkpoint(const std::string& path, const ScriptModule& m
     }
     save_checkpoint_file(path, c);
   }
-  barrier(*group_)->wait();
+  naming_failed_rank([&] { core::barrier(*group_)->wait(); });
 }
 
 Checkpoint DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer) {
@@ -142,6 +185,10 @@ void DdpStrategy::teardown() {
   reducer_.reset();
   params_.clear();
   group_.reset();
+  if (launcher_) {
+    auto launcher = std::move(launcher_);
+    launcher->finish(opts_.timeout);
+  }
 }
 
 }  // namespace ddp::core

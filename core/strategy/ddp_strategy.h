@@ -22,9 +22,15 @@
 namespace ddp::core {
 
 class ModelAverager;
+class PopenLauncher;
 
 struct StrategyOptions {
   DeviceType accelerator = DeviceType::CPU;  // CUDA: each rank on cuda:LOCAL_RANK
+  // Lightning's devices: processes on this node. When no launcher started
+  // the ranks and launch_local_ranks is on, setup_environment starts the
+  // other devices - 1 (PopenLauncher, Lightning's default start method).
+  int devices = 1;
+  bool launch_local_ranks = true;
   std::string backend;                       // "": nccl for CUDA, else gloo
   Millis timeout{1800 * 1000};               // Lightning's default_pg_timeout
   ReducerOptions ddp;                        // bucket caps, find_unused_parameters, ...
@@ -42,7 +48,8 @@ class DdpStrategy {
   ~DdpStrategy();
 
   // Reads the cluster environment of this process (ddprun, torchrun, SLURM,
-  // ...) and joins the group. Collective.
+  // ...), or starts the other local ranks when none did, and joins the
+  // group. Collective.
   void setup_environment();
   // The same with an environment the caller built.
   void setup_environment(const ClusterEnv& env);
@@ -67,6 +74,10 @@ class DdpStrategy {
   void backward(const at::Tensor& loss);
   // The optimizer's step, then the model averager's (post-local SGD).
   void optimizer_step(Optimizer& optimizer);
+  // Lightning's barrier(name) and reduce (in place); `name` goes into the
+  // message of a failure.
+  void barrier(const std::string& name);
+  void reduce(const at::Tensor& t, ReduceOp op);
   // Lightning's block_backward_sync (DDP's no_sync): gradients accumulate
   // locally while on; the first backward after it is turned off syncs.
   void block_backward_sync(bool on);
@@ -80,12 +91,18 @@ class DdpStrategy {
   // and user bytes (tensors left empty).
   Checkpoint load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer);
 
-  // Undoes setup: the engine, the averager, the group. A later
+  // Undoes setup: the engine, the averager, the group, and (when this
+  // process started the other local ranks) waits up to the timeout for them
+  // to end; Status::WorkerFailed names one that failed. A later
   // setup_environment starts again.
   void teardown();
 
  private:
   void require_setup(const char* what) const;
+  // Runs a collective step; when a peer failed and this process started
+  // it, the status names that rank (Lightning's on_exception).
+  template <typename F>
+  auto naming_failed_rank(F&& step) -> decltype(step());
 
   StrategyOptions opts_;
   ClusterEnv env_;
@@ -93,6 +110,7 @@ class DdpStrategy {
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<ModelAverager> averager_;
   std::vector<at::Tensor> params_;  // of the module set up, for the averager
+  std::unique_ptr<PopenLauncher> launcher_;
 };
 
 }  // namespace ddp::core

@@ -1,9 +1,12 @@
 /*
  * The main job: an MLP trained on scikit-learn's handwritten digits, from C,
- * through libddp's strategy, on N CPU processes started with ddp_spawn
- * (DDPSpawnStrategy: rank 0's result comes back to this process).
+ * through libddp's strategy, on N CPU processes. They are started with
+ * ddp_spawn (--launcher spawn, the default: DDPSpawnStrategy, rank 0's result
+ * comes back to this process) or by the strategy itself (--launcher popen:
+ * DDPStrategy; this process is rank 0 and runs the program again for the
+ * others, which is also what runs under ddprun or torchrun).
  *
- *   train_digits DATA_DIR [--world N] [--epochs E] [--resume] [--ckpt PATH]
+ *   train_digits DATA_DIR [--world N] [--launcher spawn|popen] [--epochs E] [--resume] [--ckpt PATH]
  *
  * DATA_DIR holds what examples/digits/export_digits.py writes: the 80/20
  * split as raw arrays and the TorchScript MLP 64-128-64-10. Settings are
@@ -12,7 +15,9 @@
  * per epoch, saves a checkpoint at the end of each epoch, and the held-out
  * accuracy comes back as the job's result. --resume continues from the
  * checkpoint where it stopped. With DIGITS_STEP_LOG=FILE, rank 0 writes each
- * step's loss there (the Lightning parity test compares them).
+ * step's loss there (the Lightning parity test compares them). With
+ * DIGITS_FAIL_RANK=R, rank R exits with code 3 in epoch 2 (the tests check
+ * that every other rank stops with a status naming it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,10 +114,13 @@ static int64_t count_correct(const ddp_tensor *logits, const int64_t *labels, in
   return correct;
 }
 
-static int train(ddp_worker *w, const void *arg, size_t arg_len) {
-  (void)arg_len;
-  const job_args *a = arg;
-  int rank = ddp_worker_rank(w), code = 1;
+/*
+ * One rank's training. kind and devices are the strategy's; on global rank
+ * 0, *result receives "<correct> <total>" of the held-out evaluation and
+ * *is_zero is set.
+ */
+static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, char *result, size_t cap, int *is_zero) {
+  int rank = 0, code = 1;
   dataset train_set = {0}, test_set = {0};
   ddp_strategy *s = NULL;
   ddp_module *m = NULL;
@@ -126,9 +134,11 @@ static int train(ddp_worker *w, const void *arg, size_t arg_len) {
   if (!load_split(a->dir, "train", &train_set) || !load_split(a->dir, "test", &test_set)) goto done;
 
   ddp_strategy_options so = DDP_STRATEGY_OPTIONS_INIT;
-  so.kind = DDP_STRATEGY_DDP_SPAWN;
+  so.kind = kind;
+  so.devices = devices;
   CHECK(ddp_strategy_new(&s, &so));
   CHECK(ddp_strategy_setup_environment(s));
+  rank = ddp_strategy_global_rank(s);
   int world = ddp_strategy_world_size(s);
   snprintf(path, sizeof path, "%s/mlp.pt", a->dir);
   CHECK(ddp_module_load(&m, path));
@@ -160,8 +170,13 @@ static int train(ddp_worker *w, const void *arg, size_t arg_len) {
   scratch = malloc((size_t)(most > a->batch ? most : a->batch) * CLASSES * sizeof *scratch);
   if (!indices || !bx || !by || !scratch) goto done;
 
+  const char *fail_rank = getenv("DIGITS_FAIL_RANK");
   for (int64_t epoch = first_epoch; epoch < a->epochs; ++epoch) {
     double t0 = now_s();
+    if (fail_rank && atoi(fail_rank) == rank && epoch == 1) {
+      fprintf(stderr, "[rank %d] failing on purpose (DIGITS_FAIL_RANK)\n", rank);
+      exit(3);
+    }
     size_t count = 0;
     CHECK(ddp_sampler_indices(train_set.n, world, rank, epoch, NULL, indices, (size_t)per_rank, &count));
     double sums[3] = {0, 0, 0}; /* loss x samples, correct, samples */
@@ -222,9 +237,8 @@ static int train(ddp_worker *w, const void *arg, size_t arg_len) {
     ddp_tensor_free(logits);
     CHECK(st);
     if (rank == 0) {
-      char result[128];
-      int len = snprintf(result, sizeof result, "%lld %lld", (long long)correct, (long long)test_set.n);
-      CHECK(ddp_worker_set_result(w, result, (size_t)len));
+      snprintf(result, cap, "%lld %lld", (long long)correct, (long long)test_set.n);
+      *is_zero = 1;
     }
   }
   CHECK(ddp_strategy_teardown(s));
@@ -246,13 +260,34 @@ done:
   return code;
 }
 
+/* A ddp_spawn worker: one rank, its result handed back from rank 0. */
+static int spawn_worker(ddp_worker *w, const void *arg, size_t arg_len) {
+  (void)arg_len;
+  char result[128] = {0};
+  int is_zero = 0;
+  int code = train_rank(arg, DDP_STRATEGY_DDP_SPAWN, 1, result, sizeof result, &is_zero);
+  if (code == 0 && is_zero && ddp_worker_set_result(w, result, strlen(result)) != DDP_OK) code = 1;
+  return code;
+}
+
+static int report(const char *text, int world, double seconds, const char *ckpt) {
+  long long correct = 0, total = 0;
+  if (sscanf(text, "%lld %lld", &correct, &total) != 2 || total == 0) {
+    fprintf(stderr, "train_digits: rank 0 returned no result\n");
+    return 1;
+  }
+  printf("held-out accuracy %.4f (%lld of %lld), %d processes, %.2f s from launch to result; checkpoint %s\n",
+         (double)correct / (double)total, correct, total, world, seconds, ckpt);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s DATA_DIR [--world N] [--epochs E] [--resume] [--ckpt PATH]\n", argv[0]);
     return 2;
   }
   job_args a = {"", "", 20, 32, 0.05, 0.9, 0};
-  int world = 2;
+  int world = 2, popen = 0;
   snprintf(a.dir, sizeof a.dir, "%s", argv[1]);
   snprintf(a.ckpt, sizeof a.ckpt, "%s/last.ckpt", argv[1]);
   for (int i = 2; i < argc; ++i) {
@@ -260,6 +295,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) a.epochs = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) snprintf(a.ckpt, sizeof a.ckpt, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--resume")) a.resume = 1;
+    else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "popen")) popen = 1, ++i;
+    else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "spawn")) popen = 0, ++i;
     else {
       fprintf(stderr, "train_digits: unknown argument %s\n", argv[i]);
       return 2;
@@ -270,24 +307,26 @@ int main(int argc, char **argv) {
     return 2;
   }
   double t0 = now_s();
+  char text[128] = {0};
+  if (popen) {
+    /* DDPStrategy's popen: the strategy starts the other ranks from setup. */
+    int is_zero = 0;
+    int code = train_rank(&a, DDP_STRATEGY_DDP, world, text, sizeof text, &is_zero);
+    if (code != 0 || !is_zero) return code;
+    return report(text, world, now_s() - t0, a.ckpt);
+  }
   ddp_spawn_options so = DDP_SPAWN_OPTIONS_INIT;
   so.nprocs = world;
   ddp_buffer *result = NULL;
-  ddp_status s = ddp_spawn(&so, train, &a, sizeof a, &result);
+  ddp_status s = ddp_spawn(&so, spawn_worker, &a, sizeof a, &result);
   if (s != DDP_OK) {
     fprintf(stderr, "train_digits: %s: %s\n", ddp_status_string(s), ddp_last_error_message());
     return 1;
   }
-  long long correct = 0, total = 0;
-  char text[128] = {0};
-  if (result) memcpy(text, ddp_buffer_data(result), ddp_buffer_size(result) < sizeof text - 1 ? ddp_buffer_size(result) : sizeof text - 1);
-  if (!result || sscanf(text, "%lld %lld", &correct, &total) != 2 || total == 0) {
-    fprintf(stderr, "train_digits: rank 0 returned no result\n");
-    ddp_buffer_free(result);
-    return 1;
+  if (result) {
+    size_t n = ddp_buffer_size(result);
+    memcpy(text, ddp_buffer_data(result), n < sizeof text - 1 ? n : sizeof text - 1);
   }
-  printf("held-out accuracy %.4f (%lld of %lld), %d processes, %.2f s from launch to result; checkpoint %s\n",
-         (double)correct / (double)total, correct, total, world, now_s() - t0, a.ckpt);
   ddp_buffer_free(result);
-  return 0;
+  return report(text, world, now_s() - t0, a.ckpt);
 }

@@ -43,6 +43,14 @@ TEST(Strategy, OptionsAreCheckedByName) {
   o.model_averaging_period = -1;
   EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
   EXPECT_TRUE(has(last(), "model_averaging_period")) << last();
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.sync_batchnorm = 1;
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_UNSUPPORTED);
+  EXPECT_TRUE(has(last(), "sync_batchnorm")) << last();
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.devices = 0;
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "devices")) << last();
   EXPECT_EQ(s, nullptr);
   EXPECT_EQ(ddp_strategy_options_init(&o, 2), DDP_E_INVALID_ARGUMENT);
   EXPECT_EQ(ddp_strategy_options_init(&o, DDP_STRATEGY_OPTIONS_VERSION), DDP_OK);

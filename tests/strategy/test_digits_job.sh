@@ -2,7 +2,9 @@
 # The main job end to end: the digits MLP trained from C through the
 # strategy on 2 ranks reaches >= 97% held-out; a run stopped after 10 epochs
 # and resumed from its checkpoint ends exactly where an uninterrupted run
-# does; a damaged checkpoint is refused on every rank with DDP_E_IO.
+# does; a damaged checkpoint is refused on every rank with DDP_E_IO; the
+# popen start method (the strategy starts rank 1) gives the same result, and
+# starts nothing under ddprun; a failing rank is named by the others.
 #   test_digits_job.sh <build dir> <source dir> <python>
 set -euo pipefail
 build=$1 src=$2 py=$3
@@ -36,4 +38,24 @@ for r in 0 1; do
   echo "$bad" | grep -q "\[rank $r\] ddp_strategy_load_checkpoint.*i/o error: checkpoint .*cut.ckpt" ||
     { echo "FAIL: rank $r did not report the damaged checkpoint: $bad"; exit 1; }
 done
-echo "digits job: accuracy $acc, resume exact, damaged checkpoint refused"
+# popen: this process is rank 0 and starts rank 1 from setup_environment.
+popen=$(job --launcher popen --epochs 3 --ckpt "$work/popen.ckpt")
+spawned=$(job --epochs 3 --ckpt "$work/spawn.ckpt")
+diff <(echo "$popen" | figures) <(echo "$spawned" | figures) || { echo "FAIL: popen and spawn differ"; exit 1; }
+# Under ddprun the ranks exist already: the strategy must start nothing (else 4 processes meet in a world of 2).
+under=$(OMP_NUM_THREADS=1 "$build/tools/ddprun" --standalone --nproc-per-node 2 "$build/examples/train_digits" "$work" \
+  --launcher popen --world 2 --epochs 3 --ckpt "$work/ddprun.ckpt")
+diff <(echo "$under" | sed -n 's/^\[rank0\]: //p' | figures) <(echo "$spawned" | figures) ||
+  { echo "FAIL: under ddprun: $under"; exit 1; }
+# A rank that fails: rank 0 stops with a status naming it (popen), the spawner names the root cause (spawn).
+for launcher in popen spawn; do
+  set +e
+  failed=$(DIGITS_FAIL_RANK=1 timeout 120 "$build/examples/train_digits" "$work" --world 2 --launcher $launcher \
+    --ckpt "$work/fail.ckpt" 2>&1)
+  rc=$?
+  set -e
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: $launcher: exit $rc with a failing rank"; exit 1; }
+  echo "$failed" | grep -qE "local rank 1 \(pid [0-9]+\) ended with exit code 3|rank 1 \(pid [0-9]+\) failed first with exit code 3" ||
+    { echo "FAIL: $launcher: the failing rank is not named: $failed"; exit 1; }
+done
+echo "digits job: accuracy $acc, resume exact, damaged checkpoint refused, popen = spawn, nothing started under ddprun, failing rank named"

@@ -23,14 +23,17 @@
  *   ddp_strategy_teardown(s);
  * @endcode
  *
- * Start methods: with DDP_STRATEGY_DDP the ranks were started by a launcher
- * (ddprun, torchrun, SLURM, ...) whose environment setup_environment reads;
- * with DDP_STRATEGY_DDP_SPAWN / _FORK the program runs its training function
- * through ddp_spawn (launch.h), whose workers have that environment too, and
- * rank 0's result comes back to the caller. Starting the other local ranks
- * by re-executing the program from setup_environment (Lightning's popen
- * launcher) is not implemented yet: with no launcher's environment the world
- * is this one process.
+ * Start methods, as Lightning's launchers: with DDP_STRATEGY_DDP (popen, the
+ * default), setup_environment reads the environment of a launcher that
+ * started the ranks (ddprun, torchrun, SLURM, ...); when there is none and
+ * devices > 1, this process becomes local rank 0 and starts the program
+ * again, with the same arguments, for local ranks 1..devices-1, which find
+ * that environment and start nothing (so the code before setup_environment
+ * runs in every rank). Teardown waits for them (at most the timeout) and
+ * names one that failed (DDP_E_WORKER_FAILED). With DDP_STRATEGY_DDP_SPAWN /
+ * _FORK the program runs its training function through ddp_spawn
+ * (launch.h), whose workers have a launcher's environment, and rank 0's
+ * result comes back to the caller.
  *
  * Every collective call here is collective over the strategy's group: every
  * rank makes the same calls in the same order. Threading: one thread at a
@@ -65,6 +68,7 @@ typedef struct ddp_strategy_options {
   unsigned int version;          /**< DDP_STRATEGY_OPTIONS_VERSION */
   ddp_strategy_kind kind;        /**< DDP_STRATEGY_DDP */
   ddp_device_type accelerator;   /**< DDP_DEVICE_CPU; CUDA: each rank on cuda:LOCAL_RANK */
+  int devices;                   /**< 1: processes on this node; DDP_STRATEGY_DDP with no launcher starts the others */
   const char *backend;           /**< NULL: "nccl" for CUDA, else "gloo" */
   int64_t timeout_ms;            /**< 0: 1800000 (Lightning's default_pg_timeout) */
   double bucket_cap_mb;          /**< 25 */
@@ -74,10 +78,12 @@ typedef struct ddp_strategy_options {
   const ddp_comm_hook *comm_hook; /**< NULL: all-reduce; borrowed by ddp_strategy_new (may be freed after) */
   int64_t model_averaging_period; /**< 0: off; with post-local SGD: average the parameters every this many steps */
   int64_t model_averaging_warmup; /**< the first step that averages (post-local SGD's start_localSGD_iter) */
+  int sync_batchnorm;            /**< 0; 1 is refused (DDP_E_UNSUPPORTED): a TorchScript module's batch norms cannot be converted */
+  int static_graph;              /**< 0; 1 is refused (DDP_E_UNSUPPORTED) */
 } ddp_strategy_options;
 
 #define DDP_STRATEGY_OPTIONS_INIT \
-  {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0}
+  {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, 1, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0, 0, 0}
 
 /** Fills @p opts with the defaults of @p version. */
 DDP_API ddp_status ddp_strategy_options_init(ddp_strategy_options *opts, unsigned int version);

@@ -246,6 +246,7 @@ pub struct ddp_strategy_options {
     pub version: c_uint,
     pub kind: ddp_strategy_kind,
     pub accelerator: ddp_device_type,
+    pub devices: c_int,
     pub backend: *const c_char,
     pub timeout_ms: i64,
     pub bucket_cap_mb: f64,
@@ -255,6 +256,8 @@ pub struct ddp_strategy_options {
     pub comm_hook: *const ddp_comm_hook,
     pub model_averaging_period: i64,
     pub model_averaging_warmup: i64,
+    pub sync_batchnorm: c_int,
+    pub static_graph: c_int,
 }
 
 #[link(name = "ddp")]
