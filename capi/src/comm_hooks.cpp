@@ -108,11 +108,7 @@ ddp_status ddp_comm_hook_post_localsgd(ddp_comm_hook** out, ddp_group* subgroup,
 }
 
 ddp_status ddp_powersgd_options_init(ddp_powersgd_options* opts, unsigned int version) {
-  if (!opts) return invalid("ddp_powersgd_options_init: opts is NULL");
-  if (version != DDP_POWERSGD_OPTIONS_VERSION)
-    return invalid("ddp_powersgd_options_init: unknown version " + std::to_string(version));
-  *opts = ddp_powersgd_options DDP_POWERSGD_OPTIONS_INIT;
-  return DDP_OK;
+  return init_options(opts, version, DDP_POWERSGD_OPTIONS_VERSION, ddp_powersgd_options DDP_POWERSGD_OPTIONS_INIT, "ddp_powersgd_options_init");
 }
 
 ddp_status ddp_comm_hook_powersgd(ddp_comm_hook** out, const ddp_powersgd_options* opts) {

@@ -30,4 +30,17 @@ inline ddp_status invalid(const std::string& message) {
   return DDP_E_INVALID_ARGUMENT;
 }
 
+// The body of every ddp_*_options_init: the defaults of the one version
+// this libddp knows, or DDP_E_INVALID_ARGUMENT naming the function.
+template <typename Options>
+ddp_status init_options(Options* opts, unsigned int version, unsigned int known, const Options& defaults,
+                        const char* fn) {
+  if (!opts) return invalid(std::string(fn) + ": opts is NULL");
+  if (version != known)
+    return invalid(std::string(fn) + ": unknown version " + std::to_string(version) + " (this libddp knows " +
+                   std::to_string(known) + ")");
+  *opts = defaults;
+  return DDP_OK;
+}
+
 }  // namespace ddp::capi

@@ -8,12 +8,7 @@ using namespace ddp::capi;
 extern "C" {
 
 ddp_status ddp_group_options_init(ddp_group_options* opts, unsigned int version) {
-  if (!opts) return invalid("ddp_group_options_init: opts is NULL");
-  if (version != DDP_GROUP_OPTIONS_VERSION)
-    return invalid("ddp_group_options_init: unknown version " + std::to_string(version) +
-                   " (this libddp knows " + std::to_string(DDP_GROUP_OPTIONS_VERSION) + ")");
-  *opts = ddp_group_options DDP_GROUP_OPTIONS_INIT;
-  return DDP_OK;
+  return init_options(opts, version, DDP_GROUP_OPTIONS_VERSION, ddp_group_options DDP_GROUP_OPTIONS_INIT, "ddp_group_options_init");
 }
 
 ddp_status ddp_group_init(ddp_group** out, const ddp_env* env, const ddp_group_options* opts) {

@@ -13,11 +13,7 @@ struct ddp_worker {
 extern "C" {
 
 ddp_status ddp_spawn_options_init(ddp_spawn_options* opts, unsigned int version) {
-  if (!opts) return invalid("ddp_spawn_options_init: opts is NULL");
-  if (version != DDP_SPAWN_OPTIONS_VERSION)
-    return invalid("ddp_spawn_options_init: unknown version " + std::to_string(version));
-  *opts = ddp_spawn_options DDP_SPAWN_OPTIONS_INIT;
-  return DDP_OK;
+  return init_options(opts, version, DDP_SPAWN_OPTIONS_VERSION, ddp_spawn_options DDP_SPAWN_OPTIONS_INIT, "ddp_spawn_options_init");
 }
 
 ddp_status ddp_spawn(const ddp_spawn_options* opts, ddp_worker_fn fn, const void* arg, size_t arg_len,

@@ -13,11 +13,7 @@ ddp_reducer::~ddp_reducer() = default;
 extern "C" {
 
 ddp_status ddp_reducer_options_init(ddp_reducer_options* opts, unsigned int version) {
-  if (!opts) return invalid("ddp_reducer_options_init: opts is NULL");
-  if (version != DDP_REDUCER_OPTIONS_VERSION)
-    return invalid("ddp_reducer_options_init: unknown version " + std::to_string(version));
-  *opts = ddp_reducer_options DDP_REDUCER_OPTIONS_INIT;
-  return DDP_OK;
+  return init_options(opts, version, DDP_REDUCER_OPTIONS_VERSION, ddp_reducer_options DDP_REDUCER_OPTIONS_INIT, "ddp_reducer_options_init");
 }
 
 ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* const* params,

@@ -26,11 +26,7 @@ ddp::core::SamplerOptions options_of(const ddp_sampler_options* opts) {
 extern "C" {
 
 ddp_status ddp_sampler_options_init(ddp_sampler_options* opts, unsigned int version) {
-  if (!opts) return invalid("ddp_sampler_options_init: opts is NULL");
-  if (version != DDP_SAMPLER_OPTIONS_VERSION)
-    return invalid("ddp_sampler_options_init: unknown version " + std::to_string(version));
-  *opts = ddp_sampler_options DDP_SAMPLER_OPTIONS_INIT;
-  return DDP_OK;
+  return init_options(opts, version, DDP_SAMPLER_OPTIONS_VERSION, ddp_sampler_options DDP_SAMPLER_OPTIONS_INIT, "ddp_sampler_options_init");
 }
 
 ddp_status ddp_sampler_num_samples(int64_t dataset_size, int num_replicas, int drop_last, int64_t* out) {

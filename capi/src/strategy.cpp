@@ -51,11 +51,7 @@ ddp::core::DdpStrategy& strategy_of(ddp_strategy* s) { return *require(s, "strat
 extern "C" {
 
 ddp_status ddp_strategy_options_init(ddp_strategy_options* opts, unsigned int version) {
-  if (!opts) return invalid("ddp_strategy_options_init: opts is NULL");
-  if (version != DDP_STRATEGY_OPTIONS_VERSION)
-    return invalid("ddp_strategy_options_init: unknown version " + std::to_string(version));
-  *opts = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
-  return DDP_OK;
+  return init_options(opts, version, DDP_STRATEGY_OPTIONS_VERSION, ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT, "ddp_strategy_options_init");
 }
 
 ddp_status ddp_strategy_new(ddp_strategy** out, const ddp_strategy_options* opts) {

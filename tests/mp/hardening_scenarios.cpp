@@ -18,10 +18,6 @@ using namespace worker;
 
 namespace {
 
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Everyone learns `victim`'s pid.
 pid_t pid_of(ddp_group* g, int victim) {
   int64_t pid = getpid();
@@ -32,24 +28,15 @@ pid_t pid_of(ddp_group* g, int victim) {
   return static_cast<pid_t>(pid);
 }
 
-// All-reduces until a call fails; `before(it)` runs ahead of each call.
+// All-reduces `x` until a call fails; `before(it)` runs ahead of each call.
 std::pair<ddp_status, double> all_reduce_until_failure(ddp_group* g, std::vector<float>& x,
                                                        const std::function<void(int)>& before) {
   int64_t s[1] = {static_cast<int64_t>(x.size())};
   ddp_tensor* t = nullptr;
   WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, s, 1));
-  ddp_status st = DDP_OK;
-  double el = 0;
-  for (int it = 0; it < 100000 && st == DDP_OK; ++it) {
-    before(it);
-    auto t0 = std::chrono::steady_clock::now();
-    st = ddp_all_reduce(g, t, DDP_SUM);
-    el = since(t0);
-  }
-  std::fprintf(stderr, "[rank %d] all_reduce -> %s after %.2f s: %s\n", g_rank, ddp_status_string(st), el,
-               ddp_last_error_message());
+  auto result = worker::all_reduce_until_failure(g, t, 100000, before);
   ddp_tensor_free(t);
-  return {st, el};
+  return result;
 }
 
 // Rank 0 hosts the store and stops itself (SIGSTOP) mid-loop. Rank 1 must
@@ -163,7 +150,7 @@ void scenario_free_reducer_with_bucket_in_flight() {
   WOK(ddp_reducer_mark_ready(r, 0));  // launches the bucket's all-reduce
   auto t0 = std::chrono::steady_clock::now();
   ddp_reducer_free(r);
-  double freed_in = since(t0);
+  double freed_in = seconds_since(t0);
   if (rank == 0) WCHECK(freed_in > 0.5, "ddp_reducer_free returned after %.3f s, before the bucket in flight", freed_in);
   float mine = static_cast<float>(10 * (rank + 1)), sum = 0;
   ddp_tensor* x = nullptr;
@@ -217,7 +204,7 @@ void scenario_detail_mismatches() {
     WOK(ddp_group_set_debug_detail(g, on));
     auto t0 = std::chrono::steady_clock::now();
     for (int k = 0; k < calls; ++k) WOK(ddp_all_reduce(g, one, DDP_SUM));
-    secs[on] += since(t0);
+    secs[on] += seconds_since(t0);
   }
   if (rank == 0)
     std::printf("DETAIL cost: 4-byte all_reduce %.1f us without the check, %.1f us with it (%.2fx)\n",
@@ -241,9 +228,9 @@ void scenario_size_mismatch_without_detail() {
   auto t0 = std::chrono::steady_clock::now();
   ddp_status st = ddp_all_reduce(g, t, DDP_SUM);
   std::fprintf(stderr, "[rank %d] mismatched all_reduce -> %s after %.2f s: %s\n", rank, ddp_status_string(st),
-               since(t0), ddp_last_error_message());
+               seconds_since(t0), ddp_last_error_message());
   WCHECK(st != DDP_OK, "a mismatched all_reduce returned OK");
-  WCHECK(since(t0) < 8.0, "took %.2f s with a 3 s timeout", since(t0));
+  WCHECK(seconds_since(t0) < 8.0, "took %.2f s with a 3 s timeout", seconds_since(t0));
   ddp_tensor_free(t);
   ddp_group_free(g);
 }

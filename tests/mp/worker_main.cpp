@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -36,6 +38,24 @@ ddp_group* join(int64_t timeout_ms) {
     std::exit(3);
   }
   return g;
+}
+
+// All-reduces `t` until a call fails (at most `limit` calls), running
+// `before(iteration)` ahead of each; returns the failing status and how long
+// that call took, and logs both.
+std::pair<ddp_status, double> all_reduce_until_failure(ddp_group* g, ddp_tensor* t, int limit,
+                                                       const std::function<void(int)>& before) {
+  ddp_status st = DDP_OK;
+  double el = 0;
+  for (int it = 0; it < limit && st == DDP_OK; ++it) {
+    before(it);
+    auto t0 = std::chrono::steady_clock::now();
+    st = ddp_all_reduce(g, t, DDP_SUM);
+    el = seconds_since(t0);
+  }
+  std::fprintf(stderr, "[rank %d] all_reduce -> %s after %.2f s: %s\n", g_rank, ddp_status_string(st), el,
+               ddp_last_error_message());
+  return {st, el};
 }
 
 }  // namespace worker

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <utility>
 
 #include "worker_util.h"
 
@@ -24,6 +26,12 @@ int env_int(const char* name, int fallback);
 // Joins the job's group (timeout_ms 0: the default); exits with code 3,
 // naming the status, when that fails.
 ddp_group* join(int64_t timeout_ms = 0);
+
+// All-reduces `t` until a call fails (at most `limit` calls), running
+// `before(iteration)` ahead of each; returns the failing status and how long
+// that call took, and logs both.
+std::pair<ddp_status, double> all_reduce_until_failure(ddp_group* g, ddp_tensor* t, int limit,
+                                                       const std::function<void(int)>& before);
 
 // Gradient i, element k of rank r: small integers, so that g * (1/world)
 // and the sums over ranks are exact and the average can be checked exactly
