@@ -46,6 +46,14 @@ ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
 
 ddp::core::DdpStrategy& strategy_of(ddp_strategy* s) { return *require(s, "strategy")->strategy; }
 
+// The strategy's group handle for the collectives of collectives.h.
+ddp_status group_for(ddp_strategy* s, const char* fn, ddp_group** g) {
+  return fence([&] {
+    *g = require(s, "strategy")->group;
+    if (!*g) fail(DDP_E_STATE, std::string(fn) + ": before ddp_strategy_setup_environment");
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -128,6 +136,30 @@ ddp_status ddp_strategy_barrier(ddp_strategy* s, const char* name) {
 
 ddp_status ddp_strategy_reduce(ddp_strategy* s, ddp_tensor* t, ddp_reduce_op op) {
   return fence([&] { strategy_of(s).reduce(require(t, "tensor")->t, to_core(op)); });
+}
+
+ddp_status ddp_strategy_broadcast_bytes(ddp_strategy* s, const void* data, size_t len, int src, ddp_buffer** out) {
+  ddp_group* g = nullptr;
+  ddp_status st = group_for(s, "ddp_strategy_broadcast_bytes", &g);
+  return st != DDP_OK ? st : ddp_broadcast_bytes(g, data, len, src, out);
+}
+
+ddp_status ddp_strategy_all_gather(ddp_strategy* s, const ddp_tensor* in, ddp_tensor** out) {
+  ddp_group* g = nullptr;
+  ddp_status st = group_for(s, "ddp_strategy_all_gather", &g);
+  return st != DDP_OK ? st : ddp_all_gather(g, in, out);
+}
+
+ddp_status ddp_strategy_all_gather_uneven(ddp_strategy* s, const ddp_tensor* in, ddp_tensor** out) {
+  ddp_group* g = nullptr;
+  ddp_status st = group_for(s, "ddp_strategy_all_gather_uneven", &g);
+  return st != DDP_OK ? st : ddp_all_gather_uneven(g, in, out);
+}
+
+ddp_status ddp_strategy_reduce_boolean_decision(ddp_strategy* s, int decision, int all, int* out) {
+  ddp_group* g = nullptr;
+  ddp_status st = group_for(s, "ddp_strategy_reduce_boolean_decision", &g);
+  return st != DDP_OK ? st : ddp_reduce_boolean_decision(g, decision, all, out);
 }
 
 ddp_status ddp_strategy_save_checkpoint(ddp_strategy* s, const char* path, const ddp_module* m, const ddp_optimizer* opt,

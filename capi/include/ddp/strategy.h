@@ -137,6 +137,19 @@ DDP_API ddp_status ddp_strategy_barrier(ddp_strategy *s, const char *name);
 DDP_API ddp_status ddp_strategy_reduce(ddp_strategy *s, ddp_tensor *t, ddp_reduce_op op);
 
 /**
+ * Lightning's broadcast (of bytes, never pickle), all_gather (same shape on
+ * every rank; the result is world x shape), all_gather of different shapes
+ * (gather_all_tensors: @p out receives world_size tensors) and
+ * reduce_boolean_decision, over the strategy's group: the collectives of
+ * collectives.h on ddp_strategy_group(s). DDP_E_STATE before setup.
+ */
+DDP_API ddp_status ddp_strategy_broadcast_bytes(ddp_strategy *s, const void *data, size_t len, int src,
+                                                ddp_buffer **out);
+DDP_API ddp_status ddp_strategy_all_gather(ddp_strategy *s, const ddp_tensor *in, ddp_tensor **out);
+DDP_API ddp_status ddp_strategy_all_gather_uneven(ddp_strategy *s, const ddp_tensor *in, ddp_tensor **out);
+DDP_API ddp_status ddp_strategy_reduce_boolean_decision(ddp_strategy *s, int decision, int all, int *out);
+
+/**
  * Global rank 0 writes the module's state, the optimizer's (may be NULL),
  * the step, the epoch and @p user bytes to @p path atomically; every rank
  * then waits until it is written. Collective.

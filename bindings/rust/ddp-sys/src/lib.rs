@@ -605,4 +605,8 @@ extern "C" {
     pub fn ddp_strategy_setup_module(s: *mut ddp_strategy, m: *mut ddp_module) -> ddp_status;
     pub fn ddp_strategy_teardown(s: *mut ddp_strategy) -> ddp_status;
     pub fn ddp_strategy_world_size(s: *const ddp_strategy) -> c_int;
+    pub fn ddp_strategy_broadcast_bytes(s: *mut ddp_strategy, data: *const c_void, len: usize, src: c_int, out: *mut *mut ddp_buffer) -> ddp_status;
+    pub fn ddp_strategy_all_gather(s: *mut ddp_strategy, in_: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_strategy_all_gather_uneven(s: *mut ddp_strategy, in_: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_strategy_reduce_boolean_decision(s: *mut ddp_strategy, decision: c_int, all: c_int, out: *mut c_int) -> ddp_status;
 }
