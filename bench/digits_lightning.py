@@ -20,9 +20,9 @@ from export_digits import model, split  # noqa: E402
 
 
 class Digits(pl.LightningModule):
-    def __init__(self, log_path):
+    def __init__(self, log_path, unused):
         super().__init__()
-        self.net = model()
+        self.net = model(unused=unused)
         self.log_path = log_path
         self.losses = []
 
@@ -47,13 +47,15 @@ def main():
     p.add_argument("data")
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--find-unused", action="store_true", help="the model with an unused layer, find_unused_parameters")
     a = p.parse_args()
     torch.set_num_threads(1)
     train_x, train_y, test_x, test_y = split()
     ds = torch.utils.data.TensorDataset(torch.from_numpy(train_x), torch.from_numpy(train_y))
     loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True)
-    module = Digits(os.environ.get("DIGITS_STEP_LOG"))
-    trainer = pl.Trainer(strategy="ddp", accelerator="cpu", devices=a.world, max_epochs=a.epochs,
+    module = Digits(os.environ.get("DIGITS_STEP_LOG"), a.find_unused)
+    strategy = pl.strategies.DDPStrategy(find_unused_parameters=True) if a.find_unused else "ddp"
+    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=a.world, max_epochs=a.epochs,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False)
     trainer.fit(module, loader)

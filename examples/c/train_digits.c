@@ -7,6 +7,7 @@
  * others, which is also what runs under ddprun or torchrun).
  *
  *   train_digits DATA_DIR [--world N] [--launcher spawn|popen] [--epochs E] [--resume] [--ckpt PATH]
+ *                         [--find-unused]  (DDP's find_unused_parameters)
  *
  * DATA_DIR holds what examples/digits/export_digits.py writes: the 80/20
  * split as raw arrays and the TorchScript MLP 64-128-64-10. Settings are
@@ -38,6 +39,7 @@ typedef struct {
   double lr;
   double momentum;
   int resume;
+  int find_unused;
 } job_args;
 
 typedef struct {
@@ -136,6 +138,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   ddp_strategy_options so = DDP_STRATEGY_OPTIONS_INIT;
   so.kind = kind;
   so.devices = devices;
+  so.find_unused_parameters = a->find_unused;
   CHECK(ddp_strategy_new(&s, &so));
   CHECK(ddp_strategy_setup_environment(s));
   rank = ddp_strategy_global_rank(s);
@@ -286,7 +289,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s DATA_DIR [--world N] [--epochs E] [--resume] [--ckpt PATH]\n", argv[0]);
     return 2;
   }
-  job_args a = {"", "", 20, 32, 0.05, 0.9, 0};
+  job_args a = {"", "", 20, 32, 0.05, 0.9, 0, 0};
   int world = 2, popen = 0;
   snprintf(a.dir, sizeof a.dir, "%s", argv[1]);
   snprintf(a.ckpt, sizeof a.ckpt, "%s/last.ckpt", argv[1]);
@@ -295,6 +298,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) a.epochs = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) snprintf(a.ckpt, sizeof a.ckpt, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--resume")) a.resume = 1;
+    else if (!strcmp(argv[i], "--find-unused")) a.find_unused = 1;
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "popen")) popen = 1, ++i;
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "spawn")) popen = 0, ++i;
     else {

@@ -3,8 +3,10 @@ digits.csv.gz the package ships), split 80/20 with a fixed seed, written as
 raw little-endian arrays for the C program, and the MLP 64-128-64-10 as
 TorchScript with seeded initial weights.
 
-    export_digits.py OUT_DIR
-writes OUT_DIR/{train_x.f32, train_y.i64, test_x.f32, test_y.i64, mlp.pt}."""
+    export_digits.py OUT_DIR [--unused]
+writes OUT_DIR/{train_x.f32, train_y.i64, test_x.f32, test_y.i64, mlp.pt}.
+--unused adds a layer that forward never uses (the case for
+find_unused_parameters); the other weights stay the same."""
 import os
 import sys
 
@@ -14,11 +16,13 @@ from sklearn.datasets import load_digits
 
 
 class MLP(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, unused=False):
         super().__init__()
         self.fc1 = torch.nn.Linear(64, 128)
         self.fc2 = torch.nn.Linear(128, 64)
         self.fc3 = torch.nn.Linear(64, 10)
+        if unused:
+            self.aux = torch.nn.Linear(64, 10)  # never used by forward
 
     def forward(self, x):
         x = torch.relu(self.fc1(x))
@@ -36,19 +40,19 @@ def split(seed=0):
     return x[order[:cut]], y[order[:cut]], x[order[cut:]], y[order[cut:]]
 
 
-def model(seed=0):
+def model(seed=0, unused=False):
     torch.manual_seed(seed)
-    return MLP()
+    return MLP(unused)
 
 
-def main(out):
+def main(out, unused=False):
     os.makedirs(out, exist_ok=True)
     train_x, train_y, test_x, test_y = split()
     for name, a in [("train_x.f32", train_x), ("train_y.i64", train_y), ("test_x.f32", test_x), ("test_y.i64", test_y)]:
         a.tofile(os.path.join(out, name))
-    torch.jit.script(model()).save(os.path.join(out, "mlp.pt"))
+    torch.jit.script(model(unused=unused)).save(os.path.join(out, "mlp.pt"))
     print(f"digits: {len(train_y)} training and {len(test_y)} held-out samples, MLP 64-128-64-10 in {out}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], unused="--unused" in sys.argv[2:])

@@ -3,7 +3,8 @@ against the same job under Lightning itself (bench/digits_lightning.py:
 Trainer(strategy="ddp", accelerator="cpu", devices=2)): same initial
 weights, data order, optimizer and model; rank 0's loss at every step must
 agree to 1e-5 relative (they are bitwise equal with this wheel), and so must
-the held-out accuracy."""
+the held-out accuracy. Also with a layer forward never uses, under
+find_unused_parameters on both sides."""
 import os
 import re
 import subprocess
@@ -35,14 +36,16 @@ def accuracy(out):
 
 @pytest.mark.skipif(subprocess.run([sys.executable, "-c", "import sklearn"]).returncode != 0,
                     reason="scikit-learn is not installed (scripts/bootstrap.sh installs it)")
-def test_per_step_losses_match_lightning(tmp_path):
+@pytest.mark.parametrize("variant", [[], ["--find-unused"]], ids=["plain", "find_unused_parameters"])
+def test_per_step_losses_match_lightning(tmp_path, variant):
     data = str(tmp_path / "digits")
-    subprocess.run([sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), data], check=True,
-                   capture_output=True)
+    export = [sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), data]
+    subprocess.run(export + (["--unused"] if variant else []), check=True, capture_output=True)
     train_digits = os.path.join(os.environ["DDP_BUILD"], "examples", "train_digits")
-    ours = run([train_digits, data, "--world", "2", "--epochs", str(EPOCHS)], {"DIGITS_STEP_LOG": str(tmp_path / "ours")})
+    ours = run([train_digits, data, "--world", "2", "--epochs", str(EPOCHS)] + variant,
+               {"DIGITS_STEP_LOG": str(tmp_path / "ours")})
     theirs = run([sys.executable, os.path.join(SRC, "bench", "digits_lightning.py"), data, "--world", "2", "--epochs",
-                  str(EPOCHS)], {"DIGITS_STEP_LOG": str(tmp_path / "lightning")})
+                  str(EPOCHS)] + variant, {"DIGITS_STEP_LOG": str(tmp_path / "lightning")})
     a, b = steps(tmp_path / "ours"), steps(tmp_path / "lightning")
     assert len(a) == len(b) == EPOCHS * 23
     worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
