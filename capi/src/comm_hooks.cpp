@@ -89,6 +89,7 @@ static ddp_status wrap(ddp_comm_hook** out, const ddp_comm_hook* inner, at::Scal
     auto h = std::make_unique<ddp_comm_hook>();
     h->hook = ddp::core::make_compress_wrapper(t, in->hook);
     h->stats = in->stats;
+    h->post_localsgd_start = in->post_localsgd_start;
     hand_out(out, std::move(h));
   });
 }
@@ -101,10 +102,12 @@ ddp_status ddp_comm_hook_wrap_bf16(ddp_comm_hook** out, const ddp_comm_hook* inn
 
 ddp_status ddp_comm_hook_post_localsgd(ddp_comm_hook** out, ddp_group* subgroup, int64_t start_localsgd_iter,
                                        int post_local_gradient_allreduce) {
-  return make_hook(out, "ddp_comm_hook_post_localsgd", [&] {
+  ddp_status s = make_hook(out, "ddp_comm_hook_post_localsgd", [&] {
     std::shared_ptr<ddp::core::Group> sub = subgroup ? require(subgroup, "subgroup")->group : nullptr;
     return ddp::core::make_post_localsgd_hook(sub, start_localsgd_iter, post_local_gradient_allreduce != 0);
   });
+  if (s == DDP_OK) live(*out)->post_localsgd_start = start_localsgd_iter;  // for the strategy's averager
+  return s;
 }
 
 ddp_status ddp_powersgd_options_init(ddp_powersgd_options* opts, unsigned int version) {

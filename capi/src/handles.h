@@ -57,6 +57,7 @@ struct ddp_model_averager {
 struct ddp_comm_hook {
   std::shared_ptr<ddp::core::CommHook> hook;
   std::shared_ptr<ddp::core::PowerSgdHook> stats;  // PowerSGD (also when wrapped): its compression statistics
+  int64_t post_localsgd_start = -1;  // post-local SGD (also when wrapped): its start_localSGD_iter; -1: not one
 };
 struct ddp_reducer {
   std::shared_ptr<ddp::core::Group> group;  // declared first: outlives `reducer`

@@ -38,9 +38,19 @@ ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
   o.ddp.first_bucket_mb = in.first_bucket_mb;
   o.ddp.find_unused_parameters = in.find_unused_parameters != 0;
   o.broadcast_buffers = in.broadcast_buffers != 0;
-  if (in.comm_hook) o.comm_hook = require(in.comm_hook, "comm_hook")->hook;
   o.model_averaging_period = in.model_averaging_period;
   o.model_averaging_warmup = in.model_averaging_warmup;
+  if (in.comm_hook) {
+    const auto* hook = require(in.comm_hook, "comm_hook");
+    o.comm_hook = hook->hook;
+    // Lightning's rule: post-local SGD needs the averager, which starts
+    // where the hook stops all-reducing gradients.
+    if (hook->post_localsgd_start >= 0) {
+      ddp::core::check_arg(in.model_averaging_period > 0,
+                           "ddp_strategy_new: model_averaging_period is required with the post-local SGD hook");
+      if (in.model_averaging_warmup == 0) o.model_averaging_warmup = hook->post_localsgd_start;
+    }
+  }
   return o;
 }
 

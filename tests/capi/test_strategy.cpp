@@ -51,6 +51,23 @@ TEST(Strategy, OptionsAreCheckedByName) {
   o.devices = 0;
   EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
   EXPECT_TRUE(has(last(), "devices")) << last();
+  // Lightning's rule: the post-local SGD hook needs model_averaging_period.
+  ddp_comm_hook* localsgd = nullptr;
+  ASSERT_EQ(ddp_comm_hook_post_localsgd(&localsgd, nullptr, 8, 1), DDP_OK) << last();
+  ddp_comm_hook* wrapped = nullptr;
+  ASSERT_EQ(ddp_comm_hook_wrap_fp16(&wrapped, localsgd), DDP_OK) << last();
+  for (ddp_comm_hook* hook : {localsgd, wrapped}) {
+    o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+    o.comm_hook = hook;
+    EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
+    EXPECT_TRUE(has(last(), "model_averaging_period is required")) << last();
+    o.model_averaging_period = 4;
+    ASSERT_EQ(ddp_strategy_new(&s, &o), DDP_OK) << last();
+    ddp_strategy_free(s);
+    s = nullptr;
+  }
+  ddp_comm_hook_free(wrapped);
+  ddp_comm_hook_free(localsgd);
   EXPECT_EQ(s, nullptr);
   EXPECT_EQ(ddp_strategy_options_init(&o, 2), DDP_E_INVALID_ARGUMENT);
   EXPECT_EQ(ddp_strategy_options_init(&o, DDP_STRATEGY_OPTIONS_VERSION), DDP_OK);

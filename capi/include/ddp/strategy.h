@@ -76,8 +76,8 @@ typedef struct ddp_strategy_options {
   int find_unused_parameters;    /**< 0 */
   int broadcast_buffers;         /**< 1: rank 0's buffers before each forward, as PyTorch's DDP */
   const ddp_comm_hook *comm_hook; /**< NULL: all-reduce; borrowed by ddp_strategy_new (may be freed after) */
-  int64_t model_averaging_period; /**< 0: off; with post-local SGD: average the parameters every this many steps */
-  int64_t model_averaging_warmup; /**< the first step that averages (post-local SGD's start_localSGD_iter) */
+  int64_t model_averaging_period; /**< 0: off; average the parameters every this many steps (required with post-local SGD) */
+  int64_t model_averaging_warmup; /**< the first step that averages; 0 with a post-local SGD hook: its start_localsgd_iter */
   int sync_batchnorm;            /**< 0; 1 is refused (DDP_E_UNSUPPORTED): a TorchScript module's batch norms cannot be converted */
   int static_graph;              /**< 0; 1 is refused (DDP_E_UNSUPPORTED) */
 } ddp_strategy_options;
