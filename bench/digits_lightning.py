@@ -19,6 +19,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from export_digits import model, split  # noqa: E402
 
 
+class EpochTimer(pl.Callback):
+    """Rank 0 prints each epoch's wall time, as train_digits does."""
+
+    def on_train_epoch_start(self, trainer, module):
+        self.t0 = time.monotonic()
+
+    def on_train_epoch_end(self, trainer, module):
+        if trainer.global_rank == 0:
+            print(f"epoch {trainer.current_epoch + 1:2d}  ({(time.monotonic() - self.t0) * 1000:.0f} ms)", flush=True)
+
+
 class Digits(pl.LightningModule):
     def __init__(self, log_path, unused):
         super().__init__()
@@ -57,7 +68,7 @@ def main():
     strategy = pl.strategies.DDPStrategy(find_unused_parameters=True) if a.find_unused else "ddp"
     trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=a.world, max_epochs=a.epochs,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False)
+                         enable_model_summary=False, callbacks=[EpochTimer()])
     trainer.fit(module, loader)
     if trainer.global_rank == 0:
         with torch.no_grad():
