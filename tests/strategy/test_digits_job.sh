@@ -39,6 +39,7 @@ for r in 0 1; do
     { echo "FAIL: rank $r did not report the damaged checkpoint: $bad"; exit 1; }
 done
 # popen: this process is rank 0 and starts rank 1 from setup_environment.
+# (Also resuming after a failed run, below.)
 popen=$(job --launcher popen --epochs 3 --ckpt "$work/popen.ckpt")
 spawned=$(job --epochs 3 --ckpt "$work/spawn.ckpt")
 diff <(echo "$popen" | figures) <(echo "$spawned" | figures) || { echo "FAIL: popen and spawn differ"; exit 1; }
@@ -58,4 +59,8 @@ for launcher in popen spawn; do
   echo "$failed" | grep -qE "local rank 1 \(pid [0-9]+\) ended with exit code 3|rank 1 \(pid [0-9]+\) failed first with exit code 3" ||
     { echo "FAIL: $launcher: the failing rank is not named: $failed"; exit 1; }
 done
-echo "digits job: accuracy $acc, resume exact, damaged checkpoint refused, popen = spawn, nothing started under ddprun, failing rank named"
+# The failed run left its epoch-1 checkpoint: resuming from it ends as the uninterrupted 3-epoch run.
+after=$(job --resume --epochs 3 --ckpt "$work/fail.ckpt")
+diff <(echo "$after" | figures) <(echo "$spawned" | figures | tail -3) ||
+  { echo "FAIL: resuming after the failure differs: $after"; exit 1; }
+echo "digits job: accuracy $acc, resume exact, damaged checkpoint refused, popen = spawn, nothing started under ddprun, failing rank named, resume after the failure exact"
