@@ -153,27 +153,56 @@ std::vector<NamedTensor> under(const std::string& prefix, const std::vector<Name
 void DdpStrategy::save_checkpoint(const std::string& path, const ScriptModule& module, const Optimizer* optimizer,
                                   int64_t step, int64_t epoch, const std::vector<uint8_t>& user) {
   require_setup("save_checkpoint");
+  // Rank 0 writes; its outcome ("" or why it failed) then reaches every
+  // rank in place of a barrier, so a failed save is a status everywhere.
+  std::string failure;
   if (is_global_zero()) {
-    Checkpoint c;
-    c.step = step;
-    c.epoch = epoch;
-    c.user = user;
-    c.tensors = with_prefix(kModulePrefix, module.state());
-    if (optimizer) {
-      auto o = with_prefix(kOptimizerPrefix, optimizer->state());
-      c.tensors.insert(c.tensors.end(), o.begin(), o.end());
+    try {
+      Checkpoint c;
+      c.step = step;
+      c.epoch = epoch;
+      c.user = user;
+      c.tensors = with_prefix(kModulePrefix, module.state());
+      if (optimizer) {
+        auto o = with_prefix(kOptimizerPrefix, optimizer->state());
+        c.tensors.insert(c.tensors.end(), o.begin(), o.end());
+      }
+      save_checkpoint_file(path, c);
+    } catch (const Error& e) {
+      failure = e.what();
     }
-    save_checkpoint_file(path, c);
   }
-  naming_failed_rank([&] { core::barrier(*group_)->wait(); });
+  naming_failed_rank([&] {
+    auto p = broadcast_bytes(*group_, failure.data(), failure.size(), 0);
+    p->wait();
+    failure.assign(p->bytes.begin(), p->bytes.end());
+  });
+  if (!failure.empty()) fail(Status::IO, "save_checkpoint: global rank 0 could not save: " + failure);
 }
 
 Checkpoint DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer) {
-  Checkpoint c = load_checkpoint_file(path);
-  auto module_state = under(kModulePrefix, c.tensors);
-  auto optimizer_state = under(kOptimizerPrefix, c.tensors);
-  module.check_state(module_state);
-  if (optimizer) optimizer->check_state(optimizer_state);
+  require_setup("load_checkpoint");
+  // Every rank reads and checks; only when all of them can does any rank
+  // change its model (a rank left behind would train apart from the rest).
+  Checkpoint c;
+  std::vector<NamedTensor> module_state, optimizer_state;
+  std::string failure;
+  try {
+    c = load_checkpoint_file(path);
+    module_state = under(kModulePrefix, c.tensors);
+    optimizer_state = under(kOptimizerPrefix, c.tensors);
+    module.check_state(module_state);
+    if (optimizer) optimizer->check_state(optimizer_state);
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  bool everyone = naming_failed_rank([&] {
+    auto p = reduce_boolean_decision(*group_, failure.empty(), true);
+    p->wait();
+    return p->decision;
+  });
+  if (!failure.empty()) fail(Status::IO, failure);
+  if (!everyone) fail(Status::IO, "load_checkpoint: " + path + " could not be loaded on another rank; nothing was changed");
   module.load_state(module_state);
   if (optimizer) optimizer->load_state(optimizer_state);
   c.tensors.clear();

@@ -82,13 +82,15 @@ class DdpStrategy {
   // locally while on; the first backward after it is turned off syncs.
   void block_backward_sync(bool on);
 
-  // Global rank 0 writes the checkpoint (atomically); every rank then waits
-  // at a barrier, so that the file exists when the call returns anywhere.
+  // Global rank 0 writes the checkpoint (atomically); every rank then learns
+  // the outcome, so that the file exists when the call returns anywhere and
+  // a failed save is Status::IO on every rank.
   void save_checkpoint(const std::string& path, const ScriptModule& module, const Optimizer* optimizer, int64_t step,
                        int64_t epoch, const std::vector<uint8_t>& user);
-  // Every rank reads `path`; the module and the optimizer change only when
-  // the whole file and every entry in it fit them. Returns the step, epoch
-  // and user bytes (tensors left empty).
+  // Every rank reads `path`; the modules and optimizers change only when on
+  // every rank the whole file and every entry in it fit them (else
+  // Status::IO everywhere). Returns the step, epoch and user bytes (tensors
+  // left empty).
   Checkpoint load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer);
 
   // Undoes setup: the engine, the averager, the group, and (when this

@@ -59,6 +59,16 @@ for launcher in popen spawn; do
   echo "$failed" | grep -qE "local rank 1 \(pid [0-9]+\) ended with exit code 3|rank 1 \(pid [0-9]+\) failed first with exit code 3" ||
     { echo "FAIL: $launcher: the failing rank is not named: $failed"; exit 1; }
 done
+# A checkpoint rank 0 cannot write is a status on every rank, not a hang.
+set +e
+unsaved=$(timeout 120 "$build/examples/train_digits" "$work" --world 2 --epochs 1 --ckpt "$work/missing/dir/x.ckpt" 2>&1)
+rc=$?
+set -e
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: an unwritable checkpoint gave exit $rc"; exit 1; }
+for r in 0 1; do
+  echo "$unsaved" | grep -q "\[rank $r\] ddp_strategy_save_checkpoint.*global rank 0 could not save" ||
+    { echo "FAIL: rank $r did not report the failed save: $unsaved"; exit 1; }
+done
 # The failed run left its epoch-1 checkpoint: resuming from it ends as the uninterrupted 3-epoch run.
 after=$(job --resume --epochs 3 --ckpt "$work/fail.ckpt")
 diff <(echo "$after" | figures) <(echo "$spawned" | figures | tail -3) ||

@@ -152,16 +152,18 @@ DDP_API ddp_status ddp_strategy_reduce_boolean_decision(ddp_strategy *s, int dec
 /**
  * Global rank 0 writes the module's state, the optimizer's (may be NULL),
  * the step, the epoch and @p user bytes to @p path atomically; every rank
- * then waits until it is written. Collective.
+ * then waits until it is written. Collective: when rank 0 cannot write,
+ * every rank gets DDP_E_IO with rank 0's reason.
  */
 DDP_API ddp_status ddp_strategy_save_checkpoint(ddp_strategy *s, const char *path, const ddp_module *m,
                                                 const ddp_optimizer *opt, int64_t step, int64_t epoch,
                                                 const void *user, size_t user_len);
 
 /**
- * Every rank reads @p path into @p m and @p opt (may be NULL). A truncated,
- * foreign or damaged file, or one saved from another model, is DDP_E_IO with
- * a message, and leaves @p m and @p opt untouched.
+ * Every rank reads @p path into @p m and @p opt (may be NULL). Collective: a
+ * truncated, foreign or damaged file, or one saved from another model, on
+ * any rank is DDP_E_IO with a message on every rank, and leaves @p m and
+ * @p opt untouched on every rank.
  * @param[out] step,epoch may be NULL.
  * @param[out] user      the user bytes, new reference (may be NULL).
  */
