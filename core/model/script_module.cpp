@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "comm/failure.h"
 #include "common/error.h"
 
 namespace ddp::core {
@@ -26,7 +27,19 @@ std::unique_ptr<ScriptModule> ScriptModule::load(const std::string& path) {
 }
 
 at::Tensor ScriptModule::forward(const at::Tensor& input) {
-  c10::IValue out = impl_->module.forward({input});
+  c10::IValue out;
+  try {
+    out = impl_->module.forward({input});
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // The module refused this input (its shape or dtype): the caller's to
+    // fix. TorchScript's message is a traceback; its last line says why.
+    std::string what = short_what(e);
+    while (!what.empty() && what.back() == '\n') what.pop_back();
+    auto nl = what.rfind('\n');
+    fail(Status::InvalidArgument, "module forward: " + (nl == std::string::npos ? what : what.substr(nl + 1)));
+  }
   check_arg(out.isTensor(), "module forward: the module returned a " + out.tagKind() + ", not a tensor");
   return out.toTensor();
 }

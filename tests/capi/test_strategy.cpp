@@ -3,7 +3,10 @@
 // wrong. Training on real ranks: tests/strategy/test_digits_job.sh.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -27,6 +30,30 @@ TEST(Strategy, ModulesThatCannotBeLoadedAreIoErrorsNamingThePath) {
   EXPECT_EQ(ddp_module_load(&m, nullptr), DDP_E_INVALID_ARGUMENT);
   EXPECT_EQ(ddp_module_num_parameters(nullptr), 0u);
   std::remove(junk.c_str());
+}
+
+// A module that refuses its input (here: the digits MLP, which takes 64
+// features, given 5) is DDP_E_INVALID_ARGUMENT naming the reason. The module
+// comes from examples/digits/export_digits.py, when its Python can run.
+TEST(Strategy, AModuleRefusingItsInputIsAnInvalidArgument) {
+  const char* exporter = std::getenv("DDP_EXPORT_DIGITS");  // "<python> <export_digits.py>", set by CTest
+  if (!exporter) GTEST_SKIP() << "DDP_EXPORT_DIGITS is not set: the test module cannot be exported";
+  std::string dir = testing::TempDir() + "/strategy_module_" + std::to_string(getpid());
+  std::string cmd = std::string(exporter) + " " + dir + " >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "export_digits.py could not run (scikit-learn missing?)";
+  ddp_module* m = nullptr;
+  ASSERT_EQ(ddp_module_load(&m, (dir + "/mlp.pt").c_str()), DDP_OK) << last();
+  EXPECT_EQ(ddp_module_num_parameters(m), 6u);
+  float x[10] = {0};
+  int64_t shape[2] = {2, 5};
+  ddp_tensor *t = nullptr, *out = nullptr;
+  ASSERT_EQ(ddp_tensor_from_blob(&t, x, DDP_FLOAT32, shape, 2), DDP_OK);
+  EXPECT_EQ(ddp_module_forward(m, t, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "mat1 and mat2 shapes cannot be multiplied")) << last();
+  EXPECT_EQ(out, nullptr);
+  ddp_tensor_free(t);
+  ddp_module_free(m);
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(Strategy, OptionsAreCheckedByName) {
