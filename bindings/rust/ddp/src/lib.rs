@@ -419,3 +419,174 @@ impl Drop for Reducer<'_> {
         unsafe { sys::ddp_reducer_free(self.raw) }
     }
 }
+
+/// A TorchScript module (written and exported in Python with
+/// `torch.jit.script(...).save(path)`), trained through a [`Strategy`].
+pub struct Module(*mut sys::ddp_module);
+
+// SAFETY: model.h: "a module and its optimizer are used from one thread at a time".
+unsafe impl Send for Module {}
+
+impl Module {
+    pub fn load(path: &str) -> Result<Module> {
+        let p = CString::new(path).map_err(|_| invalid("path contains NUL"))?;
+        let mut m = ptr::null_mut();
+        check(unsafe { sys::ddp_module_load(&mut m, p.as_ptr()) })?;
+        Ok(Module(m))
+    }
+
+    /// How many parameter tensors the module has.
+    pub fn num_parameters(&self) -> usize {
+        unsafe { sys::ddp_module_num_parameters(self.0) }
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        unsafe { sys::ddp_module_free(self.0) }
+    }
+}
+
+/// LibTorch's SGD over a module's parameters; make it after
+/// [`Strategy::setup_module`].
+pub struct Optimizer(*mut sys::ddp_optimizer);
+
+unsafe impl Send for Optimizer {}
+
+impl Optimizer {
+    pub fn sgd(module: &mut Module, lr: f64, momentum: f64) -> Result<Optimizer> {
+        let mut o = sys::ddp_sgd_options {
+            version: sys::DDP_SGD_OPTIONS_VERSION,
+            lr,
+            momentum,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: 0,
+        };
+        let mut opt = ptr::null_mut();
+        check(unsafe { sys::ddp_optimizer_new_sgd(&mut opt, module.0, &mut o) })?;
+        Ok(Optimizer(opt))
+    }
+}
+
+impl Drop for Optimizer {
+    fn drop(&mut self) {
+        unsafe { sys::ddp_optimizer_free(self.0) }
+    }
+}
+
+/// Lightning's DDPStrategy on the CPU: the ranks come from a launcher's
+/// environment (ddprun, torchrun, SLURM, ...), or, with `devices` > 1 and
+/// none, this process starts the others by running the program again.
+pub struct Strategy(*mut sys::ddp_strategy);
+
+unsafe impl Send for Strategy {}
+
+impl Strategy {
+    /// A strategy with Lightning's defaults and `devices` processes on this node.
+    pub fn new(devices: i32) -> Result<Strategy> {
+        let mut o = std::mem::MaybeUninit::<sys::ddp_strategy_options>::uninit();
+        check(unsafe { sys::ddp_strategy_options_init(o.as_mut_ptr(), sys::DDP_STRATEGY_OPTIONS_VERSION) })?;
+        let mut o = unsafe { o.assume_init() };
+        o.devices = devices;
+        let mut s = ptr::null_mut();
+        check(unsafe { sys::ddp_strategy_new(&mut s, &o) })?;
+        Ok(Strategy(s))
+    }
+
+    /// Reads the environment (or starts the other ranks) and joins the group.
+    pub fn setup_environment(&mut self) -> Result<()> {
+        check(unsafe { sys::ddp_strategy_setup_environment(self.0) })
+    }
+
+    pub fn global_rank(&self) -> i32 {
+        unsafe { sys::ddp_strategy_global_rank(self.0) }
+    }
+
+    pub fn world_size(&self) -> i32 {
+        unsafe { sys::ddp_strategy_world_size(self.0) }
+    }
+
+    pub fn is_global_zero(&self) -> bool {
+        unsafe { sys::ddp_strategy_is_global_zero(self.0) != 0 }
+    }
+
+    /// Rank 0's weights on every rank, and the module wrapped with DDP.
+    pub fn setup_module(&mut self, module: &mut Module) -> Result<()> {
+        check(unsafe { sys::ddp_strategy_setup_module(self.0, module.0) })
+    }
+
+    /// One training step on a batch: forward of `x` (`rows` x `x.len() / rows`),
+    /// cross-entropy against the class indices `y`, zero_grad, backward (the
+    /// gradients averaged over the ranks) and the optimizer's step. Returns
+    /// this rank's loss.
+    pub fn train_step(
+        &mut self,
+        module: &mut Module,
+        optimizer: &mut Optimizer,
+        x: &mut [f32],
+        y: &mut [i64],
+    ) -> Result<f32> {
+        let rows = y.len();
+        if rows == 0 || x.len() % rows != 0 {
+            return Err(invalid("x must hold the same number of features for each of y's rows"));
+        }
+        let (xs, ys) = ([rows as i64, (x.len() / rows) as i64], [rows as i64]);
+        let mut xt = ptr::null_mut();
+        check(unsafe { sys::ddp_tensor_from_blob(&mut xt, x.as_mut_ptr() as *mut c_void, sys::DDP_FLOAT32, xs.as_ptr(), 2) })?;
+        let xt = Tensor(xt);
+        let mut yt = ptr::null_mut();
+        check(unsafe { sys::ddp_tensor_from_blob(&mut yt, y.as_mut_ptr() as *mut c_void, sys::DDP_INT64, ys.as_ptr(), 1) })?;
+        let yt = Tensor(yt);
+        let mut logits = ptr::null_mut();
+        check(unsafe { sys::ddp_strategy_forward(self.0, module.0, xt.0, &mut logits) })?;
+        let logits = Tensor(logits);
+        let mut loss = ptr::null_mut();
+        check(unsafe { sys::ddp_loss_cross_entropy(logits.0, yt.0, &mut loss) })?;
+        let loss = Tensor(loss);
+        check(unsafe { sys::ddp_optimizer_zero_grad(optimizer.0) })?;
+        check(unsafe { sys::ddp_strategy_backward(self.0, loss.0) })?;
+        check(unsafe { sys::ddp_strategy_optimizer_step(self.0, optimizer.0) })?;
+        Ok(loss.to_vec::<f32>()?[0])
+    }
+
+    /// Lightning's reduce, in place over the ranks.
+    pub fn reduce<T: Element>(&mut self, data: &mut [T], op: ReduceOp) -> Result<()> {
+        let t = Tensor::view(data)?;
+        check(unsafe { sys::ddp_strategy_reduce(self.0, t.0, op.raw()) })
+    }
+
+    pub fn barrier(&mut self, name: &str) -> Result<()> {
+        let n = CString::new(name).map_err(|_| invalid("name contains NUL"))?;
+        check(unsafe { sys::ddp_strategy_barrier(self.0, n.as_ptr()) })
+    }
+
+    /// Global rank 0 writes the checkpoint atomically; collective.
+    pub fn save_checkpoint(&mut self, path: &str, module: &Module, optimizer: &Optimizer, step: i64, epoch: i64) -> Result<()> {
+        let p = CString::new(path).map_err(|_| invalid("path contains NUL"))?;
+        check(unsafe {
+            sys::ddp_strategy_save_checkpoint(self.0, p.as_ptr(), module.0, optimizer.0, step, epoch, ptr::null(), 0)
+        })
+    }
+
+    /// Every rank reads the checkpoint into `module` and `optimizer`; returns (step, epoch).
+    pub fn load_checkpoint(&mut self, path: &str, module: &mut Module, optimizer: &mut Optimizer) -> Result<(i64, i64)> {
+        let p = CString::new(path).map_err(|_| invalid("path contains NUL"))?;
+        let (mut step, mut epoch) = (0i64, 0i64);
+        check(unsafe {
+            sys::ddp_strategy_load_checkpoint(self.0, p.as_ptr(), module.0, optimizer.0, &mut step, &mut epoch, ptr::null_mut())
+        })?;
+        Ok((step, epoch))
+    }
+
+    /// Undoes setup; waits for the ranks this process started.
+    pub fn teardown(&mut self) -> Result<()> {
+        check(unsafe { sys::ddp_strategy_teardown(self.0) })
+    }
+}
+
+impl Drop for Strategy {
+    fn drop(&mut self) {
+        unsafe { sys::ddp_strategy_free(self.0) }
+    }
+}
