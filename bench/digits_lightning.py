@@ -59,6 +59,7 @@ def main():
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--find-unused", action="store_true", help="the model with an unused layer, find_unused_parameters")
+    p.add_argument("--accumulate", type=int, default=1, help="accumulate_grad_batches")
     a = p.parse_args()
     torch.set_num_threads(1)
     train_x, train_y, test_x, test_y = split()
@@ -67,6 +68,7 @@ def main():
     module = Digits(os.environ.get("DIGITS_STEP_LOG"), a.find_unused)
     strategy = pl.strategies.DDPStrategy(find_unused_parameters=True) if a.find_unused else "ddp"
     trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=a.world, max_epochs=a.epochs,
+                         accumulate_grad_batches=a.accumulate,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, callbacks=[EpochTimer()])
     trainer.fit(module, loader)

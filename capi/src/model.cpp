@@ -3,6 +3,7 @@
 
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/mse_loss.h>
+#include <ATen/ops/mul.h>
 
 #include "handles.h"
 #include "model/optimizer.h"
@@ -141,6 +142,12 @@ ddp_status ddp_loss_cross_entropy(const ddp_tensor* input, const ddp_tensor* tar
                                      "ddp_loss_cross_entropy: target must be one int64 class index per row");
                 return at::cross_entropy_loss(x, y);
               });
+}
+
+ddp_status ddp_loss_scale(const ddp_tensor* loss, double factor, ddp_tensor** out) {
+  if (!out) return invalid("ddp_loss_scale: out is NULL");
+  *out = nullptr;
+  return fence([&] { hand_out(out, wrap_tensor(at::mul(require(loss, "loss")->t, factor))); });
 }
 
 }  // extern "C"

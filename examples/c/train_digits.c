@@ -8,6 +8,9 @@
  *
  *   train_digits DATA_DIR [--world N] [--launcher spawn|popen] [--epochs E] [--resume] [--ckpt PATH]
  *                         [--find-unused]  (DDP's find_unused_parameters)
+ *                         [--accumulate K] (Lightning's accumulate_grad_batches: the loss
+ *                                           divided by K, gradients synced and the optimizer
+ *                                           stepped every K batches and at the epoch's last)
  *
  * DATA_DIR holds what examples/digits/export_digits.py writes: the 80/20
  * split as raw arrays and the TorchScript MLP 64-128-64-10. Settings are
@@ -40,6 +43,7 @@ typedef struct {
   double momentum;
   int resume;
   int find_unused;
+  int accumulate; /* Lightning's accumulate_grad_batches */
 } job_args;
 
 typedef struct {
@@ -183,22 +187,29 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
     size_t count = 0;
     CHECK(ddp_sampler_indices(train_set.n, world, rank, epoch, NULL, indices, (size_t)per_rank, &count));
     double sums[3] = {0, 0, 0}; /* loss x samples, correct, samples */
-    for (size_t at = 0; at < count; at += (size_t)a->batch) {
+    for (size_t at = 0, j = 0; at < count; at += (size_t)a->batch, ++j) {
       int64_t b = (int64_t)(count - at < (size_t)a->batch ? count - at : (size_t)a->batch);
+      /* Lightning's accumulation: zero_grad at a window's first batch, sync
+       * and step at its last (or the epoch's last batch). */
+      int first_in_window = j % (size_t)a->accumulate == 0;
+      int sync = (j + 1) % (size_t)a->accumulate == 0 || at + (size_t)a->batch >= count;
       for (int64_t i = 0; i < b; ++i) {
         int64_t k = indices[at + (size_t)i];
         memcpy(bx + i * FEATURES, train_set.x + k * FEATURES, FEATURES * sizeof(float));
         by[i] = train_set.y[k];
       }
       int64_t xshape[2] = {b, FEATURES}, yshape[1] = {b};
-      ddp_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
+      ddp_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL, *scaled = NULL;
       ddp_status st = ddp_tensor_from_blob(&x, bx, DDP_FLOAT32, xshape, 2);
       if (st == DDP_OK) st = ddp_tensor_from_blob(&y, by, DDP_INT64, yshape, 1);
       if (st == DDP_OK) st = ddp_strategy_forward(s, m, x, &logits);
       if (st == DDP_OK) st = ddp_loss_cross_entropy(logits, y, &loss);
-      if (st == DDP_OK) st = ddp_optimizer_zero_grad(opt);
-      if (st == DDP_OK) st = ddp_strategy_backward(s, loss);
-      if (st == DDP_OK) st = ddp_strategy_optimizer_step(s, opt);
+      if (st == DDP_OK) st = ddp_loss_scale(loss, 1.0 / a->accumulate, &scaled);
+      if (st == DDP_OK && first_in_window) st = ddp_optimizer_zero_grad(opt);
+      if (st == DDP_OK && !sync) st = ddp_strategy_block_backward_sync(s, 1);
+      if (st == DDP_OK) st = ddp_strategy_backward(s, scaled);
+      if (st == DDP_OK && !sync) st = ddp_strategy_block_backward_sync(s, 0);
+      if (st == DDP_OK && sync) st = ddp_strategy_optimizer_step(s, opt);
       float l = 0;
       if (st == DDP_OK) st = ddp_tensor_copy_to(loss, &l, sizeof l);
       int64_t correct = st == DDP_OK ? count_correct(logits, by, b, scratch) : 0;
@@ -206,6 +217,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
       ddp_tensor_free(y);
       ddp_tensor_free(logits);
       ddp_tensor_free(loss);
+      ddp_tensor_free(scaled);
       CHECK(st);
       if (step_log) fprintf(step_log, "%.9g\n", (double)l);
       sums[0] += (double)l * (double)b;
@@ -289,7 +301,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s DATA_DIR [--world N] [--epochs E] [--resume] [--ckpt PATH]\n", argv[0]);
     return 2;
   }
-  job_args a = {"", "", 20, 32, 0.05, 0.9, 0, 0};
+  job_args a = {"", "", 20, 32, 0.05, 0.9, 0, 0, 1};
   int world = 2, popen = 0;
   snprintf(a.dir, sizeof a.dir, "%s", argv[1]);
   snprintf(a.ckpt, sizeof a.ckpt, "%s/last.ckpt", argv[1]);
@@ -299,6 +311,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) snprintf(a.ckpt, sizeof a.ckpt, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--resume")) a.resume = 1;
     else if (!strcmp(argv[i], "--find-unused")) a.find_unused = 1;
+    else if (!strcmp(argv[i], "--accumulate") && i + 1 < argc) a.accumulate = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "popen")) popen = 1, ++i;
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "spawn")) popen = 0, ++i;
     else {
@@ -306,8 +319,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (world < 1 || a.epochs < 0) {
-    fprintf(stderr, "train_digits: --world must be >= 1 and --epochs >= 0\n");
+  if (world < 1 || a.epochs < 0 || a.accumulate < 1) {
+    fprintf(stderr, "train_digits: --world and --accumulate must be >= 1 and --epochs >= 0\n");
     return 2;
   }
   double t0 = now_s();

@@ -4,7 +4,8 @@ Trainer(strategy="ddp", accelerator="cpu", devices=2)): same initial
 weights, data order, optimizer and model; rank 0's loss at every step must
 agree to 1e-5 relative (they are bitwise equal with this wheel), and so must
 the held-out accuracy. Also with a layer forward never uses, under
-find_unused_parameters on both sides."""
+find_unused_parameters on both sides, and with accumulate_grad_batches=2
+(block_backward_sync on the batches that accumulate)."""
 import os
 import re
 import subprocess
@@ -36,11 +37,12 @@ def accuracy(out):
 
 @pytest.mark.skipif(subprocess.run([sys.executable, "-c", "import sklearn"]).returncode != 0,
                     reason="scikit-learn is not installed (scripts/bootstrap.sh installs it)")
-@pytest.mark.parametrize("variant", [[], ["--find-unused"]], ids=["plain", "find_unused_parameters"])
+@pytest.mark.parametrize("variant", [[], ["--find-unused"], ["--accumulate", "2"]],
+                         ids=["plain", "find_unused_parameters", "accumulate_grad_batches_2"])
 def test_per_step_losses_match_lightning(tmp_path, variant):
     data = str(tmp_path / "digits")
     export = [sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), data]
-    subprocess.run(export + (["--unused"] if variant else []), check=True, capture_output=True)
+    subprocess.run(export + (["--unused"] if "--find-unused" in variant else []), check=True, capture_output=True)
     train_digits = os.path.join(os.environ["DDP_BUILD"], "examples", "train_digits")
     ours = run([train_digits, data, "--world", "2", "--epochs", str(EPOCHS)] + variant,
                {"DIGITS_STEP_LOG": str(tmp_path / "ours")})

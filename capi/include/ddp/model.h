@@ -105,6 +105,14 @@ DDP_API ddp_status ddp_loss_mse(const ddp_tensor *input, const ddp_tensor *targe
  */
 DDP_API ddp_status ddp_loss_cross_entropy(const ddp_tensor *input, const ddp_tensor *target, ddp_tensor **out);
 
+/**
+ * @p loss times @p factor, keeping the autograd graph: Lightning's gradient
+ * accumulation divides each micro-batch's loss by accumulate_grad_batches
+ * before backward.
+ * @param[out] out new reference.
+ */
+DDP_API ddp_status ddp_loss_scale(const ddp_tensor *loss, double factor, ddp_tensor **out);
+
 DDP_EXTERN_C_END
 
 #endif /* DDP_MODEL_H */

@@ -609,4 +609,5 @@ extern "C" {
     pub fn ddp_strategy_all_gather(s: *mut ddp_strategy, in_: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_strategy_all_gather_uneven(s: *mut ddp_strategy, in_: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_strategy_reduce_boolean_decision(s: *mut ddp_strategy, decision: c_int, all: c_int, out: *mut c_int) -> ddp_status;
+    pub fn ddp_loss_scale(loss: *const ddp_tensor, factor: f64, out: *mut *mut ddp_tensor) -> ddp_status;
 }
