@@ -170,6 +170,13 @@ TEST(Strategy, LossesCheckTheirInputs) {
   // log-sum-exp of (1,2,3) minus 3, and of (4,5,6) minus 4, averaged.
   EXPECT_NEAR(v, 0.5 * ((std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3) +
                         (std::log(std::exp(4.0) + std::exp(5.0) + std::exp(6.0)) - 4)), 1e-5);
+  ddp_tensor* half = nullptr;
+  ASSERT_EQ(ddp_loss_scale(loss, 0.5, &half), DDP_OK) << last();
+  float h = 0;
+  ASSERT_EQ(ddp_tensor_copy_to(half, &h, sizeof h), DDP_OK);
+  EXPECT_FLOAT_EQ(h, 0.5f * v);
+  ddp_tensor_free(half);
+  EXPECT_EQ(ddp_loss_scale(nullptr, 0.5, &half), DDP_E_INVALID_ARGUMENT);
   ddp_tensor_free(loss);
   EXPECT_EQ(ddp_loss_cross_entropy(x, y32, &loss), DDP_E_INVALID_ARGUMENT);
   EXPECT_TRUE(has(last(), "int64 class index")) << last();
