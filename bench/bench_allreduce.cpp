@@ -1,7 +1,7 @@
-// ddp_all_reduce through the C API vs raw c10d ProcessGroupGloo, in the same
-// processes, alternating call by call so that both see the same machine state.
-// One process per rank; rank 0 prints one JSON line per (impl, size).
-// Usage: bench_allreduce  (env: RANK, WORLD_SIZE, MASTER_PORT, RAW_PORT)
+// ddp_all_reduce through the C API, or raw c10d ProcessGroupGloo, each in
+// processes of its own (run_allreduce.sh alternates the contenders). One
+// process per rank; rank 0 prints one JSON line per size.
+// Usage: bench_allreduce  (env: BENCH_IMPL=capi|c10d, RANK, WORLD_SIZE, MASTER_PORT)
 #include <ddp/ddp.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace {
@@ -34,25 +35,37 @@ double pct(std::vector<double> v, double p) {
 }
 }  // namespace
 
+// One implementation per process (BENCH_IMPL): each contender holds exactly
+// one process group, as torch.distributed's peer does, so no Gloo threads of
+// another group compete with the one measured.
 int main() {
   int rank = env_int("RANK", 0), world = env_int("WORLD_SIZE", 1);
   int rounds = env_int("BENCH_ROUNDS", 3);
   size_t max_bytes = static_cast<size_t>(env_int("BENCH_MAX_MB", 64)) << 20;
-
-  // libddp group (MASTER_PORT) and a raw c10d Gloo group (RAW_PORT).
-  ddp_group* g = nullptr;
-  if (ddp_group_init(&g, nullptr, nullptr) != DDP_OK) {
-    std::fprintf(stderr, "ddp_group_init: %s\n", ddp_last_error_message());
-    return 1;
+  const char* which = std::getenv("BENCH_IMPL") ? std::getenv("BENCH_IMPL") : "capi";
+  bool capi = std::string(which) == "capi";
+  if (!capi && std::string(which) != "c10d") {
+    std::fprintf(stderr, "BENCH_IMPL must be capi or c10d, not %s\n", which);
+    return 2;
   }
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<uint16_t>(env_int("RAW_PORT", 0));
-  so.isServer = rank == 0;
-  so.numWorkers = world;
-  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-  auto opts = c10d::ProcessGroupGloo::Options::create();
-  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, opts);
+
+  ddp_group* g = nullptr;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  if (capi) {
+    if (ddp_group_init(&g, nullptr, nullptr) != DDP_OK) {
+      std::fprintf(stderr, "ddp_group_init: %s\n", ddp_last_error_message());
+      return 1;
+    }
+  } else {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env_int("MASTER_PORT", 0));
+    so.isServer = rank == 0;
+    so.numWorkers = world;
+    auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+    auto opts = c10d::ProcessGroupGloo::Options::create();
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, opts);
+  }
 
   std::vector<size_t> sizes;
   for (size_t b = 4; b <= max_bytes; b *= 4) sizes.push_back(b);
@@ -61,49 +74,33 @@ int main() {
     std::vector<float> buf(n, 1.0f);
     int64_t shape[1] = {static_cast<int64_t>(n)};
     ddp_tensor* t = nullptr;
-    ddp_tensor_from_blob(&t, buf.data(), DDP_FLOAT32, shape, 1);
     at::Tensor raw = at::from_blob(buf.data(), {static_cast<int64_t>(n)}, at::kFloat);
     std::vector<at::Tensor> raw_vec{raw};
-    int iters = iterations_for(bytes) * rounds;
-    std::vector<double> capi_us, raw_us, diff_us;
-    auto time_capi = [&] {
-      auto t0 = Clock::now();
-      if (ddp_all_reduce(g, t, DDP_SUM) != DDP_OK) {
-        std::fprintf(stderr, "all_reduce: %s\n", ddp_last_error_message());
-        std::exit(1);
-      }
-      return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-    };
-    auto time_raw = [&] {
-      auto t0 = Clock::now();
-      pg->allreduce(raw_vec)->wait();
-      return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-    };
-    ddp_barrier(g);
-    // Paired samples: one call of each per iteration, the order alternating,
-    // so both see the same machine state; 3 warm-up pairs.
-    for (int i = 0; i < iters + 3; ++i) {
-      double a, b;
-      if (i % 2) {
-        a = time_capi();
-        b = time_raw();
+    if (capi) ddp_tensor_from_blob(&t, buf.data(), DDP_FLOAT32, shape, 1);
+    auto call = [&] {
+      if (capi) {
+        if (ddp_all_reduce(g, t, DDP_SUM) != DDP_OK) {
+          std::fprintf(stderr, "all_reduce: %s\n", ddp_last_error_message());
+          std::exit(1);
+        }
       } else {
-        b = time_raw();
-        a = time_capi();
+        pg->allreduce(raw_vec)->wait();
       }
-      if (i < 3) continue;
-      capi_us.push_back(a);
-      raw_us.push_back(b);
-      diff_us.push_back(a - b);
+    };
+    std::vector<double> us;
+    for (int r = 0; r < rounds; ++r) {
+      if (capi) ddp_barrier(g);
+      else pg->barrier()->wait();
+      for (int i = 0; i < iterations_for(bytes) + 3; ++i) {
+        auto t0 = Clock::now();
+        call();
+        double el = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+        if (i >= 3) us.push_back(el);
+      }
     }
     if (rank == 0) {
-      const char* names[2] = {"capi", "c10d"};
-      for (int impl = 0; impl < 2; ++impl) {
-        auto& v = impl == 0 ? capi_us : raw_us;
-        std::printf("{\"impl\": \"%s\", \"bytes\": %zu, \"p50_us\": %.3f, \"p90_us\": %.3f, \"n\": %zu, "
-                    "\"paired_diff_p50_us\": %.3f}\n",
-                    names[impl], bytes, pct(v, 0.5), pct(v, 0.9), v.size(), impl == 0 ? pct(diff_us, 0.5) : 0.0);
-      }
+      std::printf("{\"impl\": \"%s\", \"bytes\": %zu, \"p50_us\": %.3f, \"p90_us\": %.3f, \"n\": %zu}\n",
+                  which, bytes, pct(us, 0.5), pct(us, 0.9), us.size());
       std::fflush(stdout);
     }
     ddp_tensor_free(t);

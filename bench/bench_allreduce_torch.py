@@ -9,6 +9,7 @@ import torch.distributed as dist
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
+max_bytes = int(os.environ.get("BENCH_MAX_MB", "64")) << 20
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['TORCH_PORT']}",
                         rank=rank, world_size=world)
 
@@ -18,7 +19,7 @@ def iterations_for(nbytes):
 
 
 size = 4
-while size <= 64 << 20:
+while size <= max_bytes:
     t = torch.ones(size // 4, dtype=torch.float32)
     lat = []
     for _ in range(rounds):

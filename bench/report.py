@@ -1,17 +1,24 @@
 """Prints a benchmark table from JSON lines (impl, bytes, p50_us, p90_us):
 latency, algbw, busbw (ring all-reduce: algbw * 2(n-1)/n) and the ratio of
-each implementation's p50 to the baseline's. "paired diff" is the median of
-per-iteration differences (C API call minus the raw c10d call next to it), the
-statistic least disturbed by machine noise."""
+each implementation's p50 to the baseline's. An (impl, size) measured in
+several rounds shows the median of the rounds' p50 and p90. "paired diff",
+where a benchmark gives it, is the median of per-iteration differences."""
 import json
+import statistics
 import sys
 
 
 def main(path, world, baseline):
     rows = [json.loads(l) for l in open(path) if l.startswith("{")]
-    by = {}
+    rounds = {}
     for r in rows:
-        by.setdefault(r["bytes"], {})[r["impl"]] = r
+        rounds.setdefault((r["bytes"], r["impl"]), []).append(r)
+    by = {}
+    for (size, impl), rs in rounds.items():
+        merged = dict(rs[0])
+        merged["p50_us"] = statistics.median(x["p50_us"] for x in rs)
+        merged["p90_us"] = statistics.median(x["p90_us"] for x in rs)
+        by.setdefault(size, {})[impl] = merged
     impls = sorted({r["impl"] for r in rows}, key=lambda i: (i != "capi", i != baseline, i))
     print(f"{'bytes':>10} {'impl':>18} {'p50 us':>10} {'p90 us':>10} {'algbw GB/s':>11} {'busbw GB/s':>11} "
           f"{'p50 / ' + baseline:>14} {'paired diff p50 us':>19}")
