@@ -120,11 +120,7 @@ ddp_status ddp_strategy_forward(ddp_strategy* s, ddp_module* m, const ddp_tensor
   return fence([&] {
     auto& st = strategy_of(s);
     auto* mod = require(m, "module");
-    at::Tensor x = require(input, "input")->t;
-    ddp::core::Device d = st.root_device();
-    if (d.type == ddp::core::DeviceType::CUDA)
-      x = x.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d.index)));
-    hand_out(out, wrap_tensor(st.forward(*mod->module, x)));
+    hand_out(out, wrap_tensor(st.forward(*mod->module, require(input, "input")->t)));
   });
 }
 

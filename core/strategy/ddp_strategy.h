@@ -67,7 +67,8 @@ class DdpStrategy {
   // parameters and buffers, and wraps it with the DDP engine (autograd hooks
   // and the comm hook). Collective.
   void setup_module(ScriptModule& module);
-  // Forward, after rank 0's buffers were broadcast (broadcast_buffers).
+  // Forward of `input` (moved to the root device), after rank 0's buffers
+  // were broadcast (broadcast_buffers).
   at::Tensor forward(ScriptModule& module, const at::Tensor& input);
   // loss.backward(): the engine all-reduces the gradients as they become
   // ready, unless block_backward_sync is on.

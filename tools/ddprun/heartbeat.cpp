@@ -27,13 +27,15 @@ NodesSeen look_at(c10d::Store& round, c10d::Store& job, int me, int nodes, const
   return s;
 }
 
-}  // namespace
-
+// "2", "0.5": seconds as the user wrote them, not "2.000000".
 std::string seconds(double s) {
   std::ostringstream o;
   o << s;
   return o.str();
 }
+
+}  // namespace
+
 
 Millis Heartbeat::agent_timeout() const { return Millis(static_cast<int64_t>(a_.agent_timeout_s * 1000)); }
 

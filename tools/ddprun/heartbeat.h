@@ -70,7 +70,4 @@ class Heartbeat {
   bool quit_unjoined_ = false;
 };
 
-// "2", "0.5": seconds as the user wrote them, not "2.000000".
-std::string seconds(double s);
-
 }  // namespace ddprun

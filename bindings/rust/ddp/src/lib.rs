@@ -95,9 +95,19 @@ struct Tensor(*mut sys::ddp_tensor);
 impl Tensor {
     /// A 1-D view of `data` (the caller keeps the memory alive and unaliased).
     fn view<T: Element>(data: &mut [T]) -> Result<Tensor> {
+        let n = [data.len() as i64];
+        Tensor::view_shaped(data, &n)
+    }
+
+    /// A view of `data` with `shape` (whose product must be `data.len()`).
+    fn view_shaped<T: Element>(data: &mut [T], shape: &[i64]) -> Result<Tensor> {
+        if shape.iter().product::<i64>() != data.len() as i64 {
+            return Err(invalid("the shape does not match the data's length"));
+        }
         let mut t = ptr::null_mut();
-        let n = data.len() as i64;
-        check(unsafe { sys::ddp_tensor_from_blob(&mut t, data.as_mut_ptr() as *mut c_void, T::DTYPE, &n, 1) })?;
+        check(unsafe {
+            sys::ddp_tensor_from_blob(&mut t, data.as_mut_ptr() as *mut c_void, T::DTYPE, shape.as_ptr(), shape.len())
+        })?;
         Ok(Tensor(t))
     }
 
@@ -531,13 +541,9 @@ impl Strategy {
         if rows == 0 || x.len() % rows != 0 {
             return Err(invalid("x must hold the same number of features for each of y's rows"));
         }
-        let (xs, ys) = ([rows as i64, (x.len() / rows) as i64], [rows as i64]);
-        let mut xt = ptr::null_mut();
-        check(unsafe { sys::ddp_tensor_from_blob(&mut xt, x.as_mut_ptr() as *mut c_void, sys::DDP_FLOAT32, xs.as_ptr(), 2) })?;
-        let xt = Tensor(xt);
-        let mut yt = ptr::null_mut();
-        check(unsafe { sys::ddp_tensor_from_blob(&mut yt, y.as_mut_ptr() as *mut c_void, sys::DDP_INT64, ys.as_ptr(), 1) })?;
-        let yt = Tensor(yt);
+        let cols = (x.len() / rows) as i64;
+        let xt = Tensor::view_shaped(x, &[rows as i64, cols])?;
+        let yt = Tensor::view(y)?;
         let mut logits = ptr::null_mut();
         check(unsafe { sys::ddp_strategy_forward(self.0, module.0, xt.0, &mut logits) })?;
         let logits = Tensor(logits);
