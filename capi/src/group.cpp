@@ -50,7 +50,8 @@ int ddp_group_size(const ddp_group* g) { auto* h = live(g); return h ? h->group-
 const char* ddp_group_backend(const ddp_group* g) {
   auto* h = live(g);
   if (!h) return "";
-  return h->group->backend_name() == "nccl" ? "nccl" : "gloo";
+  const std::string& name = h->group->backend_name();
+  return name == "nccl" ? "nccl" : name == "shm" ? "shm" : "gloo";
 }
 int64_t ddp_group_timeout_ms(const ddp_group* g) {
   auto* h = live(g); return h ? static_cast<int64_t>(h->group->timeout().count()) : -1;

@@ -17,11 +17,16 @@ struct BackendSpec {
   Millis timeout{0};
   std::string master_addr;  // used to pick the network interface
   Device device{DeviceType::CPU, 0};
+  std::string node;  // ranks with the same node id share a host (the shm backend)
 };
 
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec);
 // Status::Unsupported when built without NCCL or run without a CUDA device.
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const BackendSpec& spec);
 bool nccl_compiled_in();
+// Shared memory between the ranks of each node, Gloo between nodes and for
+// what it does not do itself (comm/shm/shm_backend.cpp). Where some rank
+// cannot map the segment, every rank gets a Gloo backend instead.
+c10::intrusive_ptr<c10d::Backend> make_shm_backend(const BackendSpec& spec);
 
 }  // namespace ddp::core

@@ -45,7 +45,8 @@ constexpr Millis kRootCauseWait{1000};
 c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& name, const BackendSpec& spec) {
   if (name == "gloo") return make_gloo_backend(spec);
   if (name == "nccl") return make_nccl_backend(spec);
-  fail(Status::InvalidArgument, "unknown backend '" + name + "' (expected \"gloo\" or \"nccl\")");
+  if (name == "shm") return make_shm_backend(spec);
+  fail(Status::InvalidArgument, "unknown backend '" + name + "' (expected \"gloo\", \"shm\" or \"nccl\")");
 }
 
 // A launcher (ddp_spawn, ddprun) that bound MASTER_PORT hands rank 0 the
@@ -108,8 +109,10 @@ void connect_backend(Group::Impl& impl) {
   spec.timeout = impl.timeout;
   spec.master_addr = impl.master_addr;
   spec.device = impl.device;
+  spec.node = impl.node;
   try {
     impl.backend = make_backend(impl.backend_name, spec);
+    impl.backend_name = impl.backend->getBackendName();  // shm falls back to gloo where it cannot share
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -193,15 +196,16 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
 
   auto impl = std::make_unique<Impl>();
   impl->backend_name = !opts.backend.empty() ? opts.backend
-                       : opts.device.type == DeviceType::CUDA ? "nccl" : "gloo";
-  check_arg(impl->backend_name == "gloo" || impl->backend_name == "nccl",
-            "unknown backend '" + impl->backend_name + "' (expected \"gloo\" or \"nccl\")");
+                       : opts.device.type == DeviceType::CUDA ? "nccl" : "shm";
+  check_arg(impl->backend_name == "gloo" || impl->backend_name == "shm" || impl->backend_name == "nccl",
+            "unknown backend '" + impl->backend_name + "' (expected \"gloo\", \"shm\" or \"nccl\")");
   impl->rank = env.rank;
   impl->size = env.world_size;
   impl->local_world_size = env.local_world_size;
   impl->timeout = opts.timeout;
   impl->device = opts.device;
   impl->master_addr = env.master_addr;
+  impl->node = std::to_string(env.node_rank);
   impl->detail_checks = detail_checks_from_env();
 
   std::string where = env.master_addr + ":" + std::to_string(env.master_port);
@@ -247,6 +251,7 @@ std::unique_ptr<Group> Group::new_subgroup(int group_size) {
   impl->timeout = impl_->timeout;
   impl->device = impl_->device;
   impl->master_addr = impl_->master_addr;
+  impl->node = impl_->node;
   impl->detail_checks = impl_->detail_checks;
   impl->prefix = impl_->prefix + "/" + sub;
   impl->store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->store);

@@ -23,6 +23,7 @@ struct Group::Impl {
   std::string prefix;
   std::string backend_name;
   std::string master_addr;
+  std::string node;  // the environment's node rank: who shares a host
   int rank = 0;
   int size = 1;
   int local_world_size = 1;

@@ -1,7 +1,11 @@
 // Multi-process tests: real ranks, real Gloo on loopback.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "launcher.h"
 
@@ -55,6 +59,33 @@ TEST_P(Worlds, ReducerAveragesCallerOwnedGradients) { expect_all_ok(run(GetParam
 TEST_P(Worlds, ReducerWithTheAllreduceCommHook) { expect_all_ok(run(GetParam(), "allreduce_hook")); }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Worlds, ::testing::Values(2, 4));
+
+// The shared-memory backend: Gloo's results, and no segment left behind.
+std::vector<std::string> dev_shm_entries() {
+  std::vector<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) names.push_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class ShmWorlds : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmWorlds, EveryCollectiveDtypeAndOpGivesGloosResult) {
+  expect_all_ok(run(GetParam(), "shm_matches_gloo", {}, 300));
+}
+
+TEST_P(ShmWorlds, KilledRankGivesPeerFailedAndLeavesNoSharedMemory) {
+  auto before = dev_shm_entries();
+  auto res = run(GetParam(), "shm_peer_death", {"DDP_TEST_VICTIM=1"}, 60);
+  EXPECT_EQ(res.ranks[1].signal, 9) << res.summary();
+  expect_all_ok(res, {1});
+  EXPECT_EQ(dev_shm_entries(), before) << "a shared-memory object outlived the job";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmWorlds, ::testing::Values(2, 3, 4));
 
 TEST(Reducer, CustomCHook) { expect_all_ok(run(2, "custom_hook")); }
 TEST(Reducer, CustomCHookErrorOnOneRankFailsEveryRank) {

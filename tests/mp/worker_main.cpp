@@ -28,9 +28,11 @@ int env_int(const char* name, int fallback) {
   return v ? std::atoi(v) : fallback;
 }
 
-ddp_group* join(int64_t timeout_ms) {
+ddp_group* join(int64_t timeout_ms, const char* backend) {
   ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
   o.timeout_ms = timeout_ms;
+  const char* from_env = std::getenv("WORKER_BACKEND");
+  o.backend = backend ? backend : (from_env && *from_env ? from_env : nullptr);
   ddp_group* g = nullptr;
   ddp_status s = ddp_group_init(&g, nullptr, &o);
   if (s != DDP_OK) {

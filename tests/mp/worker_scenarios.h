@@ -23,9 +23,10 @@ struct RegisterScenario {
 // An integer from the environment, or `fallback`.
 int env_int(const char* name, int fallback);
 
-// Joins the job's group (timeout_ms 0: the default); exits with code 3,
-// naming the status, when that fails.
-ddp_group* join(int64_t timeout_ms = 0);
+// Joins the job's group (timeout_ms 0: the default) over `backend` (NULL:
+// $WORKER_BACKEND, else the default); exits with code 3, naming the status,
+// when that fails.
+ddp_group* join(int64_t timeout_ms = 0, const char* backend = nullptr);
 
 // All-reduces `t` until a call fails (at most `limit` calls), running
 // `before(iteration)` ahead of each; returns the failing status and how long

@@ -5,7 +5,11 @@
  * ddp_group_init joins every rank of the job through a TCPStore hosted by
  * rank 0 at the environment's MASTER_ADDR:MASTER_PORT (the rendezvous that
  * torchrun and SLURM jobs use), counts the ranks in, and connects the
- * backend: "gloo" (CPU tensors over TCP) or "nccl" (CUDA tensors).
+ * backend: "shm" (CPU tensors; shared memory between the ranks of one host,
+ * Gloo between hosts), "gloo" (CPU tensors over TCP) or "nccl" (CUDA
+ * tensors). "shm" is the default for CPU; where some rank cannot map the
+ * shared segment (a /proc that hides other processes) the group uses "gloo"
+ * on every rank, and ddp_group_backend says so.
  *
  * Failure model: a collective that runs past its timeout fails with
  * DDP_E_TIMEOUT; a peer that died or whose connection broke gives
@@ -36,7 +40,7 @@ typedef struct ddp_group ddp_group;
 /** Options of ddp_group_init. Initialise with DDP_GROUP_OPTIONS_INIT or ddp_group_options_init. */
 typedef struct ddp_group_options {
   unsigned int version;   /**< DDP_GROUP_OPTIONS_VERSION */
-  const char *backend;    /**< "gloo", "nccl", or NULL: "nccl" for a CUDA device, else "gloo" */
+  const char *backend;    /**< "shm", "gloo", "nccl", or NULL: "nccl" for a CUDA device, else "shm" */
   int64_t timeout_ms;     /**< rendezvous and every collective; 0: 1800000 (30 min, Lightning's default) */
   ddp_device device;      /**< device of the tensors this group works on (CPU) */
 } ddp_group_options;
@@ -79,7 +83,7 @@ DDP_API ddp_status ddp_group_new_subgroups(ddp_group *parent, int group_size, dd
 DDP_API int ddp_group_rank(const ddp_group *g);
 /** @return the number of ranks in @p g, -1 for an invalid handle. */
 DDP_API int ddp_group_size(const ddp_group *g);
-/** @return "gloo" or "nccl" (static); "" for an invalid handle. */
+/** @return "shm", "gloo" or "nccl" (static): the backend in use; "" for an invalid handle. */
 DDP_API const char *ddp_group_backend(const ddp_group *g);
 /** @return the group's timeout in milliseconds, -1 for an invalid handle. */
 DDP_API int64_t ddp_group_timeout_ms(const ddp_group *g);

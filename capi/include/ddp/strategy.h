@@ -69,7 +69,7 @@ typedef struct ddp_strategy_options {
   ddp_strategy_kind kind;        /**< DDP_STRATEGY_DDP */
   ddp_device_type accelerator;   /**< DDP_DEVICE_CPU; CUDA: each rank on cuda:LOCAL_RANK */
   int devices;                   /**< 1: processes on this node; DDP_STRATEGY_DDP with no launcher starts the others */
-  const char *backend;           /**< NULL: "nccl" for CUDA, else "gloo" */
+  const char *backend;           /**< NULL: "nccl" for CUDA, else "shm" (see group.h) */
   int64_t timeout_ms;            /**< 0: 1800000 (Lightning's default_pg_timeout) */
   double bucket_cap_mb;          /**< 25 */
   double first_bucket_mb;        /**< 1 */

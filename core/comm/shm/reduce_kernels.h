@@ -1,0 +1,22 @@
+// The element-wise reductions of the shared-memory backend: one place for
+// every (dtype, op) it reduces itself. Anything else goes to Gloo.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstddef>
+
+namespace ddp::core::shm {
+
+enum class ReduceKind { Sum, Product, Min, Max, BitAnd, BitOr, BitXor };
+
+// True for the floating types (float, double, half, bfloat16) with sum,
+// product, min and max, and the integer types (int8/16/32/64, uint8) with
+// all seven.
+bool reduce_supported(c10::ScalarType type, ReduceKind op);
+
+// dst[i] = dst[i] op src[i] for n elements of `type`. As in Gloo, half and
+// bfloat16 are computed in float and rounded after each step.
+void accumulate(c10::ScalarType type, ReduceKind op, void* dst, const void* src, size_t n);
+
+}  // namespace ddp::core::shm

@@ -1,0 +1,278 @@
+#include "comm/shm/segment.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace ddp::core::shm {
+namespace {
+
+constexpr uint64_t kMagic = 0x6464702d73686d31ULL;  // "ddp-shm1"
+constexpr size_t kLine = 64;
+constexpr size_t kControlOffset = 512;
+// How a wait spends its time before it sleeps: a few hundred pauses (a peer
+// on another core is usually that close), then some yields (a peer waiting
+// for this core), then futex sleeps of at most kSleepSlice.
+constexpr int kSpins = 256;
+constexpr int kYields = 32;
+constexpr Millis kSleepSlice{2};
+constexpr Millis kLivenessEvery{100};
+
+struct alignas(kLine) RankLine {
+  std::atomic<uint32_t> phase;
+  std::atomic<uint32_t> sleepers;
+  int32_t pid;
+  uint64_t start_time;  // from /proc/<pid>/stat, so that a reused pid is not taken for the peer
+};
+static_assert(sizeof(RankLine) == kLine, "one cache line per rank");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit words");
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, Millis at_most) {
+  timespec ts{};
+  ts.tv_sec = at_most.count() / 1000;
+  ts.tv_nsec = (at_most.count() % 1000) * 1000000;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// Field 22 of /proc/<pid>/stat (start time in clock ticks), or 0 when the
+// process is gone or a zombie.
+uint64_t live_start_time(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto close_paren = s.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  std::istringstream rest(s.substr(close_paren + 2));
+  std::string field;
+  rest >> field;  // field 3: state
+  if (field == "Z" || field == "X" || field == "x") return 0;
+  for (int i = 4; i <= 22 && rest >> field; ++i)
+    if (i == 22) return std::stoull(field);
+  return 0;
+}
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+}  // namespace
+
+struct Segment::Header {
+  uint64_t magic;
+  uint64_t token;
+  uint64_t slot_bytes;
+  uint32_t size;
+  alignas(kLine) std::atomic<uint32_t> aborted;
+  int32_t abort_rank;
+  int32_t abort_status;
+  char abort_reason[256];
+};
+
+namespace {
+RankLine* lines(void* base) { return reinterpret_cast<RankLine*>(static_cast<uint8_t*>(base) + kControlOffset); }
+size_t data_offset(int size) { return round_up(kControlOffset + size * kLine, 4096); }
+}  // namespace
+
+std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const std::vector<int>& global_ranks,
+                                       size_t slot_bytes, Millis timeout, std::string* why_not) {
+  static_assert(sizeof(Header) <= kControlOffset, "the header fits before the rank lines");
+  const int size = static_cast<int>(global_ranks.size());
+  const size_t bytes = data_offset(size) + static_cast<size_t>(size) * 2 * slot_bytes;
+  std::unique_ptr<Segment> seg(new Segment());
+  seg->rank_ = local_rank;
+  seg->size_ = size;
+  seg->slot_bytes_ = slot_bytes;
+  seg->global_ranks_ = global_ranks;
+  std::string problem;
+  int fd = -1;
+
+  auto to_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
+  if (local_rank == 0) {
+    uint64_t token = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+    fd = static_cast<int>(syscall(SYS_memfd_create, "ddp-shm", MFD_CLOEXEC));
+    if (fd < 0) problem = errno_text("memfd_create");
+    else if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) problem = errno_text("ftruncate");
+    if (problem.empty()) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED) {
+        problem = errno_text("mmap");
+      } else {
+        seg->base_ = static_cast<uint8_t*>(p);
+        seg->mapped_ = bytes;
+        seg->header_ = static_cast<Header*>(p);
+        seg->header_->token = token;
+        seg->header_->slot_bytes = slot_bytes;
+        seg->header_->size = static_cast<uint32_t>(size);
+        seg->header_->magic = kMagic;
+      }
+    }
+    std::ostringstream where;
+    if (problem.empty()) where << getpid() << " " << fd << " " << token << " " << bytes;
+    else where << "none " << problem;
+    store.set("segment", to_bytes(where.str()));
+  } else {
+    std::vector<uint8_t> raw = store.get("segment");
+    std::istringstream in(std::string(raw.begin(), raw.end()));
+    std::string pid_text;
+    int owner_fd = -1;
+    uint64_t token = 0, total = 0;
+    in >> pid_text >> owner_fd >> token >> total;
+    if (pid_text == "none") {
+      problem = "local rank 0 could not create it";
+    } else {
+      std::string path = "/proc/" + pid_text + "/fd/" + std::to_string(owner_fd);
+      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+      struct stat st{};
+      if (fd < 0) problem = errno_text(("open " + path).c_str());
+      else if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != total || total != bytes)
+        problem = path + " is not the segment local rank 0 created";
+      if (problem.empty()) {
+        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+          problem = errno_text("mmap");
+        } else {
+          seg->base_ = static_cast<uint8_t*>(p);
+          seg->mapped_ = bytes;
+          seg->header_ = static_cast<Header*>(p);
+          // Another host's rank 0 may have the same pid and fd: the token
+          // tells its segment from ours.
+          if (seg->header_->magic != kMagic || seg->header_->token != token)
+            problem = path + " belongs to another process (another host?)";
+        }
+      }
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+  }
+  if (problem.empty()) {
+    RankLine& me = lines(seg->base_)[local_rank];
+    me.pid = static_cast<int32_t>(getpid());
+    me.start_time = live_start_time(getpid());
+  }
+  store.set("mapped/" + std::to_string(local_rank), to_bytes(problem.empty() ? "ok" : problem));
+  std::string reasons;
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back("mapped/" + std::to_string(r));
+  store.wait(keys, timeout);
+  for (int r = 0; r < size; ++r) {
+    std::vector<uint8_t> v = store.get(keys[r]);
+    std::string s(v.begin(), v.end());
+    if (s != "ok") reasons += (reasons.empty() ? "" : "; ") + std::string("rank ") + std::to_string(global_ranks[r]) + ": " + s;
+  }
+  if (fd >= 0) close(fd);  // every rank mapped it (or gave up): the segment now has no name left
+  if (!reasons.empty()) {
+    if (why_not) *why_not = reasons;
+    return nullptr;
+  }
+  return seg;
+}
+
+Segment::~Segment() {
+  if (base_) munmap(base_, mapped_);
+}
+
+uint8_t* Segment::slot(int r, int h) const {
+  return base_ + data_offset(size_) + (static_cast<size_t>(r) * 2 + h) * slot_bytes_;
+}
+
+void Segment::abort(int status, const std::string& reason) {
+  // 1 claims the word, 2 says the reason is written.
+  uint32_t expected = 0;
+  if (header_->aborted.compare_exchange_strong(expected, 1)) {
+    header_->abort_rank = global_ranks_[rank_];
+    header_->abort_status = status;
+    std::strncpy(header_->abort_reason, reason.c_str(), sizeof(header_->abort_reason) - 1);
+    header_->aborted.store(2, std::memory_order_release);
+  }
+  for (int r = 0; r < size_; ++r) futex_wake_all(&lines(base_)[r].phase);
+}
+
+void Segment::check_abort(const char* op) {
+  if (header_->aborted.load(std::memory_order_acquire) != 2) return;
+  char reason[sizeof(header_->abort_reason)];
+  std::memcpy(reason, header_->abort_reason, sizeof(reason));
+  reason[sizeof(reason) - 1] = 0;
+  fail(static_cast<Status>(header_->abort_status),
+       "another rank failed, so this one stops too: rank " + std::to_string(header_->abort_rank) + ": " + reason);
+}
+
+void Segment::fail_peer_gone(int peer, const char* op) {
+  std::string msg = std::string(op) + " on shared memory: rank " + std::to_string(global_ranks_[peer]) + " (pid " +
+                    std::to_string(lines(base_)[peer].pid) + ") has died";
+  abort(static_cast<int>(Status::PeerFailed), msg);
+  fail(Status::PeerFailed, msg);
+}
+
+void Segment::barrier(Clock::time_point deadline, const char* op) {
+  const uint32_t p = ++phase_;
+  RankLine& me = lines(base_)[rank_];
+  me.phase.store(p, std::memory_order_seq_cst);
+  if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&me.phase);
+  for (int j = 0; j < size_; ++j)
+    if (j != rank_) wait_for(j, p, deadline, op);
+}
+
+void Segment::wait_for(int peer, uint32_t phase, Clock::time_point deadline, const char* op) {
+  RankLine& line = lines(base_)[peer];
+  // Phases wrap at 2^32: compare by difference.
+  auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - phase) >= 0; };
+  for (int i = 0; i < kSpins; ++i) {
+    if (reached(line.phase.load(std::memory_order_acquire))) return;
+    cpu_relax();
+  }
+  for (int i = 0; i < kYields; ++i) {
+    if (reached(line.phase.load(std::memory_order_acquire))) return;
+    sched_yield();
+  }
+  auto next_liveness = Clock::now() + kLivenessEvery;
+  for (;;) {
+    check_abort(op);
+    auto now = Clock::now();
+    if (now >= deadline) {
+      std::string msg = std::string(op) + " timed out on shared memory: rank " + std::to_string(global_ranks_[rank_]) +
+                        " waited for rank " + std::to_string(global_ranks_[peer]) +
+                        " (slow, stopped, or not calling the same collective)";
+      abort(static_cast<int>(Status::Timeout), msg);
+      fail(Status::Timeout, msg);
+    }
+    if (now >= next_liveness) {
+      next_liveness = now + kLivenessEvery;
+      if (live_start_time(line.pid) != line.start_time) fail_peer_gone(peer, op);
+    }
+    line.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t v = line.phase.load(std::memory_order_seq_cst);
+    if (!reached(v)) {
+      auto left = std::chrono::duration_cast<Millis>(deadline - now) + Millis(1);
+      futex_wait(&line.phase, v, std::min(kSleepSlice, left));
+    }
+    line.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached(line.phase.load(std::memory_order_acquire))) return;
+  }
+}
+
+}  // namespace ddp::core::shm

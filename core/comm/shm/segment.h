@@ -1,0 +1,81 @@
+// One shared-memory segment for the ranks of a group that share a host: a
+// control block (one cache line of phase counters per rank, an abort word)
+// followed by two data halves per rank.
+//
+// The segment is an anonymous memfd: local rank 0 creates it, the others
+// open it through /proc/<pid>/fd of rank 0, and once all have mapped it
+// nobody holds a name for it. It can therefore never outlive the last rank
+// that maps it, whatever killed them (no /dev/shm object to clean up).
+//
+// Synchronisation is by phases: every rank counts the phases it has reached
+// in its own counter; a barrier raises it and waits until every peer's
+// counter reached the same phase. Waiting spins briefly, then sleeps on a
+// futex; a wait that passes its deadline, sees the abort word, or finds a
+// peer process gone throws instead of waiting on.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace c10d {
+class Store;
+}
+
+namespace ddp::core::shm {
+
+using Clock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
+
+class Segment {
+ public:
+  // Every rank of the host calls this with the same store (prefixed for this
+  // segment), local rank and size. Returns nullptr and sets *why_not when
+  // some rank could not map the segment (another host, a /proc that hides
+  // other processes): the caller then uses the network for everything.
+  // Throws Status::Timeout when a rank does not arrive within `timeout`.
+  // `global_ranks[i]` is local rank i's rank in the group (for messages).
+  static std::unique_ptr<Segment> open(c10d::Store& store, int local_rank, const std::vector<int>& global_ranks,
+                                       size_t slot_bytes, Millis timeout, std::string* why_not);
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t slot_bytes() const { return slot_bytes_; }
+  // Rank r's half h (0 or 1): slot_bytes() bytes, 64-byte aligned.
+  uint8_t* slot(int r, int h) const;
+
+  // Raises this rank's phase and waits until every rank reached it. Throws
+  // Status::Timeout at the deadline, Status::PeerFailed when a peer's
+  // process is gone or another rank aborted the segment.
+  void barrier(Clock::time_point deadline, const char* op);
+
+  // Marks the segment unusable for every rank: their waits end with
+  // `status` (the root cause's, as a published failure) naming this rank and
+  // `reason`. The first abort wins.
+  void abort(int status, const std::string& reason);
+
+ private:
+  Segment() = default;
+  void wait_for(int peer, uint32_t phase, Clock::time_point deadline, const char* op);
+  [[noreturn]] void fail_peer_gone(int peer, const char* op);
+  void check_abort(const char* op);
+
+  struct Header;
+  Header* header_ = nullptr;
+  uint8_t* base_ = nullptr;
+  size_t mapped_ = 0;
+  size_t slot_bytes_ = 0;
+  int rank_ = 0;
+  int size_ = 1;
+  uint32_t phase_ = 0;
+  std::vector<int> global_ranks_;
+};
+
+}  // namespace ddp::core::shm

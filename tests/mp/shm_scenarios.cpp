@@ -1,0 +1,202 @@
+// mp_worker scenarios: the shared-memory backend against Gloo. Every rank
+// runs the same collectives twice, over "shm" and then over "gloo" (a fresh
+// group on the same port), and compares what it got: integers bitwise,
+// floats bitwise on 2 ranks (a sum of two is the same either way round) and
+// within a few units in the last place otherwise (the backends add in
+// different orders).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "worker_scenarios.h"
+#include "worker_util.h"
+
+using namespace worker;
+
+namespace {
+
+using Bytes = std::vector<char>;
+
+uint32_t mix(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  return x ^ (x >> 16);
+}
+
+// Element i of rank r for `op`: fractions for floats (so the order of a
+// sum shows in the last bits), small integers otherwise, values near 1 for
+// products (so they neither overflow nor vanish).
+double value(ddp_dtype d, ddp_reduce_op op, int r, size_t i) {
+  uint32_t h = mix(static_cast<uint32_t>(r) * 0x9e3779b9U + static_cast<uint32_t>(i));
+  if (d == DDP_BOOL) return h & 1;
+  if (is_float(d)) return op == DDP_PRODUCT ? 0.9 + (h % 200) / 1000.0 : ((h % 2001) - 1000.0) / 256.0;
+  if (d == DDP_UINT8) return h % 7;
+  return static_cast<double>(h % 7) - 3;
+}
+
+Bytes input(ddp_dtype d, ddp_reduce_op op, int r, size_t n) {
+  Bytes b(n * ddp_dtype_size(d) + 1);
+  for (size_t i = 0; i < n; ++i) store(d, b.data(), i, value(d, op, r, i));
+  return b;
+}
+
+Bytes contents(ddp_tensor* t) {
+  Bytes b(ddp_tensor_nbytes(t) + 1);
+  WOK(ddp_tensor_copy_to(t, b.data(), ddp_tensor_nbytes(t)));
+  return b;
+}
+
+struct Result {
+  std::string what;
+  ddp_dtype dtype;
+  Bytes bytes;
+};
+
+// One pass of every collective, in an order that every rank shares.
+std::vector<Result> run_all(ddp_group* g) {
+  const int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  std::vector<Result> out;
+  // 37: the one-barrier path; 9000: each rank reduces its share; 1.1M
+  // float32 and int64: several pieces through the 4 MiB slots.
+  for (ddp_dtype d : kAllDtypes)
+    for (size_t n : {size_t{1}, size_t{37}, size_t{9000}, size_t{1100000}}) {
+      if (n > 9000 && d != DDP_FLOAT32 && d != DDP_INT64) continue;
+      int64_t shape[1] = {static_cast<int64_t>(n)};
+      std::string tag = std::string(ddp_dtype_name(d)) + "[" + std::to_string(n) + "] ";
+      for (ddp_reduce_op op : {DDP_SUM, DDP_MEAN, DDP_MIN, DDP_MAX, DDP_PRODUCT}) {
+        Bytes b = input(d, op, rank, n);
+        ddp_tensor* t = nullptr;
+        WOK(ddp_tensor_from_blob(&t, b.data(), d, shape, 1));
+        WOK(ddp_all_reduce(g, t, op));
+        out.push_back({tag + "all_reduce op " + std::to_string(op), d, b});
+        ddp_tensor_free(t);
+      }
+      {
+        Bytes b = input(d, DDP_SUM, rank, n);
+        ddp_tensor* t = nullptr;
+        WOK(ddp_tensor_from_blob(&t, b.data(), d, shape, 1));
+        WOK(ddp_reduce(g, t, world - 1, DDP_SUM));
+        if (rank == world - 1) out.push_back({tag + "reduce", d, b});
+        ddp_tensor_free(t);
+      }
+      {
+        Bytes b = input(d, DDP_SUM, rank, n);
+        ddp_tensor* t = nullptr;
+        WOK(ddp_tensor_from_blob(&t, b.data(), d, shape, 1));
+        WOK(ddp_broadcast(g, t, world - 1));
+        out.push_back({tag + "broadcast", d, b});
+        ddp_tensor_free(t);
+      }
+      {
+        Bytes b = input(d, DDP_SUM, rank, n);
+        ddp_tensor *t = nullptr, *all = nullptr;
+        WOK(ddp_tensor_from_blob(&t, b.data(), d, shape, 1));
+        WOK(ddp_all_gather(g, t, &all));
+        if (all) out.push_back({tag + "all_gather", d, contents(all)});
+        ddp_tensor_free(all);
+        ddp_tensor_free(t);
+      }
+      if (n <= 9000) {
+        // Rank r contributes n + r elements.
+        int64_t mine[1] = {static_cast<int64_t>(n) + rank};
+        Bytes b = input(d, DDP_SUM, rank, n + rank);
+        ddp_tensor* t = nullptr;
+        WOK(ddp_tensor_from_blob(&t, b.data(), d, mine, 1));
+        std::vector<ddp_tensor*> parts(world, nullptr);
+        WOK(ddp_all_gather_uneven(g, t, parts.data()));
+        for (int r = 0; r < world; ++r)
+          if (parts[r]) {
+            out.push_back({tag + "all_gather_uneven from " + std::to_string(r), d, contents(parts[r])});
+            ddp_tensor_free(parts[r]);
+          }
+        ddp_tensor_free(t);
+      }
+    }
+  std::string text = "bytes from rank " + std::to_string(world - 1) + std::string(5000, 'x');
+  ddp_buffer* buf = nullptr;
+  WOK(ddp_broadcast_bytes(g, text.data(), text.size(), world - 1, &buf));
+  if (buf) {
+    auto* p = static_cast<const char*>(ddp_buffer_data(buf));
+    out.push_back({"broadcast_bytes", DDP_UINT8, Bytes(p, p + ddp_buffer_size(buf))});
+    ddp_buffer_free(buf);
+  }
+  int any = -1;
+  WOK(ddp_reduce_boolean_decision(g, rank == 1, 0, &any));
+  out.push_back({"reduce_boolean_decision", DDP_INT32, Bytes(reinterpret_cast<char*>(&any), reinterpret_cast<char*>(&any) + 4)});
+  WOK(ddp_barrier(g));
+  return out;
+}
+
+// Relative tolerance of a float sum or product in another order: a few
+// rounding steps of the dtype.
+double tolerance(ddp_dtype d) {
+  switch (d) {
+    case DDP_FLOAT64: return 1e-12;
+    case DDP_FLOAT32: return 1e-5;
+    case DDP_FLOAT16: return 1e-2;
+    case DDP_BFLOAT16: return 5e-2;
+    default: return 0;
+  }
+}
+
+void scenario_shm_matches_gloo() {
+  std::vector<Result> by[2];
+  const char* names[2] = {"shm", "gloo"};
+  int world = 0;
+  for (int k = 0; k < 2; ++k) {
+    // Rank 0 hosts the store: the others come back once its first server
+    // is surely gone (a client that reaches the old one loses it mid-join).
+    if (k == 1 && g_rank != 0) usleep(500 * 1000);
+    ddp_group* g = join(60000, names[k]);
+    world = ddp_group_size(g);
+    WCHECK(std::string(ddp_group_backend(g)) == names[k], "asked for %s, got %s", names[k], ddp_group_backend(g));
+    by[k] = run_all(g);
+    ddp_group_free(g);
+  }
+  WCHECK(by[0].size() == by[1].size(), "%zu results on shm, %zu on gloo", by[0].size(), by[1].size());
+  int reported = 0;
+  for (size_t c = 0; c < std::min(by[0].size(), by[1].size()) && reported < 10; ++c) {
+    const Result &s = by[0][c], &x = by[1][c];
+    if (s.bytes == x.bytes) continue;
+    bool close = s.bytes.size() == x.bytes.size() && is_float(s.dtype) && world > 2;
+    size_t n = s.bytes.size() / ddp_dtype_size(s.dtype);
+    for (size_t i = 0; close && i < n; ++i) {
+      double a = load(s.dtype, s.bytes.data(), i), b = load(s.dtype, x.bytes.data(), i);
+      close = std::fabs(a - b) <= tolerance(s.dtype) * std::max(1.0, std::fabs(b));
+    }
+    ++reported;
+    WCHECK(close, "%s differs between shm and gloo", s.what.c_str());
+  }
+}
+
+// A killed rank's segment: nothing of it stays behind. The victim dies
+// mid-loop; every survivor must get a status (not hang) and the memfd has
+// no name anywhere, which the driver checks in /dev/shm.
+void scenario_shm_peer_death() {
+  ddp_group* g = join(20000, "shm");
+  int rank = ddp_group_rank(g);
+  int victim = env_int("DDP_TEST_VICTIM", 1);
+  std::vector<float> big(3 << 20, 1.0f);  // 12 MiB: several pieces in flight
+  int64_t shape[1] = {static_cast<int64_t>(big.size())};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, big.data(), DDP_FLOAT32, shape, 1));
+  auto [st, took] = all_reduce_until_failure(g, t, 1000000, [&](int it) {
+    if (rank == victim && it == 5) kill(getpid(), SIGKILL);
+  });
+  WCHECK(st == DDP_E_PEER_FAILED, "expected DDP_E_PEER_FAILED, got %s", ddp_status_string(st));
+  WCHECK(took < 10.0, "the failure took %.2f s to notice", took);
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
+}  // namespace
+
+WORKER_SCENARIO("shm_matches_gloo", scenario_shm_matches_gloo);
+WORKER_SCENARIO("shm_peer_death", scenario_shm_peer_death);
