@@ -1,7 +1,10 @@
 // ddp_all_reduce through the C API, or raw c10d ProcessGroupGloo, each in
 // processes of its own (run_allreduce.sh alternates the contenders). One
 // process per rank; rank 0 prints one JSON line per size.
-// Usage: bench_allreduce  (env: BENCH_IMPL=capi|c10d, RANK, WORLD_SIZE, MASTER_PORT)
+// Usage: bench_allreduce  (env: BENCH_IMPL=capi|c10d|memcpy, RANK, WORLD_SIZE, MASTER_PORT;
+// BENCH_BACKEND: the C API's backend, default its own default; BENCH_MIN_BYTES)
+// BENCH_IMPL=memcpy times one process's memcpy of each size instead (the
+// bandwidth the shared-memory backend is measured against).
 #include <ddp/ddp.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -11,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -44,18 +48,25 @@ int main() {
   size_t max_bytes = static_cast<size_t>(env_int("BENCH_MAX_MB", 64)) << 20;
   const char* which = std::getenv("BENCH_IMPL") ? std::getenv("BENCH_IMPL") : "capi";
   bool capi = std::string(which) == "capi";
-  if (!capi && std::string(which) != "c10d") {
-    std::fprintf(stderr, "BENCH_IMPL must be capi or c10d, not %s\n", which);
+  bool copy_only = std::string(which) == "memcpy";
+  if (!capi && !copy_only && std::string(which) != "c10d") {
+    std::fprintf(stderr, "BENCH_IMPL must be capi, c10d or memcpy, not %s\n", which);
     return 2;
   }
+  std::string label = which;
 
   ddp_group* g = nullptr;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
-  if (capi) {
-    if (ddp_group_init(&g, nullptr, nullptr) != DDP_OK) {
+  if (copy_only) {
+    rank = 0;
+  } else if (capi) {
+    ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+    o.backend = std::getenv("BENCH_BACKEND");
+    if (ddp_group_init(&g, nullptr, &o) != DDP_OK) {
       std::fprintf(stderr, "ddp_group_init: %s\n", ddp_last_error_message());
       return 1;
     }
+    label = std::string("capi-") + ddp_group_backend(g);
   } else {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(env_int("MASTER_PORT", 0));
@@ -68,17 +79,22 @@ int main() {
   }
 
   std::vector<size_t> sizes;
-  for (size_t b = 4; b <= max_bytes; b *= 4) sizes.push_back(b);
+  size_t min_bytes = static_cast<size_t>(env_int("BENCH_MIN_BYTES", 4));
+  for (size_t b = 4; b <= max_bytes; b *= 4)
+    if (b >= min_bytes) sizes.push_back(b);
   for (size_t bytes : sizes) {
     size_t n = bytes / 4;
-    std::vector<float> buf(n, 1.0f);
+    std::vector<float> buf(n, 1.0f), copy(copy_only ? n : 0);
     int64_t shape[1] = {static_cast<int64_t>(n)};
     ddp_tensor* t = nullptr;
     at::Tensor raw = at::from_blob(buf.data(), {static_cast<int64_t>(n)}, at::kFloat);
     std::vector<at::Tensor> raw_vec{raw};
     if (capi) ddp_tensor_from_blob(&t, buf.data(), DDP_FLOAT32, shape, 1);
     auto call = [&] {
-      if (capi) {
+      if (copy_only) {
+        std::memcpy(copy.data(), buf.data(), bytes);
+        buf[0] = copy[n - 1];  // keeps the copy from being optimised away
+      } else if (capi) {
         if (ddp_all_reduce(g, t, DDP_SUM) != DDP_OK) {
           std::fprintf(stderr, "all_reduce: %s\n", ddp_last_error_message());
           std::exit(1);
@@ -90,7 +106,7 @@ int main() {
     std::vector<double> us;
     for (int r = 0; r < rounds; ++r) {
       if (capi) ddp_barrier(g);
-      else pg->barrier()->wait();
+      else if (pg) pg->barrier()->wait();
       for (int i = 0; i < iterations_for(bytes) + 3; ++i) {
         auto t0 = Clock::now();
         call();
@@ -100,7 +116,7 @@ int main() {
     }
     if (rank == 0) {
       std::printf("{\"impl\": \"%s\", \"bytes\": %zu, \"p50_us\": %.3f, \"p90_us\": %.3f, \"n\": %zu}\n",
-                  which, bytes, pct(us, 0.5), pct(us, 0.9), us.size());
+                  label.c_str(), bytes, pct(us, 0.5), pct(us, 0.9), us.size());
       std::fflush(stdout);
     }
     ddp_tensor_free(t);

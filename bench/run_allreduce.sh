@@ -18,7 +18,8 @@ run_ranks() {  # run_ranks <cmd...>: one process per rank, rank 0's stdout kept
 export WORLD_SIZE=$world MASTER_ADDR=127.0.0.1
 export BENCH_ROUNDS=1
 for ((rep = 0; rep < ${BENCH_REPEATS:-3}; rep++)); do
-  BENCH_IMPL=capi MASTER_PORT=$(port) run_ranks "$build/bench/bench_allreduce"
+  BENCH_IMPL=capi BENCH_BACKEND=gloo MASTER_PORT=$(port) run_ranks "$build/bench/bench_allreduce"
+  BENCH_IMPL=capi BENCH_BACKEND=shm MASTER_PORT=$(port) run_ranks "$build/bench/bench_allreduce"
   BENCH_IMPL=c10d MASTER_PORT=$(port) run_ranks "$build/bench/bench_allreduce"
   TORCH_PORT=$(port) run_ranks "$py" "$here/bench/bench_allreduce_torch.py"
 done
@@ -29,7 +30,7 @@ echo "== all_reduce, $world ranks over loopback (gloo), each contender with one 
 world=1
 echo
 echo "== all_reduce, 1 rank (the C API's own overhead; no network) =="
-WORLD_SIZE=1 BENCH_MAX_MB=1 BENCH_IMPL=capi MASTER_PORT=$(port) run_ranks "$build/bench/bench_allreduce"
+WORLD_SIZE=1 BENCH_MAX_MB=1 BENCH_IMPL=capi BENCH_BACKEND=gloo MASTER_PORT=$(port) run_ranks "$build/bench/bench_allreduce"
 WORLD_SIZE=1 BENCH_MAX_MB=1 BENCH_IMPL=c10d MASTER_PORT=$(port) run_ranks "$build/bench/bench_allreduce"
 "$py" "$here/bench/report.py" "$out" 1 c10d
 rm -f "$out"

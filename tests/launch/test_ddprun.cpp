@@ -163,6 +163,45 @@ TEST(Ddprun, TwoNodesOnOneMachineWithALateNode) {
   EXPECT_FALSE(ddptest::any_process_tagged(tag));
 }
 
+// Two nodes of two ranks on one machine: shared memory inside each node,
+// Gloo between them. Every collective, dtype and op gives Gloo's result.
+TEST(Ddprun, TwoNodesGoHierarchicalWithGloosResults) {
+  std::string port = std::to_string(ddptest::free_port());
+  std::string tag = new_tag();
+  auto node = [&](int rank) {
+    std::string cmd = ddprun() + " --nnodes 2 --node-rank " + std::to_string(rank) + " --master-port " + port +
+                      " --nproc-per-node 2 " + worker() + " shm_matches_gloo";
+    return ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 300);
+  };
+  auto n1 = std::async(std::launch::async, node, 1);
+  auto n0 = std::async(std::launch::async, node, 0);
+  auto r0 = n0.get(), r1 = n1.get();
+  EXPECT_EQ(r0.ranks[0].exit_code, 0) << r0.summary();
+  EXPECT_EQ(r1.ranks[0].exit_code, 0) << r1.summary();
+  EXPECT_FALSE(ddptest::any_process_tagged(tag));
+}
+
+// A rank of node 1 (not its leader) is SIGKILLed mid-allreduce: its node
+// notices through shared memory, node 0 through Gloo; nobody hangs.
+TEST(Ddprun, KilledRankOfAHierarchicalGroupStopsBothNodes) {
+  std::string port = std::to_string(ddptest::free_port());
+  std::string tag = new_tag();
+  auto node = [&](int rank) {
+    std::string cmd = ddprun() + " --nnodes 2 --node-rank " + std::to_string(rank) + " --master-port " + port +
+                      " --nproc-per-node 2 --grace-period 5 " + worker() + " shm_peer_death";
+    return ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag, "DDP_TEST_VICTIM=3"}, 120);
+  };
+  auto n1 = std::async(std::launch::async, node, 1);
+  auto n0 = std::async(std::launch::async, node, 0);
+  auto r0 = n0.get(), r1 = n1.get();
+  EXPECT_NE(r1.ranks[0].exit_code, 0) << r1.summary();
+  EXPECT_TRUE(has(r1.ranks[0].output, "signal 9")) << r1.summary();
+  EXPECT_FALSE(has(r0.ranks[0].output, "CHECK(")) << r0.summary();
+  EXPECT_FALSE(has(r1.ranks[0].output, "CHECK(")) << r1.summary();
+  EXPECT_LT(r0.seconds, 60);
+  EXPECT_FALSE(ddptest::any_process_tagged(tag));
+}
+
 TEST(Ddprun, FailureOnOneNodeStopsTheOther) {
   std::string port = std::to_string(ddptest::free_port());
   std::string tag = new_tag();

@@ -1,9 +1,9 @@
 // mp_worker scenarios: the shared-memory backend against Gloo. Every rank
 // runs the same collectives twice, over "shm" and then over "gloo" (a fresh
-// group on the same port), and compares what it got: integers bitwise,
-// floats bitwise on 2 ranks (a sum of two is the same either way round) and
-// within a few units in the last place otherwise (the backends add in
-// different orders).
+// group on the same port), and compares what it got. Everything is bitwise
+// equal (shm adds in the order of Gloo's ring), except float reduce (Gloo's
+// reduce has an order of its own) and float all_reduce across nodes (shm
+// inside each node first): those agree within a few units in the last place.
 #include <signal.h>
 #include <unistd.h>
 
@@ -165,7 +165,9 @@ void scenario_shm_matches_gloo() {
   for (size_t c = 0; c < std::min(by[0].size(), by[1].size()) && reported < 10; ++c) {
     const Result &s = by[0][c], &x = by[1][c];
     if (s.bytes == x.bytes) continue;
-    bool close = s.bytes.size() == x.bytes.size() && is_float(s.dtype) && world > 2;
+    const bool one_node = env_int("LOCAL_WORLD_SIZE", world) == world;
+    const bool order_may_differ = s.what.find("] reduce") != std::string::npos || !one_node;
+    bool close = s.bytes.size() == x.bytes.size() && is_float(s.dtype) && world > 2 && order_may_differ;
     size_t n = s.bytes.size() / ddp_dtype_size(s.dtype);
     for (size_t i = 0; close && i < n; ++i) {
       double a = load(s.dtype, s.bytes.data(), i), b = load(s.dtype, x.bytes.data(), i);

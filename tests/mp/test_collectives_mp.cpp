@@ -87,6 +87,20 @@ TEST_P(ShmWorlds, KilledRankGivesPeerFailedAndLeavesNoSharedMemory) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmWorlds, ::testing::Values(2, 3, 4));
 
+// Two simulated nodes of two ranks (NODE_RANK differs): shared memory inside
+// each, Gloo between their local rank 0s.
+TEST(ShmHierarchical, TwoNodesGiveGloosResults) {
+  expect_all_ok(run(4, "shm_matches_gloo", {"LOCAL_WORLD_SIZE=2"}, 300));
+}
+
+TEST(ShmHierarchical, KilledRankOnOneNodeStopsEveryRankOfBoth) {
+  auto before = dev_shm_entries();
+  auto res = run(4, "shm_peer_death", {"LOCAL_WORLD_SIZE=2", "DDP_TEST_VICTIM=3"}, 60);
+  EXPECT_EQ(res.ranks[3].signal, 9) << res.summary();
+  expect_all_ok(res, {3});
+  EXPECT_EQ(dev_shm_entries(), before) << "a shared-memory object outlived the job";
+}
+
 TEST(Reducer, CustomCHook) { expect_all_ok(run(2, "custom_hook")); }
 TEST(Reducer, CustomCHookErrorOnOneRankFailsEveryRank) {
   expect_all_ok(run(3, "custom_hook_error", {"DDP_TEST_HOOK_FAILS_ON=1"}, 60));

@@ -37,6 +37,10 @@ struct alignas(kLine) RankLine {
   std::atomic<uint32_t> sleepers;
   int32_t pid;
   uint64_t start_time;  // from /proc/<pid>/stat, so that a reused pid is not taken for the peer
+  // The last two announced calls (by parity): a rank announces call k+2
+  // only after a barrier of call k+1, which every rank passes only after
+  // reading call k's.
+  Segment::Call calls[2];
 };
 static_assert(sizeof(RankLine) == kLine, "one cache line per rank");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit words");
@@ -228,13 +232,37 @@ void Segment::fail_peer_gone(int peer, const char* op) {
   fail(Status::PeerFailed, msg);
 }
 
+void Segment::announce(const Call& call, std::string (*describe)(const Call&)) {
+  lines(base_)[rank_].calls[calls_ & 1] = call;
+  describe_ = describe;
+  compare_pending_ = true;
+}
+
+void Segment::compare_calls() {
+  compare_pending_ = false;
+  const int k = static_cast<int>(calls_++ & 1);
+  const Call& mine = lines(base_)[rank_].calls[k];
+  std::string differ;
+  for (int j = 0; j < size_; ++j) {
+    const Call& theirs = lines(base_)[j].calls[k];
+    if (theirs.what != mine.what || theirs.dtype != mine.dtype || theirs.count != mine.count)
+      differ += "; rank " + std::to_string(global_ranks_[j]) + ": " + describe_(theirs);
+  }
+  if (differ.empty()) return;
+  fail(Status::InvalidArgument, "the ranks did not call the same collective (rank " +
+                                    std::to_string(global_ranks_[rank_]) + ": " + describe_(mine) + differ +
+                                    "); nothing was combined and the group stays usable");
+}
+
 void Segment::barrier(Clock::time_point deadline, const char* op) {
+  check_abort(op);
   const uint32_t p = ++phase_;
   RankLine& me = lines(base_)[rank_];
   me.phase.store(p, std::memory_order_seq_cst);
   if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&me.phase);
   for (int j = 0; j < size_; ++j)
     if (j != rank_) wait_for(j, p, deadline, op);
+  if (compare_pending_) compare_calls();
 }
 
 void Segment::wait_for(int peer, uint32_t phase, Clock::time_point deadline, const char* op) {

@@ -51,6 +51,18 @@ class Segment {
   // Rank r's half h (0 or 1): slot_bytes() bytes, 64-byte aligned.
   uint8_t* slot(int r, int h) const;
 
+  // What a rank is about to do. announce() publishes it; the next barrier
+  // compares every rank's, and a mismatch (another collective, dtype, size
+  // or root) is Status::InvalidArgument on every rank, before any data is
+  // combined, with the segment still usable. `describe` names a call in
+  // that message.
+  struct Call {
+    uint32_t what = 0;
+    int32_t dtype = -1;
+    int64_t count = 0;
+  };
+  void announce(const Call& call, std::string (*describe)(const Call&));
+
   // Raises this rank's phase and waits until every rank reached it. Throws
   // Status::Timeout at the deadline, Status::PeerFailed when a peer's
   // process is gone or another rank aborted the segment.
@@ -66,6 +78,7 @@ class Segment {
   void wait_for(int peer, uint32_t phase, Clock::time_point deadline, const char* op);
   [[noreturn]] void fail_peer_gone(int peer, const char* op);
   void check_abort(const char* op);
+  void compare_calls();
 
   struct Header;
   Header* header_ = nullptr;
@@ -75,6 +88,9 @@ class Segment {
   int rank_ = 0;
   int size_ = 1;
   uint32_t phase_ = 0;
+  uint64_t calls_ = 0;          // announced so far; its parity picks the rank line's call slot
+  bool compare_pending_ = false;
+  std::string (*describe_)(const Call&) = nullptr;
   std::vector<int> global_ranks_;
 };
 

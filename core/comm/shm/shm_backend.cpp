@@ -23,6 +23,7 @@
 
 #include "comm/backend_factory.h"
 #include "comm/shm/reduce_kernels.h"
+#include "comm/shm/ring_order.h"
 #include "comm/shm/segment.h"
 #include "common/error.h"
 
@@ -190,7 +191,10 @@ class ShmBackend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& o) override {
     if (topo_.nodes > 1) return gloo_op([&](c10d::Backend& b) { return b.barrier(o); });
-    return run(c10d::OpType::BARRIER, {}, [&](Clock::time_point deadline) { seg_->barrier(deadline, "barrier"); });
+    return run(c10d::OpType::BARRIER, {}, [&](Clock::time_point deadline) {
+      announce(kBarrier, -1, nullptr, -1);
+      seg_->barrier(deadline, "barrier");
+    });
   }
 
   // Not done on shared memory: Gloo does them, over the same ranks.
@@ -282,14 +286,56 @@ class ShmBackend final : public c10d::Backend {
 
   int next_half() { return static_cast<int>(pieces_++ & 1); }
 
+  // The call descriptor every rank compares at the call's first barrier.
+  enum CallKind : uint32_t { kAllReduce = 1, kReduce, kBroadcast, kAllGather, kBarrier };
+  static std::string describe(const shm::Segment::Call& c) {
+    static const char* kinds[] = {"?", "all_reduce", "reduce", "broadcast", "all_gather", "barrier"};
+    static const char* ops[] = {"sum", "product", "min", "max", "band", "bor", "bxor"};
+    uint32_t kind = c.what & 0xff, op = (c.what >> 8) & 0xff, root = c.what >> 16;
+    std::string s = kinds[kind <= 5 ? kind : 0];
+    if (op > 0 && op <= 7) s += std::string("(") + ops[op - 1] + ")";
+    if (root > 0) s += " root " + std::to_string(root - 1);
+    if (c.dtype >= 0)
+      s += std::string(" ") + c10::toString(static_cast<c10::ScalarType>(c.dtype)) + " x" + std::to_string(c.count);
+    return s;
+  }
+  void announce(CallKind kind, int reduce_op, const at::Tensor* t, int root) {
+    shm::Segment::Call c;
+    c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
+    if (t) {
+      c.dtype = static_cast<int32_t>(t->scalar_type());
+      c.count = t->numel();
+    }
+    seg_->announce(c, &ShmBackend::describe);
+  }
+
+  // Elements [lo, hi) of the piece at element `off` of a tensor, reduced
+  // over every rank's slot in Gloo's ring order (ring_order.h), into dst.
+  void reduce_range(c10::ScalarType type, ReduceKind kind, size_t esz, size_t chunk, size_t off, size_t lo,
+                    size_t hi, int h, uint8_t* dst) {
+    const size_t n = static_cast<size_t>(seg_->size());
+    for (size_t a = lo; a < hi;) {
+      const size_t c = (off + a) / chunk;
+      const size_t b = std::min(hi, (c + 1) * chunk - off);
+      uint8_t* out = dst + (a - lo) * esz;
+      std::memcpy(out, seg_->slot(static_cast<int>(shm::ring_rank_at_step(c, 0, n)), h) + a * esz, (b - a) * esz);
+      for (size_t step = 1; step < n; ++step)
+        shm::accumulate(type, kind, out, seg_->slot(static_cast<int>(shm::ring_rank_at_step(c, step, n)), h) + a * esz,
+                        b - a);
+      a = b;
+    }
+  }
+
   // All-reduce (root < 0) or reduce to `root` (a local rank) over this
-  // node's ranks, in place.
+  // node's ranks, in place; the same bits as Gloo's all-reduce.
   void reduce_local(const at::Tensor& t, ReduceKind kind, int root, Clock::time_point deadline, const char* op) {
     const int n = seg_->size(), me = seg_->rank();
     const size_t esz = t.element_size(), total = static_cast<size_t>(t.numel());
     const size_t per_piece = seg_->slot_bytes() / esz;
+    const size_t chunk = shm::ring_chunk_elements(total, esz, static_cast<size_t>(n));
     auto* data = static_cast<uint8_t*>(t.data_ptr());
     const bool keep = root < 0 || root == me;
+    announce(root < 0 ? kAllReduce : kReduce, static_cast<int>(kind), &t, root);
     for (size_t off = 0; off < total || (off == 0 && total == 0); off += per_piece) {
       const size_t len = std::min(per_piece, total - off);
       const int h = next_half();
@@ -297,16 +343,13 @@ class ShmBackend final : public c10d::Backend {
       std::memcpy(seg_->slot(me, h), piece, len * esz);
       seg_->barrier(deadline, op);
       if (len * esz <= kWholePieceBytes) {
-        if (keep) {
-          std::memcpy(piece, seg_->slot(0, h), len * esz);
-          for (int r = 1; r < n; ++r) shm::accumulate(t.scalar_type(), kind, piece, seg_->slot(r, h), len);
-        }
+        if (keep) reduce_range(t.scalar_type(), kind, esz, chunk, off, 0, len, h, piece);
       } else {
         auto share = [&](int r) { return std::make_pair(len * r / n, len * (r + 1) / n); };
         auto [lo, hi] = share(me);
-        uint8_t* mine = seg_->slot(me, h) + lo * esz;
-        for (int r = 0; r < n; ++r)
-          if (r != me) shm::accumulate(t.scalar_type(), kind, mine, seg_->slot(r, h) + lo * esz, hi - lo);
+        scratch_.resize((hi - lo) * esz);
+        reduce_range(t.scalar_type(), kind, esz, chunk, off, lo, hi, h, scratch_.data());
+        std::memcpy(seg_->slot(me, h) + lo * esz, scratch_.data(), scratch_.size());
         seg_->barrier(deadline, op);
         if (keep)
           for (int r = 0; r < n; ++r) {
@@ -320,6 +363,7 @@ class ShmBackend final : public c10d::Backend {
 
   void broadcast_local(const at::Tensor& t, int root, Clock::time_point deadline, const char* op) {
     const int me = seg_->rank();
+    announce(kBroadcast, -1, &t, root);
     const size_t bytes = t.nbytes();
     auto* data = static_cast<uint8_t*>(t.data_ptr());
     for (size_t off = 0; off < bytes || (off == 0 && bytes == 0); off += seg_->slot_bytes()) {
@@ -334,6 +378,7 @@ class ShmBackend final : public c10d::Backend {
 
   void gather_local(const at::Tensor& in, const std::vector<uint8_t*>& dst, Clock::time_point deadline) {
     const int n = seg_->size(), me = seg_->rank();
+    announce(kAllGather, -1, &in, -1);
     const size_t bytes = in.nbytes();
     auto* src = static_cast<const uint8_t*>(in.data_ptr());
     for (size_t off = 0; off < bytes || (off == 0 && bytes == 0); off += seg_->slot_bytes()) {
@@ -353,6 +398,7 @@ class ShmBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> gloo_;     // Gloo over every rank, made on first use
   std::mutex mutex_;
   uint64_t pieces_ = 0;
+  std::vector<uint8_t> scratch_;
 };
 
 }  // namespace
