@@ -4,6 +4,8 @@
 // overlap:    ddp::DistributedDataParallel (autograd hooks: buckets reduce during backward)
 // no-overlap: the same reducer fed after backward (mark all, finish): comm after compute
 // no-comm:    no reduction at all (compute only), to size the communication
+// BENCH_BACKEND picks the group's backend (default: libddp's, shm on one host);
+// the JSON's impl names it: libddp-c++ (default) or libddp-c++-<backend>.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -47,7 +49,10 @@ int main(int argc, char** argv) {
   int steps = argc > 4 ? std::atoi(argv[4]) : 30;
   torch::set_num_threads(1);
   ddp_group* group = nullptr;
-  ddp::check(ddp_group_init(&group, nullptr, nullptr), "ddp_group_init");
+  ddp_group_options group_opts = DDP_GROUP_OPTIONS_INIT;
+  group_opts.backend = std::getenv("BENCH_BACKEND");
+  ddp::check(ddp_group_init(&group, nullptr, &group_opts), "ddp_group_init");
+  std::string impl = group_opts.backend ? std::string("libddp-c++-") + ddp_group_backend(group) : "libddp-c++";
   int rank = ddp_group_rank(group);
 
   torch::manual_seed(0);
@@ -107,9 +112,9 @@ int main(int argc, char** argv) {
   }
   std::sort(ms.begin(), ms.end());
   if (rank == 0)
-    std::printf("{\"impl\": \"libddp-c++\", \"model\": \"%s\", \"params\": %lld, \"bucket_cap_mb\": %g, \"mode\": \"%s\", "
+    std::printf("{\"impl\": \"%s\", \"model\": \"%s\", \"params\": %lld, \"bucket_cap_mb\": %g, \"mode\": \"%s\", "
                 "\"step_ms_p50\": %.2f, \"step_ms_p90\": %.2f}\n",
-                model_name.c_str(), (long long)nparams, cap, mode.c_str(), ms[ms.size() / 2], ms[ms.size() * 9 / 10]);
+                impl.c_str(), model_name.c_str(), (long long)nparams, cap, mode.c_str(), ms[ms.size() / 2], ms[ms.size() * 9 / 10]);
   ddp_reducer_free(manual);
   for (auto* h : grad_handles) ddp_tensor_free(h);
   hooked.reset();

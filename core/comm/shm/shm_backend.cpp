@@ -17,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -34,8 +35,19 @@ using shm::ReduceKind;
 
 // Per rank and half: large enough that a 25 MiB bucket takes a few dozen
 // pieces, small enough that 8 ranks map 64 MiB (touched only as used).
-constexpr size_t kSlotBytes = size_t{4} << 20;
-// Up to this size every rank reduces the whole piece itself (one barrier);
+constexpr size_t kSlotBytes = size_t{512} << 10;
+// DDP_SHM_SLOT_KIB overrides it (64 KiB to 256 MiB; every rank of a host
+// must use the same value), for measuring.
+size_t slot_bytes() {
+  const char* v = std::getenv("DDP_SHM_SLOT_KIB");
+  if (!v || !*v) return kSlotBytes;
+  char* end = nullptr;
+  long kib = std::strtol(v, &end, 10);
+  check_arg(*end == 0 && kib >= 64 && kib <= (256 << 10),
+            "DDP_SHM_SLOT_KIB='" + std::string(v) + "' is not a number of KiB from 64 to 262144");
+  return static_cast<size_t>(kib) << 10;
+}
+// Up to this size every rank reduces the whole tensor itself (one barrier);
 // above it each reduces its share and reads the others' (two barriers).
 constexpr size_t kWholePieceBytes = size_t{32} << 10;
 
@@ -309,55 +321,63 @@ class ShmBackend final : public c10d::Backend {
     seg_->announce(c, &ShmBackend::describe);
   }
 
-  // Elements [lo, hi) of the piece at element `off` of a tensor, reduced
-  // over every rank's slot in Gloo's ring order (ring_order.h), into dst.
-  void reduce_range(c10::ScalarType type, ReduceKind kind, size_t esz, size_t chunk, size_t off, size_t lo,
-                    size_t hi, int h, uint8_t* dst) {
-    const size_t n = static_cast<size_t>(seg_->size());
-    for (size_t a = lo; a < hi;) {
-      const size_t c = (off + a) / chunk;
-      const size_t b = std::min(hi, (c + 1) * chunk - off);
-      uint8_t* out = dst + (a - lo) * esz;
-      std::memcpy(out, seg_->slot(static_cast<int>(shm::ring_rank_at_step(c, 0, n)), h) + a * esz, (b - a) * esz);
-      for (size_t step = 1; step < n; ++step)
-        shm::accumulate(type, kind, out, seg_->slot(static_cast<int>(shm::ring_rank_at_step(c, step, n)), h) + a * esz,
-                        b - a);
-      a = b;
-    }
-  }
-
   // All-reduce (root < 0) or reduce to `root` (a local rank) over this
-  // node's ranks, in place; the same bits as Gloo's all-reduce.
+  // node's ranks, in place, with the same bits as Gloo's all-reduce: every
+  // ring chunk is combined in its ring order (ring_order.h).
   void reduce_local(const at::Tensor& t, ReduceKind kind, int root, Clock::time_point deadline, const char* op) {
-    const int n = seg_->size(), me = seg_->rank();
+    const size_t n = static_cast<size_t>(seg_->size());
+    const int me = seg_->rank();
     const size_t esz = t.element_size(), total = static_cast<size_t>(t.numel());
-    const size_t per_piece = seg_->slot_bytes() / esz;
-    const size_t chunk = shm::ring_chunk_elements(total, esz, static_cast<size_t>(n));
+    const size_t chunk = shm::ring_chunk_elements(total, esz, n);
+    const c10::ScalarType type = t.scalar_type();
     auto* data = static_cast<uint8_t*>(t.data_ptr());
     const bool keep = root < 0 || root == me;
     announce(root < 0 ? kAllReduce : kReduce, static_cast<int>(kind), &t, root);
-    for (size_t off = 0; off < total || (off == 0 && total == 0); off += per_piece) {
-      const size_t len = std::min(per_piece, total - off);
+    auto slot = [&](size_t r, int h) { return seg_->slot(static_cast<int>(r), h); };
+
+    if (total * esz <= kWholePieceBytes) {
+      // One piece, one barrier: every rank combines all of it itself.
       const int h = next_half();
-      uint8_t* piece = data + off * esz;
-      std::memcpy(seg_->slot(me, h), piece, len * esz);
+      std::memcpy(slot(me, h), data, total * esz);
       seg_->barrier(deadline, op);
-      if (len * esz <= kWholePieceBytes) {
-        if (keep) reduce_range(t.scalar_type(), kind, esz, chunk, off, 0, len, h, piece);
-      } else {
-        auto share = [&](int r) { return std::make_pair(len * r / n, len * (r + 1) / n); };
-        auto [lo, hi] = share(me);
-        scratch_.resize((hi - lo) * esz);
-        reduce_range(t.scalar_type(), kind, esz, chunk, off, lo, hi, h, scratch_.data());
-        std::memcpy(seg_->slot(me, h) + lo * esz, scratch_.data(), scratch_.size());
-        seg_->barrier(deadline, op);
-        if (keep)
-          for (int r = 0; r < n; ++r) {
-            auto [rlo, rhi] = share(r);
-            std::memcpy(piece + rlo * esz, seg_->slot(r, h) + rlo * esz, (rhi - rlo) * esz);
-          }
+      if (!keep) return;
+      for (size_t a = 0; a < total;) {
+        const size_t c = a / chunk, b = std::min(total, (c + 1) * chunk);
+        std::memcpy(data + a * esz, slot(shm::ring_rank_at_step(c, 0, n), h) + a * esz, (b - a) * esz);
+        for (size_t step = 1; step < n; ++step)
+          shm::accumulate(type, kind, data + a * esz, slot(shm::ring_rank_at_step(c, step, n), h) + a * esz, b - a);
+        a = b;
       }
-      if (total == 0) break;
+      return;
+    }
+    // Piece q holds every chunk's q-th part of `part` elements. Chunk c's
+    // part is combined in place in the slot of rank c-1, whose value the
+    // ring order starts from; the others read the result from there.
+    const size_t part = seg_->slot_bytes() / esz / n;
+    const size_t mine = (static_cast<size_t>(me) + 1) % n;
+    for (size_t q = 0; q * part < chunk; ++q) {
+      const int h = next_half();
+      auto span = [&](size_t c) {  // chunk c's part of this piece: [first, first + len)
+        size_t first = std::min(total, c * chunk + q * part);
+        size_t last = std::min({total, (c + 1) * chunk, c * chunk + (q + 1) * part});
+        return std::make_pair(first, last > first ? last - first : 0);
+      };
+      for (size_t c = 0; c < n; ++c) {
+        auto [first, len] = span(c);
+        std::memcpy(slot(me, h) + c * part * esz, data + first * esz, len * esz);
+      }
+      seg_->barrier(deadline, op);
+      auto [first, len] = span(mine);
+      (void)first;
+      uint8_t* acc = slot(me, h) + mine * part * esz;
+      for (size_t step = 1; step < n; ++step)
+        shm::accumulate(type, kind, acc, slot(shm::ring_rank_at_step(mine, step, n), h) + mine * part * esz, len);
+      seg_->barrier(deadline, op);
+      if (keep)
+        for (size_t c = 0; c < n; ++c) {
+          auto [cfirst, clen] = span(c);
+          std::memcpy(data + cfirst * esz, slot(shm::ring_rank_at_step(c, 0, n), h) + c * part * esz, clen * esz);
+        }
     }
   }
 
@@ -398,7 +418,6 @@ class ShmBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> gloo_;     // Gloo over every rank, made on first use
   std::mutex mutex_;
   uint64_t pieces_ = 0;
-  std::vector<uint8_t> scratch_;
 };
 
 }  // namespace
@@ -409,7 +428,7 @@ c10::intrusive_ptr<c10d::Backend> make_shm_backend(const BackendSpec& spec) {
   Topology topo = find_topology(*spec.store, spec);
   std::string why_not;
   auto seg_store = c10::make_intrusive<c10d::PrefixStore>("segment" + std::to_string(topo.node_index), spec.store);
-  auto segment = shm::Segment::open(*seg_store, topo.local_rank, topo.local_ranks, kSlotBytes, spec.timeout, &why_not);
+  auto segment = shm::Segment::open(*seg_store, topo.local_rank, topo.local_ranks, slot_bytes(), spec.timeout, &why_not);
   // Every rank must take the same road, whatever happened on other nodes.
   auto usable = gather_strings(*spec.store, "usable", spec.rank, spec.size, segment ? "1" : "0", spec.timeout);
   if (std::count(usable.begin(), usable.end(), "1") != spec.size) {
