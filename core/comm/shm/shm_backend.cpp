@@ -1,30 +1,21 @@
 // The "shm" c10d backend: collectives between the ranks of one host through
-// a shared-memory segment (comm/shm/segment.h), Gloo between hosts, and Gloo
-// for whatever this file does not implement itself.
-//
-// Every collective here runs to completion on the calling thread and
-// returns finished work: on one host a bucket's all-reduce takes about as
-// long as handing it to a communication thread would. One mutex orders the
-// calls of several threads, as Gloo's queue does.
-//
-// Data moves in pieces of at most the slot size. A piece is copied into the
-// rank's own slot; after a barrier every rank reads what it needs from the
-// others' slots. Halves alternate from piece to piece, so a rank writing the
-// next piece never overwrites one that a slower rank is still reading: it
-// has passed a barrier that every rank reaches only after reading.
-#include <ATen/core/ivalue.h>
+// a shared-memory segment (shm/local_collectives.h), Gloo between hosts, and
+// Gloo for whatever it does not implement itself. Collectives run in call
+// order on an executor (shm/executor.h): small ones on the caller's thread,
+// large ones on a worker thread.
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 
 #include "comm/backend_factory.h"
+#include "comm/shm/executor.h"
+#include "comm/shm/local_collectives.h"
 #include "comm/shm/reduce_kernels.h"
-#include "comm/shm/ring_order.h"
 #include "comm/shm/segment.h"
 #include "common/error.h"
 
@@ -33,8 +24,10 @@ namespace {
 
 using shm::ReduceKind;
 
-// Per rank and half: large enough that a 25 MiB bucket takes a few dozen
-// pieces, small enough that 8 ranks map 64 MiB (touched only as used).
+// Per rank and half. Small enough that a piece stays in the caches between
+// being written by one rank and read by the others (512 KiB measured best
+// on 2 and 4 ranks, bench/run_shm.sh), so a 25 MiB bucket takes about a
+// hundred pieces.
 constexpr size_t kSlotBytes = size_t{512} << 10;
 // DDP_SHM_SLOT_KIB overrides it (64 KiB to 256 MiB; every rank of a host
 // must use the same value), for measuring.
@@ -47,28 +40,6 @@ size_t slot_bytes() {
             "DDP_SHM_SLOT_KIB='" + std::string(v) + "' is not a number of KiB from 64 to 262144");
   return static_cast<size_t>(kib) << 10;
 }
-// Up to this size every rank reduces the whole tensor itself (one barrier);
-// above it each reduces its share and reads the others' (two barriers).
-constexpr size_t kWholePieceBytes = size_t{32} << 10;
-
-// Work that is finished when it is returned: the result or the failure.
-class FinishedWork final : public c10d::Work {
- public:
-  FinishedWork(c10d::OpType type, std::vector<at::Tensor> result, std::exception_ptr failure)
-      : Work(-1, type), result_(std::move(result)) {
-    fut_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-    if (failure) fut_->setError(failure);
-    else fut_->markCompleted(c10::IValue(result_));
-    finish(failure);
-  }
-  std::vector<at::Tensor> result() override { return result_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return fut_; }
-
- private:
-  std::vector<at::Tensor> result_;
-  c10::intrusive_ptr<c10::ivalue::Future> fut_;
-};
-
 std::optional<ReduceKind> reduce_kind(const c10d::ReduceOp& op) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM: return ReduceKind::Sum;
@@ -127,15 +98,20 @@ class ShmBackend final : public c10d::Backend {
              c10::intrusive_ptr<c10d::Backend> leaders)
       : Backend(spec.rank, spec.size),
         spec_(spec),
+        timeout_ms_(spec.timeout.count()),
         topo_(std::move(topo)),
-        seg_(std::move(segment)),
+        local_(std::move(segment)),
         leaders_(std::move(leaders)) {}
+
+  // The executor goes first: its worker may still be running a collective
+  // that uses the members below.
+  ~ShmBackend() override { executor_.reset(); }
 
   const std::string getBackendName() const override { return "shm"; }
 
   void setTimeout(std::chrono::milliseconds timeout) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    spec_.timeout = timeout;
+    timeout_ms_ = timeout.count();
+    std::lock_guard<std::mutex> lock(gloo_mutex_);
     if (leaders_) leaders_->setTimeout(timeout);
     if (gloo_) gloo_->setTimeout(timeout);
   }
@@ -144,18 +120,19 @@ class ShmBackend final : public c10d::Backend {
     auto kind = reduce_kind(o.reduceOp);
     if (!single_plain(ts) || !kind || !shm::reduce_supported(ts[0].scalar_type(), *kind))
       return gloo_op([&](c10d::Backend& b) { return b.allreduce(ts, o); });
-    return run(c10d::OpType::ALLREDUCE, ts, [&](Clock::time_point deadline) {
-      at::Tensor t = ts[0];
-      reduce_local(t, *kind, -1, deadline, "all_reduce");
-      if (topo_.nodes > 1) {
-        across_nodes(deadline, "all_reduce", [&]() {
-          std::vector<at::Tensor> one{t};
-          c10d::AllreduceOptions lo;
-          lo.reduceOp = o.reduceOp;
-          return leaders_->allreduce(one, lo);
-        });
-        broadcast_local(t, 0, deadline, "all_reduce");
-      }
+    at::Tensor t = ts[0];
+    c10d::ReduceOp op = o.reduceOp;
+    ReduceKind k = *kind;
+    return submit(c10d::OpType::ALLREDUCE, ts, t.nbytes(), [this, t, op, k](Clock::time_point deadline) {
+      local_.reduce(t, k, -1, deadline, "all_reduce");
+      if (topo_.nodes == 1) return;
+      across_nodes(deadline, "all_reduce", [&]() {
+        std::vector<at::Tensor> one{t};
+        c10d::AllreduceOptions lo;
+        lo.reduceOp = op;
+        return leaders_->allreduce(one, lo);
+      });
+      local_.broadcast(t, 0, deadline, "all_reduce");
     });
   }
 
@@ -163,16 +140,21 @@ class ShmBackend final : public c10d::Backend {
     auto kind = reduce_kind(o.reduceOp);
     if (topo_.nodes > 1 || !single_plain(ts) || !kind || !shm::reduce_supported(ts[0].scalar_type(), *kind))
       return gloo_op([&](c10d::Backend& b) { return b.reduce(ts, o); });
-    return run(c10d::OpType::REDUCE, ts, [&](Clock::time_point deadline) {
-      reduce_local(ts[0], *kind, static_cast<int>(o.rootRank), deadline, "reduce");
+    at::Tensor t = ts[0];
+    int root = static_cast<int>(o.rootRank);
+    ReduceKind k = *kind;
+    return submit(c10d::OpType::REDUCE, ts, t.nbytes(), [this, t, root, k](Clock::time_point deadline) {
+      local_.reduce(t, k, root, deadline, "reduce");
     });
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& ts, const c10d::BroadcastOptions& o) override {
     if (topo_.nodes > 1 || !single_plain(ts))
       return gloo_op([&](c10d::Backend& b) { return b.broadcast(ts, o); });
-    return run(c10d::OpType::BROADCAST, ts, [&](Clock::time_point deadline) {
-      broadcast_local(ts[0], static_cast<int>(o.rootRank), deadline, "broadcast");
+    at::Tensor t = ts[0];
+    int root = static_cast<int>(o.rootRank);
+    return submit(c10d::OpType::BROADCAST, ts, t.nbytes(), [this, t, root](Clock::time_point deadline) {
+      local_.broadcast(t, root, deadline, "broadcast");
     });
   }
 
@@ -180,10 +162,12 @@ class ShmBackend final : public c10d::Backend {
                                            const c10d::AllgatherOptions& o) override {
     if (topo_.nodes > 1 || !single_plain(ins) || outs.size() != 1 || !gather_outputs_fit(outs[0], ins[0]))
       return gloo_op([&](c10d::Backend& b) { return b.allgather(outs, ins, o); });
+    at::Tensor in = ins[0];
+    std::vector<at::Tensor> out = outs[0];  // held by the work: the pointers below stay valid
     std::vector<uint8_t*> dst;
-    for (auto& t : outs[0]) dst.push_back(static_cast<uint8_t*>(t.data_ptr()));
-    return run(c10d::OpType::ALLGATHER, outs[0], [&](Clock::time_point deadline) {
-      gather_local(ins[0], dst, deadline);
+    for (auto& t : out) dst.push_back(static_cast<uint8_t*>(t.data_ptr()));
+    return submit(c10d::OpType::ALLGATHER, out, in.nbytes() * getSize(), [this, in, dst](Clock::time_point deadline) {
+      local_.all_gather(in, dst, deadline);
     });
   }
 
@@ -195,18 +179,15 @@ class ShmBackend final : public c10d::Backend {
       return gloo_op([&](c10d::Backend& b) { return b._allgather_base(out, in, o); });
     std::vector<uint8_t*> dst;
     for (int r = 0; r < getSize(); ++r) dst.push_back(static_cast<uint8_t*>(out.data_ptr()) + r * in.nbytes());
-    std::vector<at::Tensor> result{out};
-    return run(c10d::OpType::_ALLGATHER_BASE, result, [&](Clock::time_point deadline) {
-      gather_local(in, dst, deadline);
+    at::Tensor input = in;
+    return submit(c10d::OpType::_ALLGATHER_BASE, {out}, out.nbytes(), [this, input, dst](Clock::time_point deadline) {
+      local_.all_gather(input, dst, deadline);
     });
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& o) override {
     if (topo_.nodes > 1) return gloo_op([&](c10d::Backend& b) { return b.barrier(o); });
-    return run(c10d::OpType::BARRIER, {}, [&](Clock::time_point deadline) {
-      announce(kBarrier, -1, nullptr, -1);
-      seg_->barrier(deadline, "barrier");
-    });
+    return submit(c10d::OpType::BARRIER, {}, 0, [this](Clock::time_point deadline) { local_.barrier(deadline); });
   }
 
   // Not done on shared memory: Gloo does them, over the same ranks.
@@ -245,25 +226,21 @@ class ShmBackend final : public c10d::Backend {
   }
 
  private:
-  // Runs one collective on the calling thread; its failure goes into the
-  // returned work, as a backend's asynchronous failure would.
+  // `body(deadline)` performs the collective on the executor; the deadline
+  // counts from when it starts.
   template <typename Body>
-  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, std::vector<at::Tensor> result, Body body) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::exception_ptr failure;
-    try {
-      body(Clock::now() + spec_.timeout);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    return c10::make_intrusive<FinishedWork>(type, std::move(result), failure);
+  c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, std::vector<at::Tensor> result, size_t bytes, Body body) {
+    return executor_->submit(type, std::move(result), bytes, [this, body = std::move(body)]() {
+      body(Clock::now() + Millis(timeout_ms_.load()));
+    });
   }
 
   template <typename Call>
   c10::intrusive_ptr<c10d::Work> gloo_op(Call call) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(gloo_mutex_);
     if (!gloo_) {
       BackendSpec all = spec_;
+      all.timeout = Millis(timeout_ms_.load());
       all.store = c10::make_intrusive<c10d::PrefixStore>("gloo", spec_.store);
       gloo_ = make_gloo_backend(all);
     }
@@ -275,16 +252,19 @@ class ShmBackend final : public c10d::Backend {
   template <typename Call>
   void across_nodes(Clock::time_point deadline, const char* op, Call call) {
     if (topo_.local_rank != 0) return;
+    auto stop_the_node = [&](Status status, const char* what) {
+      local_.segment().abort(static_cast<int>(status), std::string(op) + " between nodes failed on rank " +
+                                                           std::to_string(getRank()) + ": " + what);
+    };
     try {
       auto work = call();
       auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
       work->wait(std::max(Millis(1), left));
     } catch (const Error& e) {
-      seg_->abort(static_cast<int>(e.status()), std::string(op) + " between nodes failed on rank " +
-                                                   std::to_string(getRank()) + ": " + e.what());
+      stop_the_node(e.status(), e.what());
       throw;
     } catch (const std::exception& e) {
-      seg_->abort(static_cast<int>(Status::PeerFailed), std::string(op) + " between nodes failed on rank " + std::to_string(getRank()) + ": " + e.what());
+      stop_the_node(Status::PeerFailed, e.what());
       throw;
     }
   }
@@ -296,128 +276,14 @@ class ShmBackend final : public c10d::Backend {
     return true;
   }
 
-  int next_half() { return static_cast<int>(pieces_++ & 1); }
-
-  // The call descriptor every rank compares at the call's first barrier.
-  enum CallKind : uint32_t { kAllReduce = 1, kReduce, kBroadcast, kAllGather, kBarrier };
-  static std::string describe(const shm::Segment::Call& c) {
-    static const char* kinds[] = {"?", "all_reduce", "reduce", "broadcast", "all_gather", "barrier"};
-    static const char* ops[] = {"sum", "product", "min", "max", "band", "bor", "bxor"};
-    uint32_t kind = c.what & 0xff, op = (c.what >> 8) & 0xff, root = c.what >> 16;
-    std::string s = kinds[kind <= 5 ? kind : 0];
-    if (op > 0 && op <= 7) s += std::string("(") + ops[op - 1] + ")";
-    if (root > 0) s += " root " + std::to_string(root - 1);
-    if (c.dtype >= 0)
-      s += std::string(" ") + c10::toString(static_cast<c10::ScalarType>(c.dtype)) + " x" + std::to_string(c.count);
-    return s;
-  }
-  void announce(CallKind kind, int reduce_op, const at::Tensor* t, int root) {
-    shm::Segment::Call c;
-    c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
-    if (t) {
-      c.dtype = static_cast<int32_t>(t->scalar_type());
-      c.count = t->numel();
-    }
-    seg_->announce(c, &ShmBackend::describe);
-  }
-
-  // All-reduce (root < 0) or reduce to `root` (a local rank) over this
-  // node's ranks, in place, with the same bits as Gloo's all-reduce: every
-  // ring chunk is combined in its ring order (ring_order.h).
-  void reduce_local(const at::Tensor& t, ReduceKind kind, int root, Clock::time_point deadline, const char* op) {
-    const size_t n = static_cast<size_t>(seg_->size());
-    const int me = seg_->rank();
-    const size_t esz = t.element_size(), total = static_cast<size_t>(t.numel());
-    const size_t chunk = shm::ring_chunk_elements(total, esz, n);
-    const c10::ScalarType type = t.scalar_type();
-    auto* data = static_cast<uint8_t*>(t.data_ptr());
-    const bool keep = root < 0 || root == me;
-    announce(root < 0 ? kAllReduce : kReduce, static_cast<int>(kind), &t, root);
-    auto slot = [&](size_t r, int h) { return seg_->slot(static_cast<int>(r), h); };
-
-    if (total * esz <= kWholePieceBytes) {
-      // One piece, one barrier: every rank combines all of it itself.
-      const int h = next_half();
-      std::memcpy(slot(me, h), data, total * esz);
-      seg_->barrier(deadline, op);
-      if (!keep) return;
-      for (size_t a = 0; a < total;) {
-        const size_t c = a / chunk, b = std::min(total, (c + 1) * chunk);
-        std::memcpy(data + a * esz, slot(shm::ring_rank_at_step(c, 0, n), h) + a * esz, (b - a) * esz);
-        for (size_t step = 1; step < n; ++step)
-          shm::accumulate(type, kind, data + a * esz, slot(shm::ring_rank_at_step(c, step, n), h) + a * esz, b - a);
-        a = b;
-      }
-      return;
-    }
-    // Piece q holds every chunk's q-th part of `part` elements. Chunk c's
-    // part is combined in place in the slot of rank c-1, whose value the
-    // ring order starts from; the others read the result from there.
-    const size_t part = seg_->slot_bytes() / esz / n;
-    const size_t mine = (static_cast<size_t>(me) + 1) % n;
-    for (size_t q = 0; q * part < chunk; ++q) {
-      const int h = next_half();
-      auto span = [&](size_t c) {  // chunk c's part of this piece: [first, first + len)
-        size_t first = std::min(total, c * chunk + q * part);
-        size_t last = std::min({total, (c + 1) * chunk, c * chunk + (q + 1) * part});
-        return std::make_pair(first, last > first ? last - first : 0);
-      };
-      for (size_t c = 0; c < n; ++c) {
-        auto [first, len] = span(c);
-        std::memcpy(slot(me, h) + c * part * esz, data + first * esz, len * esz);
-      }
-      seg_->barrier(deadline, op);
-      auto [first, len] = span(mine);
-      (void)first;
-      uint8_t* acc = slot(me, h) + mine * part * esz;
-      for (size_t step = 1; step < n; ++step)
-        shm::accumulate(type, kind, acc, slot(shm::ring_rank_at_step(mine, step, n), h) + mine * part * esz, len);
-      seg_->barrier(deadline, op);
-      if (keep)
-        for (size_t c = 0; c < n; ++c) {
-          auto [cfirst, clen] = span(c);
-          std::memcpy(data + cfirst * esz, slot(shm::ring_rank_at_step(c, 0, n), h) + c * part * esz, clen * esz);
-        }
-    }
-  }
-
-  void broadcast_local(const at::Tensor& t, int root, Clock::time_point deadline, const char* op) {
-    const int me = seg_->rank();
-    announce(kBroadcast, -1, &t, root);
-    const size_t bytes = t.nbytes();
-    auto* data = static_cast<uint8_t*>(t.data_ptr());
-    for (size_t off = 0; off < bytes || (off == 0 && bytes == 0); off += seg_->slot_bytes()) {
-      const size_t len = std::min(seg_->slot_bytes(), bytes - off);
-      const int h = next_half();
-      if (me == root) std::memcpy(seg_->slot(root, h), data + off, len);
-      seg_->barrier(deadline, op);
-      if (me != root) std::memcpy(data + off, seg_->slot(root, h), len);
-      if (bytes == 0) break;
-    }
-  }
-
-  void gather_local(const at::Tensor& in, const std::vector<uint8_t*>& dst, Clock::time_point deadline) {
-    const int n = seg_->size(), me = seg_->rank();
-    announce(kAllGather, -1, &in, -1);
-    const size_t bytes = in.nbytes();
-    auto* src = static_cast<const uint8_t*>(in.data_ptr());
-    for (size_t off = 0; off < bytes || (off == 0 && bytes == 0); off += seg_->slot_bytes()) {
-      const size_t len = std::min(seg_->slot_bytes(), bytes - off);
-      const int h = next_half();
-      std::memcpy(seg_->slot(me, h), src + off, len);
-      seg_->barrier(deadline, "all_gather");
-      for (int r = 0; r < n; ++r) std::memcpy(dst[r] + off, seg_->slot(r, h), len);
-      if (bytes == 0) break;
-    }
-  }
-
   BackendSpec spec_;
+  std::atomic<int64_t> timeout_ms_;
   Topology topo_;
-  std::unique_ptr<shm::Segment> seg_;
+  shm::LocalCollectives local_;
   c10::intrusive_ptr<c10d::Backend> leaders_;  // Gloo between the nodes' local rank 0 (nodes > 1)
-  c10::intrusive_ptr<c10d::Backend> gloo_;     // Gloo over every rank, made on first use
-  std::mutex mutex_;
-  uint64_t pieces_ = 0;
+  std::mutex gloo_mutex_;
+  c10::intrusive_ptr<c10d::Backend> gloo_;  // Gloo over every rank, made on first use
+  std::unique_ptr<shm::Executor> executor_ = std::make_unique<shm::Executor>();
 };
 
 }  // namespace

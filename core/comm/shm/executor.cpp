@@ -1,0 +1,95 @@
+#include "comm/shm/executor.h"
+
+#include <ATen/core/ivalue.h>
+
+namespace ddp::core::shm {
+namespace {
+
+// Up to this size a collective runs on the caller's thread (a few tens of
+// microseconds on shared memory) when nothing is queued before it.
+constexpr size_t kInlineBytes = size_t{256} << 10;
+
+class ShmWork final : public c10d::Work {
+ public:
+  ShmWork(c10d::OpType type, std::vector<at::Tensor> result) : Work(-1, type), result_(std::move(result)) {
+    fut_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  }
+  void complete(std::exception_ptr failure) {
+    if (failure) fut_->setError(failure);
+    else fut_->markCompleted(c10::IValue(result_));
+    finish(failure);
+  }
+  std::vector<at::Tensor> result() override { return result_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return fut_; }
+
+ private:
+  std::vector<at::Tensor> result_;
+  c10::intrusive_ptr<c10::ivalue::Future> fut_;
+};
+
+void perform(ShmWork& work, const std::function<void()>& body) {
+  std::exception_ptr failure;
+  try {
+    body();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  work.complete(failure);
+}
+
+}  // namespace
+
+struct Executor::Job {
+  c10::intrusive_ptr<ShmWork> work;
+  std::function<void()> body;
+};
+
+Executor::Executor() = default;
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<at::Tensor> result, size_t bytes,
+                                                std::function<void()> body) {
+  auto work = c10::make_intrusive<ShmWork>(type, std::move(result));
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (bytes <= kInlineBytes && queue_.empty() && !running_) {
+    running_ = true;
+    lock.unlock();
+    perform(*work, body);
+    lock.lock();
+    running_ = false;
+    lock.unlock();
+    changed_.notify_all();
+    return work;
+  }
+  queue_.push_back(std::make_unique<Job>(Job{work, std::move(body)}));
+  if (!worker_.joinable()) worker_ = std::thread([this] { work_loop(); });
+  lock.unlock();
+  changed_.notify_all();
+  return work;
+}
+
+void Executor::work_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return (!queue_.empty() && !running_) || (stopping_ && queue_.empty()); });
+    if (queue_.empty()) return;  // stopping
+    std::unique_ptr<Job> job = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    lock.unlock();
+    perform(*job->work, job->body);
+    lock.lock();
+    running_ = false;
+    changed_.notify_all();
+  }
+}
+
+}  // namespace ddp::core::shm
