@@ -8,6 +8,7 @@
 #include <fstream>
 #include <future>
 #include <string>
+#include <utility>
 
 #include "../mp/launcher.h"
 
@@ -163,19 +164,29 @@ TEST(Ddprun, TwoNodesOnOneMachineWithALateNode) {
   EXPECT_FALSE(ddptest::any_process_tagged(tag));
 }
 
-// Two nodes of two ranks on one machine: shared memory inside each node,
-// Gloo between them. Every collective, dtype and op gives Gloo's result.
-TEST(Ddprun, TwoNodesGoHierarchicalWithGloosResults) {
+// Two nodes of two ranks on this machine, node 1 started first: each is
+// `ddprun --nnodes 2 ... <flags>` with `env` (and the tag); returns
+// node 0's and node 1's result.
+std::pair<ddptest::RunResult, ddptest::RunResult> two_nodes(const std::string& tag, const std::string& flags,
+                                                             std::vector<std::string> env, double limit) {
   std::string port = std::to_string(ddptest::free_port());
-  std::string tag = new_tag();
+  env.push_back("DDP_TEST_TAG=" + tag);
   auto node = [&](int rank) {
     std::string cmd = ddprun() + " --nnodes 2 --node-rank " + std::to_string(rank) + " --master-port " + port +
-                      " --nproc-per-node 2 " + worker() + " shm_matches_gloo";
-    return ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 300);
+                      " --nproc-per-node 2 " + flags;
+    return ddptest::run_program({"/bin/sh", "-c", cmd}, env, limit);
   };
   auto n1 = std::async(std::launch::async, node, 1);
   auto n0 = std::async(std::launch::async, node, 0);
-  auto r0 = n0.get(), r1 = n1.get();
+  auto r0 = n0.get();
+  return {r0, n1.get()};
+}
+
+// Two nodes of two ranks on one machine: shared memory inside each node,
+// Gloo between them. Every collective, dtype and op gives Gloo's result.
+TEST(Ddprun, TwoNodesGoHierarchicalWithGloosResults) {
+  std::string tag = new_tag();
+  auto [r0, r1] = two_nodes(tag, worker() + " shm_matches_gloo", {}, 300);
   EXPECT_EQ(r0.ranks[0].exit_code, 0) << r0.summary();
   EXPECT_EQ(r1.ranks[0].exit_code, 0) << r1.summary();
   EXPECT_FALSE(ddptest::any_process_tagged(tag));
@@ -184,16 +195,8 @@ TEST(Ddprun, TwoNodesGoHierarchicalWithGloosResults) {
 // A rank of node 1 (not its leader) is SIGKILLed mid-allreduce: its node
 // notices through shared memory, node 0 through Gloo; nobody hangs.
 TEST(Ddprun, KilledRankOfAHierarchicalGroupStopsBothNodes) {
-  std::string port = std::to_string(ddptest::free_port());
   std::string tag = new_tag();
-  auto node = [&](int rank) {
-    std::string cmd = ddprun() + " --nnodes 2 --node-rank " + std::to_string(rank) + " --master-port " + port +
-                      " --nproc-per-node 2 --grace-period 5 " + worker() + " shm_peer_death";
-    return ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag, "DDP_TEST_VICTIM=3"}, 120);
-  };
-  auto n1 = std::async(std::launch::async, node, 1);
-  auto n0 = std::async(std::launch::async, node, 0);
-  auto r0 = n0.get(), r1 = n1.get();
+  auto [r0, r1] = two_nodes(tag, "--grace-period 5 " + worker() + " shm_peer_death", {"DDP_TEST_VICTIM=3"}, 120);
   EXPECT_NE(r1.ranks[0].exit_code, 0) << r1.summary();
   EXPECT_TRUE(has(r1.ranks[0].output, "signal 9")) << r1.summary();
   EXPECT_FALSE(has(r0.ranks[0].output, "CHECK(")) << r0.summary();
@@ -203,16 +206,8 @@ TEST(Ddprun, KilledRankOfAHierarchicalGroupStopsBothNodes) {
 }
 
 TEST(Ddprun, FailureOnOneNodeStopsTheOther) {
-  std::string port = std::to_string(ddptest::free_port());
   std::string tag = new_tag();
-  auto node = [&](int rank) {
-    std::string cmd = ddprun() + " --nnodes 2 --node-rank " + std::to_string(rank) + " --master-port " + port +
-                      " --nproc-per-node 2 --grace-period 1 " + worker() + " exit_rank0";
-    return ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 120);
-  };
-  auto n1 = std::async(std::launch::async, node, 1);
-  auto n0 = std::async(std::launch::async, node, 0);
-  auto r0 = n0.get(), r1 = n1.get();
+  auto [r0, r1] = two_nodes(tag, "--grace-period 1 " + worker() + " exit_rank0", {}, 120);
   EXPECT_EQ(r0.ranks[0].exit_code, 1) << r0.summary();
   EXPECT_EQ(r1.ranks[0].exit_code, 1) << r1.summary();
   EXPECT_TRUE(has(r0.ranks[0].output, "exit code 7")) << r0.summary();

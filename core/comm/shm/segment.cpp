@@ -102,6 +102,56 @@ RankLine* lines(void* base) { return reinterpret_cast<RankLine*>(static_cast<uin
 size_t data_offset(int size) { return round_up(kControlOffset + size * kLine, 4096); }
 }  // namespace
 
+std::string Segment::map(int fd, size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return errno_text("mmap");
+  base_ = static_cast<uint8_t*>(p);
+  mapped_ = bytes;
+  header_ = static_cast<Header*>(p);
+  return "";
+}
+
+// Local rank 0: a new memfd of `bytes`, mapped and stamped. Returns the
+// failure or "", and in *fd the descriptor the others open.
+std::string Segment::create(size_t bytes, uint64_t token, int* fd) {
+  *fd = static_cast<int>(syscall(SYS_memfd_create, "ddp-shm", MFD_CLOEXEC));
+  if (*fd < 0) return errno_text("memfd_create");
+  if (ftruncate(*fd, static_cast<off_t>(bytes)) != 0) return errno_text("ftruncate");
+  std::string problem = map(*fd, bytes);
+  if (!problem.empty()) return problem;
+  header_->token = token;
+  header_->slot_bytes = slot_bytes_;
+  header_->size = static_cast<uint32_t>(size_);
+  header_->magic = kMagic;
+  return "";
+}
+
+// The other ranks: local rank 0's segment, described by `where` ("pid fd
+// token bytes", or "none <why>").
+std::string Segment::attach(const std::string& where, size_t bytes) {
+  std::istringstream in(where);
+  std::string pid_text;
+  int owner_fd = -1;
+  uint64_t token = 0, total = 0;
+  in >> pid_text >> owner_fd >> token >> total;
+  if (pid_text == "none") return "local rank 0 could not create it";
+  std::string path = "/proc/" + pid_text + "/fd/" + std::to_string(owner_fd);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return errno_text(("open " + path).c_str());
+  struct stat st {};
+  std::string problem;
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != total || total != bytes)
+    problem = path + " is not the segment local rank 0 created";
+  else
+    problem = map(fd, bytes);
+  close(fd);
+  // Another host's rank 0 may have the same pid and fd: the token tells
+  // its segment from ours.
+  if (problem.empty() && (header_->magic != kMagic || header_->token != token))
+    problem = path + " belongs to another process (another host?)";
+  return problem;
+}
+
 std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const std::vector<int>& global_ranks,
                                        size_t slot_bytes, Millis timeout, std::string* why_not) {
   static_assert(sizeof(Header) <= kControlOffset, "the header fits before the rank lines");
@@ -112,66 +162,24 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   seg->size_ = size;
   seg->slot_bytes_ = slot_bytes;
   seg->global_ranks_ = global_ranks;
-  std::string problem;
-  int fd = -1;
-
   auto to_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
+  std::string problem;
+  struct OwnedFd {
+    int fd = -1;
+    ~OwnedFd() {
+      if (fd >= 0) close(fd);
+    }
+  } memfd;  // local rank 0's, open until every rank has mapped it (or gave up)
   if (local_rank == 0) {
     uint64_t token = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-    fd = static_cast<int>(syscall(SYS_memfd_create, "ddp-shm", MFD_CLOEXEC));
-    if (fd < 0) problem = errno_text("memfd_create");
-    else if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) problem = errno_text("ftruncate");
-    if (problem.empty()) {
-      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (p == MAP_FAILED) {
-        problem = errno_text("mmap");
-      } else {
-        seg->base_ = static_cast<uint8_t*>(p);
-        seg->mapped_ = bytes;
-        seg->header_ = static_cast<Header*>(p);
-        seg->header_->token = token;
-        seg->header_->slot_bytes = slot_bytes;
-        seg->header_->size = static_cast<uint32_t>(size);
-        seg->header_->magic = kMagic;
-      }
-    }
+    problem = seg->create(bytes, token, &memfd.fd);
     std::ostringstream where;
-    if (problem.empty()) where << getpid() << " " << fd << " " << token << " " << bytes;
+    if (problem.empty()) where << getpid() << " " << memfd.fd << " " << token << " " << bytes;
     else where << "none " << problem;
     store.set("segment", to_bytes(where.str()));
   } else {
     std::vector<uint8_t> raw = store.get("segment");
-    std::istringstream in(std::string(raw.begin(), raw.end()));
-    std::string pid_text;
-    int owner_fd = -1;
-    uint64_t token = 0, total = 0;
-    in >> pid_text >> owner_fd >> token >> total;
-    if (pid_text == "none") {
-      problem = "local rank 0 could not create it";
-    } else {
-      std::string path = "/proc/" + pid_text + "/fd/" + std::to_string(owner_fd);
-      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-      struct stat st{};
-      if (fd < 0) problem = errno_text(("open " + path).c_str());
-      else if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != total || total != bytes)
-        problem = path + " is not the segment local rank 0 created";
-      if (problem.empty()) {
-        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED) {
-          problem = errno_text("mmap");
-        } else {
-          seg->base_ = static_cast<uint8_t*>(p);
-          seg->mapped_ = bytes;
-          seg->header_ = static_cast<Header*>(p);
-          // Another host's rank 0 may have the same pid and fd: the token
-          // tells its segment from ours.
-          if (seg->header_->magic != kMagic || seg->header_->token != token)
-            problem = path + " belongs to another process (another host?)";
-        }
-      }
-      if (fd >= 0) close(fd);
-      fd = -1;
-    }
+    problem = seg->attach(std::string(raw.begin(), raw.end()), bytes);
   }
   if (problem.empty()) {
     RankLine& me = lines(seg->base_)[local_rank];
@@ -188,7 +196,8 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
     std::string s(v.begin(), v.end());
     if (s != "ok") reasons += (reasons.empty() ? "" : "; ") + std::string("rank ") + std::to_string(global_ranks[r]) + ": " + s;
   }
-  if (fd >= 0) close(fd);  // every rank mapped it (or gave up): the segment now has no name left
+  // Every rank mapped it (or gave up): closing the memfd leaves no name
+  // anywhere, only the mappings.
   if (!reasons.empty()) {
     if (why_not) *why_not = reasons;
     return nullptr;

@@ -79,6 +79,9 @@ class Segment {
   [[noreturn]] void fail_peer_gone(int peer, const char* op);
   void check_abort(const char* op);
   void compare_calls();
+  std::string map(int fd, size_t bytes);
+  std::string create(size_t bytes, uint64_t token, int* fd);
+  std::string attach(const std::string& where, size_t bytes);
 
   struct Header;
   Header* header_ = nullptr;
