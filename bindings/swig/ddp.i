@@ -21,6 +21,9 @@ typedef ddp_comm_hook DdpCommHook;
 typedef ddp_reducer DdpReducer;
 typedef ddp_model_averager DdpModelAverager;
 typedef ddp_worker DdpWorker;
+typedef ddp_module DdpModule;
+typedef ddp_optimizer DdpOptimizer;
+typedef ddp_strategy DdpStrategy;
 
 /* The status of the wrapped call, set by ddp_swig_check; each language's
  * %exception turns a non-OK one into an exception right after the call. */
@@ -82,6 +85,16 @@ typedef struct {} DdpCommHook;
 typedef struct {} DdpReducer;
 %rename(ModelAverager) DdpModelAverager;
 typedef struct {} DdpModelAverager;
+#if defined(SWIGJAVA)
+%rename(ScriptModule) DdpModule;  /* java.lang.Module would shadow "Module" */
+#else
+%rename(Module) DdpModule;
+#endif
+typedef struct {} DdpModule;
+%rename(Optimizer) DdpOptimizer;
+typedef struct {} DdpOptimizer;
+%rename(Strategy) DdpStrategy;
+typedef struct {} DdpStrategy;
 
 %newobject DdpTensor::zeros;
 %newobject DdpTensor::wrap;
@@ -96,6 +109,17 @@ typedef struct {} DdpModelAverager;
 %newobject DdpCommHook::wrap_bf16;
 %newobject DdpCommHook::powersgd;
 %newobject DdpCommHook::post_localsgd;
+%newobject DdpModule::load;
+%newobject DdpModule::forward;
+%newobject DdpOptimizer::sgd;
+%newobject DdpOptimizer::adam;
+%newobject DdpOptimizer::adamw;
+%newobject DdpStrategy::forward;
+%newobject DdpStrategy::all_gather;
+%newobject mse_loss;
+%newobject cross_entropy_loss;
+%newobject scale_loss;
+%newobject sampler_indices;
 
 %extend DdpTensor {
   /* A new zero tensor on the CPU. */
@@ -269,4 +293,170 @@ typedef struct {} DdpWorker;
   }
   ~DdpModelAverager() { ddp_model_averager_free($self); }
   void step(DdpTensor **TENSORS, size_t NTENSORS) { ddp_swig_check(ddp_model_averager_step($self, TENSORS, NTENSORS)); }
+}
+
+/* ---- training: TorchScript modules, LibTorch's optimizers, losses, the
+ * sampler and the strategy (model.h, sampler.h, strategy.h) -------------- */
+
+%extend DdpModule {
+  /* A TorchScript module saved by torch.jit.save. */
+  static DdpModule *load(const char *path) { DdpModule *m = NULL; ddp_swig_check(ddp_module_load(&m, path)); return m; }
+  ~DdpModule() { ddp_module_free($self); }
+  DdpTensor *forward(const DdpTensor *input) {
+    DdpTensor *out = NULL;
+    ddp_swig_check(ddp_module_forward($self, input, &out));
+    return out;
+  }
+  void train(bool on = true) { ddp_swig_check(ddp_module_train($self, on)); }
+  size_t num_parameters() { return ddp_module_num_parameters($self); }
+}
+
+%extend DdpOptimizer {
+  /* torch.optim.SGD's arguments and defaults (lr aside). */
+  static DdpOptimizer *sgd(DdpModule *module, double lr = 0.001, double momentum = 0, double dampening = 0,
+                           double weight_decay = 0, bool nesterov = false) {
+    ddp_sgd_options o = DDP_SGD_OPTIONS_INIT;
+    DdpOptimizer *opt = NULL;
+    o.lr = lr;
+    o.momentum = momentum;
+    o.dampening = dampening;
+    o.weight_decay = weight_decay;
+    o.nesterov = nesterov;
+    ddp_swig_check(ddp_optimizer_new_sgd(&opt, module, &o));
+    return opt;
+  }
+  static DdpOptimizer *adam(DdpModule *module, double lr = 0.001, double beta1 = 0.9, double beta2 = 0.999,
+                            double eps = 1e-8, double weight_decay = 0, bool amsgrad = false) {
+    ddp_adam_options o = DDP_ADAM_OPTIONS_INIT;
+    DdpOptimizer *opt = NULL;
+    o.lr = lr; o.beta1 = beta1; o.beta2 = beta2; o.eps = eps; o.weight_decay = weight_decay; o.amsgrad = amsgrad;
+    ddp_swig_check(ddp_optimizer_new_adam(&opt, module, &o));
+    return opt;
+  }
+  static DdpOptimizer *adamw(DdpModule *module, double lr = 0.001, double beta1 = 0.9, double beta2 = 0.999,
+                             double eps = 1e-8, double weight_decay = 0.01, bool amsgrad = false) {
+    ddp_adam_options o = DDP_ADAM_OPTIONS_INIT;
+    DdpOptimizer *opt = NULL;
+    o.lr = lr; o.beta1 = beta1; o.beta2 = beta2; o.eps = eps; o.weight_decay = weight_decay; o.amsgrad = amsgrad;
+    ddp_swig_check(ddp_optimizer_new_adamw(&opt, module, &o));
+    return opt;
+  }
+  ~DdpOptimizer() { ddp_optimizer_free($self); }
+  void zero_grad() { ddp_swig_check(ddp_optimizer_zero_grad($self)); }
+}
+
+%{
+/* torch.nn.functional.mse_loss / cross_entropy (mean), and loss * factor. */
+DdpTensor *mse_loss(const DdpTensor *input, const DdpTensor *target) {
+  DdpTensor *out = NULL;
+  ddp_swig_check(ddp_loss_mse(input, target, &out));
+  return out;
+}
+DdpTensor *cross_entropy_loss(const DdpTensor *input, const DdpTensor *target) {
+  DdpTensor *out = NULL;
+  ddp_swig_check(ddp_loss_cross_entropy(input, target, &out));
+  return out;
+}
+DdpTensor *scale_loss(const DdpTensor *loss, double factor) {
+  DdpTensor *out = NULL;
+  ddp_swig_check(ddp_loss_scale(loss, factor, &out));
+  return out;
+}
+/* DistributedSampler's indices for one rank and epoch, as an int64 tensor. */
+DdpTensor *sampler_indices(long long dataset_size, int num_replicas, int rank, long long epoch, bool shuffle,
+                           long long seed, bool drop_last) {
+  ddp_sampler_options o = DDP_SAMPLER_OPTIONS_INIT;
+  size_t count = 0;
+  int64_t *idx = NULL;
+  DdpTensor *t = NULL;
+  ddp_device cpu = DDP_DEVICE_CPU_INIT;
+  o.shuffle = shuffle;
+  o.seed = seed;
+  o.drop_last = drop_last;
+  if (ddp_swig_check(ddp_sampler_indices(dataset_size, num_replicas, rank, epoch, &o, NULL, 0, &count))) return NULL;
+  idx = (int64_t *)malloc((count ? count : 1) * sizeof(int64_t));
+  if (!idx) { ddp_swig_check(DDP_E_NOMEM); return NULL; }
+  int64_t shape[1] = {(int64_t)count};
+  if (!ddp_swig_check(ddp_sampler_indices(dataset_size, num_replicas, rank, epoch, &o, idx, count, &count)) &&
+      !ddp_swig_check(ddp_tensor_new(&t, DDP_INT64, shape, 1, cpu)) &&
+      ddp_swig_check(ddp_tensor_copy_from(t, idx, count * sizeof(int64_t)))) {
+    ddp_tensor_free(t);
+    t = NULL;
+  }
+  free(idx);
+  return t;
+}
+%}
+/* torch.nn.functional.mse_loss / cross_entropy (mean), and loss * factor. */
+DdpTensor *mse_loss(const DdpTensor *input, const DdpTensor *target);
+DdpTensor *cross_entropy_loss(const DdpTensor *input, const DdpTensor *target);
+DdpTensor *scale_loss(const DdpTensor *loss, double factor);
+/* DistributedSampler's indices for one rank and epoch, as an int64 tensor. */
+DdpTensor *sampler_indices(long long dataset_size, int num_replicas, int rank, long long epoch, bool shuffle = true,
+                           long long seed = 0, bool drop_last = false);
+
+%extend DdpStrategy {
+  /* Lightning's DDPStrategy options and defaults; devices: processes on
+   * this node (the program starts the others itself unless a launcher did). */
+  DdpStrategy(int devices = 1, const char *backend = NULL, long long timeout_ms = 0, double bucket_cap_mb = 25,
+              double first_bucket_mb = 1, bool find_unused_parameters = false, bool broadcast_buffers = true,
+              const DdpCommHook *comm_hook = NULL, long long model_averaging_period = 0,
+              long long model_averaging_warmup = 0) {
+    ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+    DdpStrategy *s = NULL;
+    o.devices = devices;
+    o.backend = backend;
+    o.timeout_ms = timeout_ms;
+    o.bucket_cap_mb = bucket_cap_mb;
+    o.first_bucket_mb = first_bucket_mb;
+    o.find_unused_parameters = find_unused_parameters;
+    o.broadcast_buffers = broadcast_buffers;
+    o.comm_hook = comm_hook;
+    o.model_averaging_period = model_averaging_period;
+    o.model_averaging_warmup = model_averaging_warmup;
+    ddp_swig_check(ddp_strategy_new(&s, &o));
+    return s;
+  }
+  ~DdpStrategy() { ddp_strategy_free($self); }
+  void setup_environment() { ddp_swig_check(ddp_strategy_setup_environment($self)); }
+  int global_rank() { return ddp_strategy_global_rank($self); }
+  int local_rank() { return ddp_strategy_local_rank($self); }
+  int node_rank() { return ddp_strategy_node_rank($self); }
+  int world_size() { return ddp_strategy_world_size($self); }
+  bool is_global_zero() { return ddp_strategy_is_global_zero($self) != 0; }
+  void setup_module(DdpModule *module) { ddp_swig_check(ddp_strategy_setup_module($self, module)); }
+  DdpTensor *forward(DdpModule *module, const DdpTensor *input) {
+    DdpTensor *out = NULL;
+    ddp_swig_check(ddp_strategy_forward($self, module, input, &out));
+    return out;
+  }
+  void backward(const DdpTensor *loss) { ddp_swig_check(ddp_strategy_backward($self, loss)); }
+  void optimizer_step(DdpOptimizer *opt) { ddp_swig_check(ddp_strategy_optimizer_step($self, opt)); }
+  void block_backward_sync(bool on) { ddp_swig_check(ddp_strategy_block_backward_sync($self, on)); }
+  void barrier(const char *name = NULL) { ddp_swig_check(ddp_strategy_barrier($self, name)); }
+  void reduce(DdpTensor *t, ddp_reduce_op op = DDP_MEAN) { ddp_swig_check(ddp_strategy_reduce($self, t, op)); }
+  DdpTensor *all_gather(const DdpTensor *t) {
+    DdpTensor *out = NULL;
+    ddp_swig_check(ddp_strategy_all_gather($self, t, &out));
+    return out;
+  }
+  bool reduce_boolean_decision(bool decision, bool all = true) {
+    int out = 0;
+    ddp_swig_check(ddp_strategy_reduce_boolean_decision($self, decision, all, &out));
+    return out != 0;
+  }
+  /* On global rank 0, atomically; collective (opt may be None/null). */
+  void save_checkpoint(const char *path, const DdpModule *module, const DdpOptimizer *opt, long long step,
+                       long long epoch) {
+    ddp_swig_check(ddp_strategy_save_checkpoint($self, path, module, opt, step, epoch, NULL, 0));
+  }
+  /* Every rank; returns (step, epoch). */
+  void load_checkpoint(const char *path, DdpModule *module, DdpOptimizer *opt, long long *OUT_STEP,
+                       long long *OUT_EPOCH) {
+    int64_t step = 0, epoch = 0;
+    ddp_swig_check(ddp_strategy_load_checkpoint($self, path, module, opt, &step, &epoch, NULL));
+    *OUT_STEP = (long long)step;
+    *OUT_EPOCH = (long long)epoch;
+  }
+  void teardown() { ddp_swig_check(ddp_strategy_teardown($self)); }
 }

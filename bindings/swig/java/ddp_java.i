@@ -145,6 +145,7 @@ typedef struct { ddp_buffer *buf; } DdpBytes;
 
 %include <typemaps.i>
 %apply long long *OUTPUT { long long *OUT_BEFORE, long long *OUT_AFTER, long long *OUT_ITER };
+%apply long long *OUTPUT { long long *OUT_STEP, long long *OUT_EPOCH };
 
 /* Handles: AutoCloseable; close() frees now, the finalizer otherwise. */
 %define DDP_JAVA_CLOSEABLE(TYPE)
@@ -181,6 +182,18 @@ DDP_JAVA_CLOSEABLE(DdpCommHook)
   public void close() { delete(); }
 %}
 DDP_JAVA_CLOSEABLE(DdpModelAverager)
+DDP_JAVA_CLOSEABLE(DdpModule)
+DDP_JAVA_CLOSEABLE(DdpOptimizer)
+%typemap(javainterfaces) DdpStrategy "AutoCloseable"
+%typemap(javacode) DdpStrategy %{
+  /** DDPStrategy with Lightning's defaults, `devices` processes on this node. */
+  public static Strategy withDevices(int devices) {
+    return new Strategy(devices, null, 0, 25, 1, false, true, null, 0, 0);
+  }
+
+  @Override
+  public void close() { delete(); }
+%}
 
 /* Tensor.wrap keeps its ByteBuffer alive; the native form is wrapNative. */
 %rename(wrapNative) DdpTensor::wrap;

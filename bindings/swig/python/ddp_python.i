@@ -43,6 +43,21 @@ static void ddp_py_raise(ddp_status s) {
         self._keep = list(TENSORS)
 %}
 
+/* An optimizer steps its module's parameters, a strategy drives its
+ * module: each keeps the module object alive. */
+%pythonappend DdpOptimizer::sgd %{
+    val._module = module
+%}
+%pythonappend DdpOptimizer::adam %{
+    val._module = module
+%}
+%pythonappend DdpOptimizer::adamw %{
+    val._module = module
+%}
+%pythonappend DdpStrategy::setup_module %{
+        self._module = module
+%}
+
 /* Shapes: any sequence of ints. */
 %typemap(in) (const int64_t *SHAPE, size_t NDIM) {
   PyObject *seq = PySequence_Fast($input, "shape must be a sequence of ints");
@@ -127,6 +142,7 @@ static void ddp_py_raise(ddp_status s) {
 
 %include <typemaps.i>
 %apply long long *OUTPUT { long long *OUT_BEFORE, long long *OUT_AFTER, long long *OUT_ITER };
+%apply long long *OUTPUT { long long *OUT_STEP, long long *OUT_EPOCH };
 
 /* ---- spawn with a Python callable ----------------------------------------
  * fn(worker, arg: bytes) runs in each of nprocs processes (popen re-runs this

@@ -32,6 +32,15 @@ public class LibddpJavaTest {
   }
 
   @Test
+  public void strategyKeepsTwoRanksReplicasEqual() throws Exception {
+    String model = System.getProperty("ddp.model", "");
+    org.junit.Assume.assumeTrue("skipped: no torch in .venv to export the TorchScript module", !model.isEmpty());
+    String out = runJava("StrategyWorker", "env", "DDP_TEST_MODEL=" + model, System.getProperty("ddp.ddprun"),
+        "--standalone", "--nproc-per-node", "2");
+    assertTrue(out, out.contains("rank 0 OK") && out.contains("rank 1 OK"));
+  }
+
+  @Test
   public void twoRanksThroughDdprun() throws Exception {
     String out = runJava("TwoRankWorker", System.getProperty("ddp.ddprun"), "--standalone", "--nproc-per-node", "2");
     assertTrue(out, out.contains("rank 0 OK") && out.contains("rank 1 OK"));

@@ -11,5 +11,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp="$build/bindings/java/libddp.jar:$jars:$tmp"
 javac -nowarn -d "$tmp" -cp "$cp" "$src"/tests/bindings/java/*.java
-OMP_NUM_THREADS=1 java -Djava.library.path="$build/bindings/java" -Dddp.ddprun="$build/tools/ddprun" -cp "$cp" \
-  org.junit.runner.JUnitCore LibddpJavaTest
+# The strategy test trains a TorchScript module that torch exports here
+# (skipped with the reason when the venv's torch is missing).
+model=""
+if "$src/.venv/bin/python" -c "import torch" 2>/dev/null; then
+  model="$tmp/mlp.pt"
+  "$src/.venv/bin/python" -c "
+import torch, sys
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+torch.jit.script(m).save(sys.argv[1])" "$model"
+fi
+OMP_NUM_THREADS=1 java -Djava.library.path="$build/bindings/java" -Dddp.ddprun="$build/tools/ddprun" \
+  -Dddp.model="$model" -cp "$cp" org.junit.runner.JUnitCore LibddpJavaTest

@@ -9,7 +9,7 @@ glue for NumPy arrays and `with` blocks. Every operation is one libddp call.
 import numpy as _np
 
 from .ddp import *  # noqa: F401,F403
-from .ddp import Tensor, Group, Reducer, CommHook, ModelAverager, Worker  # noqa: F401
+from .ddp import Tensor, Group, Reducer, CommHook, ModelAverager, Worker, Module, Optimizer, Strategy  # noqa: F401
 from ._ddp import Error  # noqa: F401  (raised by every failing call: .status, .message)
 from . import ddp as _ddp
 
@@ -57,7 +57,7 @@ def _close(self):
         self.__swig_destroy__(self)
 
 
-for _cls in (Tensor, Group, Reducer, CommHook, ModelAverager):
+for _cls in (Tensor, Group, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy):
     _cls.close = _close
     _cls.__enter__ = lambda self: self
     _cls.__exit__ = lambda self, *exc: self.close()
