@@ -292,4 +292,156 @@ finish!(r::Reducer) = @check ccall((:ddp_reducer_finish, libddp), Cint, (Ptr{Cvo
 set_comm_hook!(r::Reducer, h::CommHook) =
     @check ccall((:ddp_reducer_set_comm_hook, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}), r.ptr, h.ptr)
 
+# ---- training: TorchScript modules, SGD, DistributedSampler, DDPStrategy ----
+
+# C: ddp_sgd_options
+mutable struct SGDOptions
+    version::Cuint
+    lr::Cdouble
+    momentum::Cdouble
+    dampening::Cdouble
+    weight_decay::Cdouble
+    nesterov::Cint
+end
+
+# C: ddp_sampler_options
+mutable struct SamplerOptions
+    version::Cuint
+    shuffle::Cint
+    seed::Int64
+    drop_last::Cint
+end
+
+# C: ddp_strategy_options
+mutable struct StrategyOptions
+    version::Cuint
+    kind::Cuint
+    accelerator::Cuint
+    devices::Cint
+    backend::Cstring
+    timeout_ms::Int64
+    bucket_cap_mb::Cdouble
+    first_bucket_mb::Cdouble
+    find_unused_parameters::Cint
+    broadcast_buffers::Cint
+    comm_hook::Ptr{Cvoid}
+    model_averaging_period::Int64
+    model_averaging_warmup::Int64
+    sync_batchnorm::Cint
+    static_graph::Cint
+end
+
+"""A TorchScript module saved by torch.jit.save."""
+mutable struct Module
+    ptr::Ptr{Cvoid}
+end
+
+function Module(path::AbstractString)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_module_load, libddp), Cint, (Ptr{Ptr{Cvoid}}, Cstring), out, path)
+    m = Module(out[])
+    finalizer(close, m)
+    return m
+end
+
+function Base.close(m::Module)
+    m.ptr == C_NULL || ccall((:ddp_module_free, libddp), Cvoid, (Ptr{Cvoid},), m.ptr)
+    m.ptr = C_NULL
+end
+
+"""LibTorch's SGD over `m`'s parameters (torch.optim.SGD's arguments)."""
+mutable struct Optimizer
+    ptr::Ptr{Cvoid}
+    module_::Module
+end
+
+function sgd(m::Module; lr::Real=0.001, momentum::Real=0, dampening::Real=0, weight_decay::Real=0,
+             nesterov::Bool=false)
+    o = SGDOptions(1, lr, momentum, dampening, weight_decay, nesterov)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_optimizer_new_sgd, libddp), Cint, (Ptr{Ptr{Cvoid}}, Ptr{Cvoid}, Ref{SGDOptions}), out, m.ptr, o)
+    opt = Optimizer(out[], m)
+    finalizer(close, opt)
+    return opt
+end
+
+function Base.close(opt::Optimizer)
+    opt.ptr == C_NULL || ccall((:ddp_optimizer_free, libddp), Cvoid, (Ptr{Cvoid},), opt.ptr)
+    opt.ptr = C_NULL
+end
+
+zero_grad!(opt::Optimizer) = @check ccall((:ddp_optimizer_zero_grad, libddp), Cint, (Ptr{Cvoid},), opt.ptr)
+
+"""DistributedSampler's indices (0-based) for `rank` of `world` in `epoch`."""
+function sampler_indices(n::Integer, world::Integer, rank::Integer, epoch::Integer; shuffle::Bool=true,
+                         seed::Integer=0, drop_last::Bool=false)
+    o = SamplerOptions(1, shuffle, seed, drop_last)
+    count = Ref{Csize_t}(0)
+    @check ccall((:ddp_sampler_indices, libddp), Cint,
+                 (Int64, Cint, Cint, Int64, Ref{SamplerOptions}, Ptr{Int64}, Csize_t, Ptr{Csize_t}),
+                 n, world, rank, epoch, o, C_NULL, 0, count)
+    out = Vector{Int64}(undef, count[])
+    @check ccall((:ddp_sampler_indices, libddp), Cint,
+                 (Int64, Cint, Cint, Int64, Ref{SamplerOptions}, Ptr{Int64}, Csize_t, Ptr{Csize_t}),
+                 n, world, rank, epoch, o, out, length(out), count)
+    return out
+end
+
+"""Lightning's DDPStrategy on the CPU: `devices` processes on this node
+(the program starts the others itself unless a launcher did)."""
+mutable struct Strategy
+    ptr::Ptr{Cvoid}
+    modules::Vector{Module}
+end
+
+function Strategy(; devices::Integer=1, timeout_ms::Integer=0, find_unused_parameters::Bool=false)
+    o = StrategyOptions(0, 0, 0, 0, Cstring(C_NULL), 0, 0, 0, 0, 0, C_NULL, 0, 0, 0, 0)
+    @check ccall((:ddp_strategy_options_init, libddp), Cint, (Ref{StrategyOptions}, Cuint), o, 1)
+    o.devices = devices
+    o.timeout_ms = timeout_ms
+    o.find_unused_parameters = find_unused_parameters
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_strategy_new, libddp), Cint, (Ptr{Ptr{Cvoid}}, Ref{StrategyOptions}), out, o)
+    s = Strategy(out[], Module[])
+    finalizer(close, s)
+    return s
+end
+
+function Base.close(s::Strategy)
+    s.ptr == C_NULL || ccall((:ddp_strategy_free, libddp), Cvoid, (Ptr{Cvoid},), s.ptr)
+    s.ptr = C_NULL
+end
+
+setup_environment!(s::Strategy) = @check ccall((:ddp_strategy_setup_environment, libddp), Cint, (Ptr{Cvoid},), s.ptr)
+global_rank(s::Strategy) = Int(ccall((:ddp_strategy_global_rank, libddp), Cint, (Ptr{Cvoid},), s.ptr))
+world_size(s::Strategy) = Int(ccall((:ddp_strategy_world_size, libddp), Cint, (Ptr{Cvoid},), s.ptr))
+teardown!(s::Strategy) = @check ccall((:ddp_strategy_teardown, libddp), Cint, (Ptr{Cvoid},), s.ptr)
+
+function setup_module!(s::Strategy, m::Module)
+    @check ccall((:ddp_strategy_setup_module, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}), s.ptr, m.ptr)
+    push!(s.modules, m)
+    return m
+end
+
+"""One step: zero_grad, forward of `x` (features x batch, column-major: the
+module sees batch x features), cross-entropy against the 0-based class
+labels `y`, backward (gradients averaged over the ranks), optimizer step.
+Returns this rank's loss."""
+function training_step!(s::Strategy, m::Module, opt::Optimizer, x::Matrix{Float32}, y::Vector{Int64})
+    zero_grad!(opt)
+    input, target = tensor_view(x), tensor_view(y)
+    out, loss = Ref{Ptr{Cvoid}}(C_NULL), Ref{Ptr{Cvoid}}(C_NULL)
+    try
+        @check ccall((:ddp_strategy_forward, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+                     s.ptr, m.ptr, input.ptr, out)
+        @check ccall((:ddp_loss_cross_entropy, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+                     out[], target.ptr, loss)
+        @check ccall((:ddp_strategy_backward, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}), s.ptr, loss[])
+        @check ccall((:ddp_strategy_optimizer_step, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}), s.ptr, opt.ptr)
+        return tensor_to_vector(loss[], Float32)[1]
+    finally
+        foreach(p -> ccall((:ddp_tensor_free, libddp), Cvoid, (Ptr{Cvoid},), p[]), (out, loss))
+    end
+end
+
 end # module
