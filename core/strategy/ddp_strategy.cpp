@@ -26,8 +26,16 @@ void DdpStrategy::setup_environment() {
   if (group_) fail(Status::State, "strategy: setup_environment was called already; teardown first");
   ClusterEnv env = detect_cluster_env(process_env_lookup());
   // A launcher's environment (ddprun, torchrun, SLURM, ...) says the ranks
-  // were started already; without one this process starts the others.
-  if (opts_.launch_local_ranks && opts_.devices > 1 && env.world_size == 1) {
+  // were started already, and how many on this node: `devices` must agree
+  // (Lightning's validate_settings), or ranks would wait for processes that
+  // nobody starts. Without one this process starts the others. (Workers of
+  // ddp_spawn have their number from the spawn call.)
+  if (env.name != "lightning") {
+    check_arg(!opts_.launch_local_ranks || opts_.devices == env.local_world_size,
+              "strategy: devices=" + std::to_string(opts_.devices) + " but the " + env.name +
+                  " environment started " + std::to_string(env.local_world_size) +
+                  " process(es) on this node; set devices to the launcher's processes per node");
+  } else if (opts_.launch_local_ranks && opts_.devices > 1 && env.world_size == 1) {
     launcher_ = std::make_unique<PopenLauncher>();
     env = launcher_->launch(opts_.devices, env.master_addr, Millis(5000));
   }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
+#include <chrono>
 #include <string>
 
 #include "capi_test_util.h"
@@ -152,6 +153,25 @@ TEST(Strategy, CallsOutOfOrderAreStateErrorsAndASingleProcessIsAWorldOfOne) {
   EXPECT_EQ(ddp_strategy_barrier(s, nullptr), DDP_OK) << last();
   ddp_strategy_free(s);
   EXPECT_EQ(ddp_strategy_world_size(s), -1);  // freed
+}
+
+// Under a launcher (here torchrun's variables: 1 process on this node),
+// devices must match what it started: a strategy that asks for 2 would
+// otherwise wait for a rank nobody starts.
+TEST(Strategy, DevicesThatDisagreeWithTheLauncherAreRefusedAtOnce) {
+  const char* vars[][2] = {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"},
+                           {"GROUP_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29999"}};
+  for (auto& kv : vars) setenv(kv[0], kv[1], 1);
+  ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+  o.devices = 2;
+  ddp_strategy* s = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&s, &o), DDP_OK) << last();
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(ddp_strategy_setup_environment(s), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "devices=2") && has(last(), "torchelastic")) << last();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  ddp_strategy_free(s);
+  for (auto& kv : vars) unsetenv(kv[0]);
 }
 
 TEST(Strategy, LossesCheckTheirInputs) {

@@ -1,0 +1,33 @@
+"""The benchmark models' step without any distribution: one process, one
+thread, plain PyTorch (forward, cross-entropy, backward, SGD): the compute
+every DDP contender does as well. Prints one JSON line.
+usage: bench_compute_only.py <mlp|conv> [steps]"""
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_ddp_models import make  # noqa: E402
+
+name = sys.argv[1]
+steps = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model, shape = make(name)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(shape), torch.randint(0, 10, (shape[0],))
+loss_fn = torch.nn.CrossEntropyLoss()
+ms = []
+for s in range(steps + 3):
+    t0 = time.perf_counter()
+    opt.zero_grad(set_to_none=False)
+    loss_fn(model(x), y).backward()
+    opt.step()
+    if s >= 3:
+        ms.append((time.perf_counter() - t0) * 1e3)
+ms.sort()
+print(json.dumps({"impl": "compute-only", "model": name, "step_ms_p50": round(ms[len(ms) // 2], 2),
+                  "step_ms_p90": round(ms[len(ms) * 9 // 10], 2)}))

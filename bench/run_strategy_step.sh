@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The training step through libddp's strategy against PyTorch DDP and
+# Lightning's Trainer (issue 12), 2 CPU ranks, in one run: the MLP (~9.4 M
+# parameters) and the small conv net of bench_ddp_models.py, batch 32 per
+# rank, SGD, each contender measured the same way (a barrier, then one
+# step: zero_grad, forward, loss, backward with the gradient reduction,
+# optimizer step); plus the same step in one process without any
+# distribution (the compute every contender shares). The contenders
+# alternate for BENCH_REPEATS (3) rounds; medians of the rounds' p50.
+# Prints step time, samples/s (both ranks) and per-step overhead (step
+# minus compute) with libddp's over each peer's.
+source "$(dirname "$0")/common.sh"
+steps=${STEPS:-20}
+out=$(mktemp)
+models=$(mktemp -d)
+trap 'rm -rf "$out" "$models"' EXIT
+"$py" "$here/bench/export_bench_models.py" "$models"
+ddprun() { "$build/tools/ddprun" --standalone --nproc-per-node 2 --local-ranks-filter 0 "$@" \
+             | sed -n 's/^\[rank0\]: \({.*}\)$/\1/p' >>"$out"; }
+for ((rep = 0; rep < ${BENCH_REPEATS:-3}; rep++)); do
+  for model in mlp conv; do
+    if [ "$model" = mlp ]; then shape="32 1024"; else shape="32 3 32 32"; fi
+    ddprun "$build/bench/bench_strategy_step" "$model" "$models/$model.pt" "$steps" $shape
+    ddprun --python "$py" "$here/bench/bench_ddp_step_torch.py" "$model" 25 "$steps"
+    "$py" "$here/bench/bench_ddp_step_lightning.py" "$model" "$steps" 2>/dev/null | grep '^{' >>"$out" || true
+    "$py" "$here/bench/bench_compute_only.py" "$model" "$steps" >>"$out"
+  done
+done
+"$py" - "$out" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def p50(impl, model):
+    v = [r["step_ms_p50"] for r in rows if r["impl"] == impl and r["model"] == model]
+    return statistics.median(v) if v else None
+names = {"libddp-strategy": "libddp strategy", "pytorch-ddp": "PyTorch DDP", "lightning-trainer": "Lightning"}
+for m in ("mlp", "conv"):
+    compute = p50("compute-only", m)
+    print(f"{m}: single-process compute {compute:.2f} ms per step")
+    print(f"  {'contender':16} {'step ms':>8} {'samples/s':>10} {'overhead ms':>12}")
+    for impl, label in names.items():
+        t = p50(impl, m)
+        if t is not None:
+            print(f"  {label:16} {t:8.2f} {2 * 32 / t * 1e3:10.0f} {t - compute:12.2f}")
+    lib, ddp, pl = (p50(i, m) for i in names)
+    for peer, t in (("PyTorch DDP", ddp), ("Lightning", pl)):
+        if lib and t and t > compute:
+            print(f"  libddp / {peer}: step {lib / t:.3f}, overhead {(lib - compute) / (t - compute):.3f}")
+PY
