@@ -5,12 +5,11 @@ usage: bench_compute_only.py <mlp|conv> [steps]"""
 import json
 import os
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ddp_models import make  # noqa: E402
+from bench_ddp_models import make, time_steps  # noqa: E402
 
 name = sys.argv[1]
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 30
@@ -20,14 +19,13 @@ model, shape = make(name)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(shape), torch.randint(0, 10, (shape[0],))
 loss_fn = torch.nn.CrossEntropyLoss()
-ms = []
-for s in range(steps + 3):
-    t0 = time.perf_counter()
+
+
+def step():
     opt.zero_grad(set_to_none=False)
     loss_fn(model(x), y).backward()
     opt.step()
-    if s >= 3:
-        ms.append((time.perf_counter() - t0) * 1e3)
-ms.sort()
-print(json.dumps({"impl": "compute-only", "model": name, "step_ms_p50": round(ms[len(ms) // 2], 2),
-                  "step_ms_p90": round(ms[len(ms) * 9 // 10], 2)}))
+
+
+p50, p90 = time_steps(step, steps)
+print(json.dumps({"impl": "compute-only", "model": name, "step_ms_p50": p50, "step_ms_p90": p90}))

@@ -1,4 +1,7 @@
-"""The benchmark models in PyTorch, identical to bench_ddp_step.cpp's."""
+"""The benchmark models in PyTorch, identical to bench_ddp_step.cpp's, and
+the step timing their Python benchmarks share."""
+import time
+
 import torch
 import torch.nn as nn
 
@@ -30,3 +33,18 @@ def make(name):
     if name == "mlp":
         return Mlp(), (32, 1024)
     return Conv(), (32, 3, 32, 32)
+
+
+def time_steps(step, steps, before=None):
+    """(p50, p90) in ms of `steps` timed calls of step(), after 3 untimed
+    ones; before(), when given, runs untimed ahead of every call."""
+    ms = []
+    for s in range(steps + 3):
+        if before:
+            before()
+        t0 = time.perf_counter()
+        step()
+        if s >= 3:
+            ms.append((time.perf_counter() - t0) * 1e3)
+    ms.sort()
+    return round(ms[len(ms) // 2], 2), round(ms[len(ms) * 9 // 10], 2)

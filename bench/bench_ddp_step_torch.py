@@ -4,14 +4,13 @@ usage: bench_ddp_step_torch.py <mlp|conv> <bucket_cap_mb> [steps]"""
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ddp_models import make  # noqa: E402
+from bench_ddp_models import make, time_steps  # noqa: E402
 
 name, cap = sys.argv[1], float(sys.argv[2])
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 30
@@ -23,17 +22,16 @@ ddp = DDP(model, bucket_cap_mb=cap)
 opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
 x, y = torch.randn(shape), torch.randint(0, 10, (shape[0],))
 loss_fn = torch.nn.CrossEntropyLoss()
-ms = []
-for s in range(steps + 3):
-    dist.barrier()
-    t0 = time.perf_counter()
+
+
+def step():
     opt.zero_grad(set_to_none=False)
     loss_fn(ddp(x), y).backward()
     opt.step()
-    if s >= 3:
-        ms.append((time.perf_counter() - t0) * 1e3)
-ms.sort()
+
+
+p50, p90 = time_steps(step, steps, before=dist.barrier)
 if dist.get_rank() == 0:
     print(json.dumps({"impl": "pytorch-ddp", "model": name, "bucket_cap_mb": cap, "mode": "overlap",
-                      "step_ms_p50": round(ms[len(ms) // 2], 2), "step_ms_p90": round(ms[len(ms) * 9 // 10], 2)}))
+                      "step_ms_p50": p50, "step_ms_p90": p90}))
 dist.destroy_process_group()
