@@ -30,6 +30,20 @@ class EpochTimer(pl.Callback):
             print(f"epoch {trainer.current_epoch + 1:2d}  ({(time.monotonic() - self.t0) * 1000:.0f} ms)", flush=True)
 
 
+class CommHook(pl.Callback):
+    """PyTorch's compression hook on Lightning's DDP module. Lightning's own
+    ddp_comm_hook option registers hooks on CUDA only, so on the CPU the
+    hook is registered here, once the strategy has wrapped the module."""
+
+    def __init__(self, name):
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        self.hook = default_hooks.fp16_compress_hook if name == "fp16" else default_hooks.bf16_compress_hook
+
+    def on_fit_start(self, trainer, module):
+        trainer.strategy.model.register_comm_hook(None, self.hook)
+
+
 class Digits(pl.LightningModule):
     def __init__(self, log_path, unused):
         super().__init__()
@@ -60,6 +74,7 @@ def main():
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--find-unused", action="store_true", help="the model with an unused layer, find_unused_parameters")
     p.add_argument("--accumulate", type=int, default=1, help="accumulate_grad_batches")
+    p.add_argument("--comm-hook", choices=["fp16", "bf16"], help="PyTorch's fp16/bf16_compress_hook on the DDP module")
     a = p.parse_args()
     torch.set_num_threads(1)
     train_x, train_y, test_x, test_y = split()
@@ -70,7 +85,8 @@ def main():
     trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=a.world, max_epochs=a.epochs,
                          accumulate_grad_batches=a.accumulate,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, callbacks=[EpochTimer()])
+                         enable_model_summary=False,
+                         callbacks=[EpochTimer()] + ([CommHook(a.comm_hook)] if a.comm_hook else []))
     trainer.fit(module, loader)
     if trainer.global_rank == 0:
         with torch.no_grad():

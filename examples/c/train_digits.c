@@ -11,6 +11,7 @@
  *                         [--accumulate K] (Lightning's accumulate_grad_batches: the loss
  *                                           divided by K, gradients synced and the optimizer
  *                                           stepped every K batches and at the epoch's last)
+ *                         [--comm-hook fp16|bf16] (PyTorch's fp16/bf16_compress_hook)
  *
  * DATA_DIR holds what examples/digits/export_digits.py writes: the 80/20
  * split as raw arrays and the TorchScript MLP 64-128-64-10. Settings are
@@ -44,6 +45,7 @@ typedef struct {
   int resume;
   int find_unused;
   int accumulate; /* Lightning's accumulate_grad_batches */
+  char comm_hook[8]; /* "", "fp16" or "bf16" */
 } job_args;
 
 typedef struct {
@@ -143,7 +145,13 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   so.kind = kind;
   so.devices = devices;
   so.find_unused_parameters = a->find_unused;
-  CHECK(ddp_strategy_new(&s, &so));
+  ddp_comm_hook *hook = NULL;
+  if (!strcmp(a->comm_hook, "fp16")) CHECK(ddp_comm_hook_fp16_compress(&hook));
+  if (!strcmp(a->comm_hook, "bf16")) CHECK(ddp_comm_hook_bf16_compress(&hook));
+  so.comm_hook = hook;
+  ddp_status made = ddp_strategy_new(&s, &so);
+  ddp_comm_hook_free(hook); /* the strategy holds its own reference */
+  CHECK(made);
   CHECK(ddp_strategy_setup_environment(s));
   rank = ddp_strategy_global_rank(s);
   int world = ddp_strategy_world_size(s);
@@ -312,6 +320,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--resume")) a.resume = 1;
     else if (!strcmp(argv[i], "--find-unused")) a.find_unused = 1;
     else if (!strcmp(argv[i], "--accumulate") && i + 1 < argc) a.accumulate = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--comm-hook") && i + 1 < argc &&
+             (!strcmp(argv[i + 1], "fp16") || !strcmp(argv[i + 1], "bf16")))
+      snprintf(a.comm_hook, sizeof a.comm_hook, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "popen")) popen = 1, ++i;
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "spawn")) popen = 0, ++i;
     else {

@@ -4,8 +4,10 @@ Trainer(strategy="ddp", accelerator="cpu", devices=2)): same initial
 weights, data order, optimizer and model; rank 0's loss at every step must
 agree to 1e-5 relative (they are bitwise equal with this wheel), and so must
 the held-out accuracy. Also with a layer forward never uses, under
-find_unused_parameters on both sides, and with accumulate_grad_batches=2
-(block_backward_sync on the batches that accumulate)."""
+find_unused_parameters on both sides, with accumulate_grad_batches=2
+(block_backward_sync on the batches that accumulate), and with PyTorch's
+fp16 compression hook (on Lightning's DDP module, which Lightning itself
+would hook on CUDA only)."""
 import os
 import re
 import subprocess
@@ -37,8 +39,8 @@ def accuracy(out):
 
 @pytest.mark.skipif(subprocess.run([sys.executable, "-c", "import sklearn"]).returncode != 0,
                     reason="scikit-learn is not installed (scripts/bootstrap.sh installs it)")
-@pytest.mark.parametrize("variant", [[], ["--find-unused"], ["--accumulate", "2"]],
-                         ids=["plain", "find_unused_parameters", "accumulate_grad_batches_2"])
+@pytest.mark.parametrize("variant", [[], ["--find-unused"], ["--accumulate", "2"], ["--comm-hook", "fp16"]],
+                         ids=["plain", "find_unused_parameters", "accumulate_grad_batches_2", "fp16_compress_hook"])
 def test_per_step_losses_match_lightning(tmp_path, variant):
     data = str(tmp_path / "digits")
     export = [sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), data]
