@@ -58,10 +58,19 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
       finished = true;
     } catch (...) {
       // Either our slice ran out ("Operation timed out!", work not complete)
-      // or the operation itself failed (work complete, exception set).
+      // or the operation itself failed (work complete, exception set). A
+      // work may also complete between its slice running out and this
+      // check: then it is asked once more, and its own answer counts.
       if (work->isCompleted()) {
         failure = work->exception();
-        if (!failure) failure = std::current_exception();
+        if (!failure) {
+          try {
+            work->wait(Millis(1));
+            finished = true;
+          } catch (...) {
+            failure = std::current_exception();
+          }
+        }
       }
     }
     if (failure) {
