@@ -123,4 +123,9 @@ L.ddp_reducer_free(reducer)
 L.ddp_group_free(sub)
 L.ddp_group_free(group)
 dist.destroy_process_group()
-sys.exit(1 if failures else 0)
+# torch's Gloo subgroups (PostLocalSGDState's) are still referenced from
+# Python objects here; destroying them during interpreter finalization can
+# abort the process ("terminate called without an active exception",
+# pytorch/pytorch#190489), so this process ends without finalization.
+sys.stdout.flush()
+os._exit(1 if failures else 0)

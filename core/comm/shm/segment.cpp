@@ -25,9 +25,10 @@ constexpr uint64_t kMagic = 0x6464702d73686d31ULL;  // "ddp-shm1"
 constexpr size_t kLine = 64;
 constexpr size_t kControlOffset = 512;
 // How a wait spends its time before it sleeps: a few hundred pauses (a peer
-// on another core is usually that close), then some yields (a peer waiting
-// for this core), then futex sleeps of at most kSleepSlice.
-constexpr int kSpins = 256;
+// on another core is usually that close; none when the host's ranks
+// outnumber the cores this process may run on, where a spinning rank holds
+// the core its peer needs), then some yields (a peer waiting for this
+// core), then futex sleeps of at most kSleepSlice.
 constexpr int kYields = 32;
 constexpr Millis kSleepSlice{2};
 constexpr Millis kLivenessEvery{100};
@@ -162,6 +163,9 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   seg->size_ = size;
   seg->slot_bytes_ = slot_bytes;
   seg->global_ranks_ = global_ranks;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && size > CPU_COUNT(&cpus)) seg->spins_ = 0;
   auto to_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
   std::string problem;
   struct OwnedFd {
@@ -278,7 +282,7 @@ void Segment::wait_for(int peer, uint32_t phase, Clock::time_point deadline, con
   RankLine& line = lines(base_)[peer];
   // Phases wrap at 2^32: compare by difference.
   auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - phase) >= 0; };
-  for (int i = 0; i < kSpins; ++i) {
+  for (int i = 0; i < spins_; ++i) {
     if (reached(line.phase.load(std::memory_order_acquire))) return;
     cpu_relax();
   }

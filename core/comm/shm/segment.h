@@ -91,6 +91,7 @@ class Segment {
   int rank_ = 0;
   int size_ = 1;
   uint32_t phase_ = 0;
+  int spins_ = 256;  // pauses before a wait yields; 0 with more ranks than cores
   uint64_t calls_ = 0;          // announced so far; its parity picks the rank line's call slot
   bool compare_pending_ = false;
   std::string (*describe_)(const Call&) = nullptr;
