@@ -76,19 +76,17 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
     if (failure) {
       try {
         std::rethrow_exception(failure);
-      } catch (const Error& e) {
-        // A backend of ours (shm) classified its failure already; a timeout
-        // or a dead peer still breaks the group and is published.
-        if (e.status() != Status::Timeout && e.status() != Status::PeerFailed) throw;
-        group_.throw_root_cause_if_reported();
-        group_.fail_and_publish(e.status(), op_ + " failed on " + who(group_) + ": " + e.what());
       } catch (const std::exception& e) {
+        // A timeout or a dead peer breaks the group and is published, also
+        // when a backend of ours (shm) classified it already as an Error;
+        // any other Error goes up as it is.
         Status s = classify_exception(e);
         std::string msg = op_ + " failed on " + who(group_) + ": " + short_what(e);
         if (s == Status::Timeout || s == Status::PeerFailed) {
           group_.throw_root_cause_if_reported();
           group_.fail_and_publish(s, msg);
         }
+        if (dynamic_cast<const Error*>(&e)) throw;
         fail(s, msg);
       }
     }

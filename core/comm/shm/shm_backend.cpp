@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "comm/backend_factory.h"
 #include "comm/shm/executor.h"

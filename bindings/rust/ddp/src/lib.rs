@@ -129,7 +129,8 @@ impl Drop for Tensor {
     }
 }
 
-/// A process group (Gloo on the CPU): every rank calls the same collectives
+/// A process group (on the CPU: shared memory between the ranks of a host,
+/// Gloo between hosts): every rank calls the same collectives
 /// in the same order.
 pub struct Group(*mut sys::ddp_group);
 
