@@ -221,7 +221,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   // this store (a store that outlives one group, an agent's or across
   // restarts, never mixes two groups' counters).
   std::string base = job_prefix();
-  auto job = c10::make_intrusive<c10d::PrefixStore>(base, client);
+  auto job = keys_of(c10::make_intrusive<c10d::PrefixStore>(base, client));
   announce_joining(*job, impl->rank);
   int64_t gen = join_generation(job, impl->size, impl->timeout, where);
   impl->prefix = base + "/g" + std::to_string(gen);
@@ -256,7 +256,7 @@ std::unique_ptr<Group> Group::new_subgroup(int group_size) {
   impl->prefix = impl_->prefix + "/" + sub;
   impl->store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->store);
   impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->monitor_store);
-  count_in(*impl->store, impl->size, impl->timeout, impl->prefix);
+  count_in(*keys_of(impl->store), impl->size, impl->timeout, impl->prefix);
   impl->monitor = std::make_unique<StoreMonitor>(impl->monitor_store);
   connect_backend(*impl);
   return std::unique_ptr<Group>(new Group(std::move(impl)));

@@ -1,14 +1,17 @@
-// Where ranks, and ddprun's agents, meet: the TCPStore (hosted on a socket
-// bound to the job's address, or connected to), the keys a job keeps there,
-// and the arrival count that precedes every group. Used by Group::init and
-// by ddprun; one protocol, one place.
+// Where ranks meet: c10d's TCPStore, hosted on a socket bound to the job's
+// address or connected to, and seen as a KeyStore so that the meeting
+// protocol (store/meeting.h), which ddprun's agent runs without LibTorch,
+// has one home.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "store/meeting.h"
 
 namespace ddp::core {
 
@@ -27,26 +30,9 @@ c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port,
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int port, Millis timeout,
                                                  const std::string& who, const std::string& host);
 
-// The prefix of one job's keys on a store: the launcher's job id ("world"
-// without one) and the restart round.
-std::string job_key_prefix(const std::string& job_id, int restart);
-
-// Every rank of `prefix` adds itself to a counter; returns once all `size`
-// have (true on the rank that arrived last), or throws Status::Timeout saying
-// how many of how many arrived.
-bool count_in(c10d::Store& store, int size, Millis timeout, const std::string& where);
-
-// count_in under the store's current generation, which every rank agrees on
-// whatever failed before; returns that generation.
-int64_t join_generation(const c10::intrusive_ptr<c10d::Store>& base, int size, Millis timeout,
-                        const std::string& where);
-
-// Before its first rendezvous a rank records that it joins ("joined/<rank>"
-// and a count, under the job's prefix). A launcher reads them to tell a rank
-// that ended with 0 before joining (the others would wait for it until their
-// timeout) from one that finished its work.
-void announce_joining(c10d::Store& job, int rank);
-bool has_joined(c10d::Store& job, int rank);
-int64_t ranks_joining(c10d::Store& job);
+// The same store as a KeyStore (store/key_store.h), for the meeting
+// protocol of store/meeting.h; what c10d throws arrives as ddp::core::Error,
+// classified (comm/failure.h).
+std::shared_ptr<KeyStore> keys_of(c10::intrusive_ptr<c10d::Store> store);
 
 }  // namespace ddp::core

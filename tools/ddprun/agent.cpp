@@ -3,8 +3,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-
 #include <atomic>
 #include <cstdio>
 #include <iostream>
@@ -13,19 +11,21 @@
 #include <thread>
 
 #include "bounded_store.h"
-#include "comm/failure.h"
-#include "comm/rendezvous.h"
 #include "common/error.h"
 #include "heartbeat.h"
 #include "launch/supervisor.h"
 #include "launch/worker_env.h"
 #include "report.h"
+#include "store/meeting.h"
+#include "store/wire_client.h"
+#include "store/wire_server.h"
 
 namespace ddprun {
 using namespace ddp::core::launch;
 using ddp::core::fail;
 using ddp::core::Status;
-using ddp::core::short_what;
+using ddp::core::KeyStore;
+using ddp::core::PrefixKeys;
 
 namespace {
 
@@ -69,7 +69,7 @@ class Agent {
       // A stop signal gave up a store call (the rendezvous, the last wait
       // for the other nodes): no worker is running any more.
       if (int sig = g_stop_signal.load()) {
-        std::cerr << "ddprun: stopped by " << signal_name(sig) << " (" << short_what(e) << ")\n";
+        std::cerr << "ddprun: stopped by " << signal_name(sig) << " (" << e.what() << ")\n";
         return 128 + sig;
       }
       throw;
@@ -84,11 +84,10 @@ class Agent {
     std::string label = "ddprun " + a_.command.front();
     std::vector<Failure> last_failures;
     for (int restart = 0;; ++restart) {
-      RoundStore round = c10::make_intrusive<c10d::PrefixStore>(
-          "ddprun/" + job_id_ + "/round" + std::to_string(restart), store_);
+      RoundStore round =
+          std::make_shared<PrefixKeys>("ddprun/" + job_id_ + "/round" + std::to_string(restart), store_);
       rendezvous(round);
-      heartbeat_.begin_round(round,
-                             c10::make_intrusive<c10d::PrefixStore>(ddp::core::job_key_prefix(job_id_, restart), store_));
+      heartbeat_.begin_round(round, std::make_shared<PrefixKeys>(ddp::core::job_key_prefix(job_id_, restart), store_));
       JobResult job = run_round(argv, restart);
       if (job.stop_signal) {
         heartbeat_.publish_failure("node " + std::to_string(a_.node_rank) + " stopped by " +
@@ -128,17 +127,30 @@ class Agent {
   }
 
   // Node 0 hosts the agent store (which the workers use too, as torchrun's
-  // do), on master_addr's address only; the others connect, retrying until
-  // the rendezvous deadline.
+  // do, through c10d's client) on master_addr's address only, and talks to
+  // it like the others, which connect, retrying until the rendezvous
+  // deadline. Neither needs LibTorch (store/wire_server.h).
   void open_store() {
     std::string addr = a_.master_addr;
     int port = a_.master_port, node = a_.node_rank;
     Millis timeout = rdzv_timeout();
-    auto store = calls_.call([addr, port, node, timeout]() -> c10::intrusive_ptr<c10d::TCPStore> {
-      if (node == 0) return ddp::core::host_store(addr, port, -1, std::nullopt, timeout);
-      return ddp::core::connect_store(addr, port, timeout, "node " + std::to_string(node), "node 0");
+    if (node == 0) {
+      int bound = port;
+      int fd = ddp::core::launch::listen_socket(addr, port, &bound);
+      server_ = std::make_unique<ddp::core::WireStoreServer>(fd);
+      port = a_.master_port = server_->port();
+    }
+    std::string where = addr + ":" + std::to_string(port);
+    std::shared_ptr<KeyStore> store = calls_.call([addr, port, timeout, node, where]() -> std::shared_ptr<KeyStore> {
+      try {
+        return std::make_shared<ddp::core::WireStoreClient>(addr, port, timeout);
+      } catch (const ddp::core::Error& e) {
+        if (e.status() != Status::Timeout || node == 0) throw;
+        fail(Status::Timeout, "node " + std::to_string(node) + " could not reach the rendezvous store at " + where +
+                                  " within " + std::to_string(timeout.count()) +
+                                  " ms; is node 0 running, and are that address and port right? (" + e.what() + ")");
+      }
     }, timeout + Millis(5000), "connecting to the rendezvous store");
-    a_.master_port = store->getPort();
     store_ = store;
   }
 
@@ -222,7 +234,7 @@ class Agent {
         *why = "stopped by " + signal_name(g_stop_signal.load());
         return false;
       }
-      *why = "lost the rendezvous store: " + short_what(e);
+      *why = std::string("lost the rendezvous store: ") + e.what();
       return false;
     }
   }
@@ -238,7 +250,8 @@ class Agent {
   std::string job_id_;
   BoundedStore calls_{&g_stop_signal};
   Heartbeat heartbeat_{calls_, a_};
-  c10::intrusive_ptr<c10d::Store> store_;
+  std::unique_ptr<ddp::core::WireStoreServer> server_;  // node 0 only; outlives every call on store_
+  std::shared_ptr<KeyStore> store_;
   std::mutex out_mutex_;
 };
 

@@ -3,18 +3,16 @@
 #include <algorithm>
 #include <sstream>
 
-#include "comm/failure.h"
-#include "comm/rendezvous.h"
+#include "store/meeting.h"
 
 namespace ddprun {
-using ddp::core::short_what;
 using ddp::core::launch::ChildStatus;
 using ddp::core::launch::Millis;
 
 namespace {
 
 // Beats this node's counter (with several nodes) and reads the rest.
-NodesSeen look_at(c10d::Store& round, c10d::Store& job, int me, int nodes, const std::vector<int>& quitters) {
+NodesSeen look_at(ddp::core::KeyStore& round, ddp::core::KeyStore& job, int me, int nodes, const std::vector<int>& quitters) {
   NodesSeen s;
   if (nodes > 1) {
     round.add("hb/" + std::to_string(me), 1);
@@ -57,7 +55,7 @@ bool Heartbeat::fine(const std::vector<ChildStatus>& children) {
     try {
       seen = look_.get();
     } catch (const std::exception& e) {
-      why_ = "lost the rendezvous store: " + short_what(e);
+      why_ = std::string("lost the rendezvous store: ") + e.what();
       return false;
     }
     if (!judge(seen, now)) return false;
@@ -128,7 +126,7 @@ bool Heartbeat::judge(const NodesSeen& seen, Clock::time_point now) {
 void Heartbeat::publish_failure(const std::string& why) {
   RoundStore round = round_;
   try {
-    calls_.call([round, why] { round->set("failed", std::vector<uint8_t>(why.begin(), why.end())); },
+    calls_.call([round, why] { round->set("failed", ddp::core::Bytes(why.begin(), why.end())); },
                 std::min(std::max(agent_timeout(), Millis(1000)), Millis(5000)), "publishing the failure");
   } catch (...) {
     // The store is gone or unreachable: nobody is left to tell.
@@ -142,7 +140,7 @@ std::string Heartbeat::read_failure() {
                          "reading the failure");
     return std::string(v.begin(), v.end());
   } catch (const std::exception& e) {
-    return "lost the rendezvous store: " + short_what(e);
+    return std::string("lost the rendezvous store: ") + e.what();
   }
 }
 

@@ -7,8 +7,6 @@
 // supervisor that asks never blocks on the store.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <chrono>
 #include <future>
 #include <set>
@@ -18,10 +16,11 @@
 #include "args.h"
 #include "bounded_store.h"
 #include "launch/supervisor.h"
+#include "store/key_store.h"
 
 namespace ddprun {
 
-using RoundStore = c10::intrusive_ptr<c10d::Store>;
+using RoundStore = std::shared_ptr<ddp::core::KeyStore>;
 
 // One look at the job in the store.
 struct NodesSeen {

@@ -7,11 +7,8 @@
 
 #include "agent.h"
 #include "args.h"
-#include "comm/failure.h"
-#include "comm/torch_logging.h"
 
 int main(int argc, char** argv) {
-  ddp::core::quiet_torch_logging();
   std::vector<std::string> args(argv + 1, argv + argc);
   for (auto& s : args)
     if (s == "-h" || s == "--help") {
@@ -28,7 +25,7 @@ int main(int argc, char** argv) {
   try {
     return ddprun::run_agent(std::move(a));
   } catch (const std::exception& e) {
-    std::cerr << "ddprun: " << ddp::core::short_what(e) << "\n";
+    std::cerr << "ddprun: " << e.what() << "\n";
     return 1;
   }
 }

@@ -1,0 +1,79 @@
+// c10d's own TCPStore wait reports nothing about who is missing; count_in does.
+#include "store/meeting.h"
+
+#include "common/error.h"
+
+namespace ddp::core {
+
+bool count_in(KeyStore& store, int size, std::chrono::milliseconds timeout, const std::string& where) {
+  int64_t arrived = store.add("arrived", 1);
+  if (arrived > size)
+    fail(Status::State, "rendezvous at " + where + ": " + std::to_string(arrived) +
+                            " ranks arrived for a world of " + std::to_string(size) +
+                            " (two jobs sharing MASTER_ADDR:MASTER_PORT?)");
+  if (arrived == size) {
+    store.set("complete", Bytes{1});
+    return true;
+  }
+  try {
+    store.wait({"complete"}, timeout);
+    return false;
+  } catch (const Error& e) {
+    if (e.status() == Status::Timeout) {
+      int64_t now = arrived;
+      try {
+        now = store.add("arrived", 0);
+      } catch (...) {
+      }
+      fail(Status::Timeout, "rendezvous at " + where + " timed out after " + std::to_string(timeout.count()) +
+                                " ms: " + std::to_string(now) + " of " + std::to_string(size) + " ranks arrived");
+    }
+    // The store went away: its host gave up first (its clock started
+    // earlier) or died. Either way the rendezvous did not complete in time.
+    fail(Status::Timeout, "rendezvous at " + where + " failed: the store hosted by rank 0 closed " +
+                              "while this rank waited (rank 0 timed out or died); when last seen " +
+                              std::to_string(arrived) + " of " + std::to_string(size) + " ranks arrived (" +
+                              e.what() + ")");
+  }
+}
+
+std::string job_key_prefix(const std::string& job_id, int restart) {
+  return "ddp/" + job_id + "/r" + std::to_string(restart);
+}
+
+void announce_joining(KeyStore& job, int rank) {
+  job.set("joined/" + std::to_string(rank), Bytes{1});
+  job.add("joined", 1);
+}
+
+bool has_joined(KeyStore& job, int rank) { return job.check({"joined/" + std::to_string(rank)}); }
+
+int64_t ranks_joining(KeyStore& job) { return job.add("joined", 0); }
+
+int64_t join_generation(const std::shared_ptr<KeyStore>& base, int size, std::chrono::milliseconds timeout,
+                        const std::string& where) {
+  // Every init of a group on this store meets under the current generation
+  // "g<N>". The rank that completes the count advances N for the next init;
+  // a rank that times out advances it too (compare-and-set: once), so ranks
+  // whose earlier inits failed differently still meet under the same N.
+  int64_t gen = base->add("gen", 0);
+  PrefixKeys at_gen("g" + std::to_string(gen), base);
+  auto advance = [&] {
+    std::string now = std::to_string(gen), next = std::to_string(gen + 1);
+    base->compare_set("gen", Bytes(now.begin(), now.end()), Bytes(next.begin(), next.end()));
+  };
+  try {
+    if (count_in(at_gen, size, timeout, where)) advance();
+  } catch (const Error& e) {
+    if (e.status() == Status::Timeout) {
+      try {
+        advance();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  return gen;
+}
+
+}  // namespace ddp::core

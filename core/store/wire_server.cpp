@@ -1,0 +1,363 @@
+#include "store/wire_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/error.h"
+#include "store/key_store.h"
+#include "store/wire_protocol.h"
+
+namespace ddp::core {
+using namespace wire;
+
+namespace {
+
+struct Connection {
+  int fd = -1;
+  bool validated = false;
+  std::vector<uint8_t> in;   // received, not yet parsed
+  std::vector<uint8_t> out;  // answers not yet written
+  size_t awaited = 0;        // keys of its wait still missing
+};
+
+enum class Parsed { Incomplete, Done, Bad };
+
+}  // namespace
+
+struct WireStoreServer::State {
+  int listen_fd = -1;
+  int stop_pipe[2] = {-1, -1};
+  int port = 0;
+  std::thread thread;
+
+  uint64_t next_id = 1;
+  std::map<uint64_t, Connection> conns;
+  std::unordered_map<std::string, Bytes> keys;
+  std::unordered_map<std::string, std::vector<uint64_t>> waiting;  // key -> connections waiting for it
+
+  void run();
+  void accept_new();
+  bool read_from(Connection& c);
+  bool write_to(Connection& c);
+  Parsed handle_one(uint64_t id, Connection& c, Decoder& d);
+  void store(const std::string& key, Bytes value);
+  void wake(const std::string& key);
+  void forget_waits(uint64_t id);
+  static void send(Connection& c, Encoder& e) { c.out.insert(c.out.end(), e.out().begin(), e.out().end()); }
+};
+
+namespace {
+
+bool set_flags(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  return fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 && fcntl(fd, F_SETFD, FD_CLOEXEC) == 0;
+}
+
+int port_of(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  return ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                  : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+bool read_keys(Decoder& d, std::vector<std::string>* keys) {
+  uint64_t n = 0;
+  if (!d.count(&n, kMaxKeysPerQuery)) return false;
+  keys->resize(n);
+  for (auto& k : *keys)
+    if (!d.str(&k)) return false;
+  return true;
+}
+
+}  // namespace
+
+WireStoreServer::WireStoreServer(int listen_fd) : s_(std::make_unique<State>()) {
+  s_->listen_fd = listen_fd;
+  // The agent forks workers: neither the listening socket nor a connection
+  // may leak into them.
+  if (!set_flags(listen_fd) || pipe2(s_->stop_pipe, O_CLOEXEC) != 0) {
+    int err = errno;
+    close(listen_fd);
+    fail(Status::IO, std::string("cannot set up the store's socket: ") + std::strerror(err));
+  }
+  s_->port = port_of(listen_fd);
+  State* s = s_.get();
+  s_->thread = std::thread([s] { s->run(); });
+}
+
+WireStoreServer::~WireStoreServer() {
+  char b = 0;
+  ssize_t w = write(s_->stop_pipe[1], &b, 1);
+  (void)w;
+  s_->thread.join();
+  for (auto& [id, c] : s_->conns) close(c.fd);
+  close(s_->listen_fd);
+  close(s_->stop_pipe[0]);
+  close(s_->stop_pipe[1]);
+}
+
+int WireStoreServer::port() const { return s_->port; }
+
+void WireStoreServer::State::run() {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> ids;
+  for (;;) {
+    fds.assign({{stop_pipe[0], POLLIN, 0}, {listen_fd, POLLIN, 0}});
+    ids.assign(2, 0);
+    for (auto& [id, c] : conns) {
+      fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+      ids.push_back(id);
+    }
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return;  // cannot happen with valid descriptors; the clients then see a closed store
+    }
+    if (fds[0].revents) return;
+    if (fds[1].revents & POLLIN) accept_new();
+    std::vector<uint64_t> dead;
+    for (size_t i = 2; i < fds.size(); ++i) {
+      auto it = conns.find(ids[i]);
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)) || it == conns.end()) continue;
+      Connection& c = it->second;
+      // What a client sent before it closed is still served (a last set).
+      bool open = read_from(c);
+      size_t off = 0;
+      for (;;) {
+        Decoder d(c.in.data() + off, c.in.size() - off);
+        Parsed p = handle_one(ids[i], c, d);
+        if (p == Parsed::Bad) open = false;
+        if (p != Parsed::Done) break;
+        off += d.used();
+      }
+      c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(off));
+      if (!open) dead.push_back(ids[i]);
+    }
+    // Answers, and the wake-ups a query caused on other connections.
+    for (auto& [id, c] : conns)
+      if (!c.out.empty() && !write_to(c)) dead.push_back(id);
+    for (uint64_t id : dead) {
+      auto it = conns.find(id);
+      if (it == conns.end()) continue;
+      forget_waits(id);
+      close(it->second.fd);
+      conns.erase(it);
+    }
+  }
+}
+
+void WireStoreServer::State::accept_new() {
+  for (;;) {
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN, or a connection that went away before it was taken
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    conns[next_id++].fd = fd;
+  }
+}
+
+bool WireStoreServer::State::read_from(Connection& c) {
+  uint8_t buf[65536];
+  for (;;) {
+    ssize_t n = recv(c.fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      c.in.insert(c.in.end(), buf, buf + n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n < 0 && errno == EINTR) continue;
+    return false;  // closed by the client, or reset
+  }
+}
+
+bool WireStoreServer::State::write_to(Connection& c) {
+  size_t done = 0;
+  while (done < c.out.size()) {
+    ssize_t n = ::send(c.fd, c.out.data() + done, c.out.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return false;
+  }
+  c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(done));
+  return true;
+}
+
+void WireStoreServer::State::store(const std::string& key, Bytes value) {
+  keys[key] = std::move(value);
+  wake(key);
+}
+
+void WireStoreServer::State::wake(const std::string& key) {
+  auto it = waiting.find(key);
+  if (it == waiting.end()) return;
+  for (uint64_t id : it->second) {
+    auto c = conns.find(id);
+    if (c != conns.end() && c->second.awaited > 0 && --c->second.awaited == 0) {
+      Encoder e;
+      send(c->second, e.u8(kStopWaiting));
+    }
+  }
+  waiting.erase(it);
+}
+
+void WireStoreServer::State::forget_waits(uint64_t id) {
+  for (auto it = waiting.begin(); it != waiting.end();) {
+    auto& v = it->second;
+    v.erase(std::remove(v.begin(), v.end(), id), v.end());
+    it = v.empty() ? waiting.erase(it) : std::next(it);
+  }
+  auto c = conns.find(id);
+  if (c != conns.end()) c->second.awaited = 0;
+}
+
+// Parses one whole query before acting on it, so bytes that end early change
+// nothing; then acts as c10d's own server does.
+Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d) {
+  uint8_t type = 0;
+  if (!d.u8(&type)) return Parsed::Incomplete;
+  auto q = static_cast<Query>(type);
+  if (!c.validated) {
+    // Anything but the validation handshake is a foreign writer.
+    uint32_t magic = 0;
+    if (q != Query::Validate) return Parsed::Bad;
+    if (!d.u32(&magic)) return Parsed::Incomplete;
+    if (magic != kValidationMagic) return Parsed::Bad;
+    c.validated = true;
+    return Parsed::Done;
+  }
+  std::string key;
+  Bytes value, desired;
+  std::vector<std::string> ks;
+  Encoder e;
+  switch (q) {
+    case Query::Ping: {
+      uint32_t nonce = 0;
+      if (!d.u32(&nonce)) break;
+      send(c, e.u32(nonce));
+      return Parsed::Done;
+    }
+    case Query::Set:
+      if (!d.str(&key) || !d.blob(&value)) break;
+      store(key, std::move(value));
+      return Parsed::Done;
+    case Query::CompareSet: {
+      if (!d.str(&key) || !d.blob(&value) || !d.blob(&desired)) break;
+      auto it = keys.find(key);
+      if (it == keys.end()) {
+        // As c10d: a missing key is created only when nothing was expected.
+        if (value.empty()) store(key, desired);
+        send(c, e.blob(value.empty() ? desired : value));
+      } else {
+        if (it->second == value) store(key, std::move(desired));
+        send(c, e.blob(keys[key]));
+      }
+      return Parsed::Done;
+    }
+    case Query::Get: {
+      if (!d.str(&key)) break;
+      auto it = keys.find(key);
+      if (it == keys.end()) return Parsed::Bad;  // c10d's clients wait for a key before they get it
+      send(c, e.blob(it->second));
+      return Parsed::Done;
+    }
+    case Query::Add: {
+      int64_t delta = 0;
+      if (!d.str(&key) || !d.i64(&delta)) break;
+      auto it = keys.find(key);
+      if (it != keys.end()) {
+        std::string was(it->second.begin(), it->second.end());
+        char* end = nullptr;
+        errno = 0;
+        long long v = std::strtoll(was.c_str(), &end, 10);
+        if (was.empty() || *end || errno) return Parsed::Bad;  // not a counter
+        delta += v;
+      }
+      std::string now = std::to_string(delta);
+      store(key, Bytes(now.begin(), now.end()));
+      send(c, e.i64(delta));
+      return Parsed::Done;
+    }
+    case Query::Check: {
+      if (!read_keys(d, &ks)) break;
+      bool all = std::all_of(ks.begin(), ks.end(), [&](const std::string& k) { return keys.count(k) > 0; });
+      send(c, e.u8(all ? kCheckReady : kCheckNotReady));
+      return Parsed::Done;
+    }
+    case Query::Wait: {
+      if (!read_keys(d, &ks)) break;
+      size_t missing = 0;
+      for (const auto& k : ks)
+        if (!keys.count(k)) {
+          waiting[k].push_back(id);
+          ++missing;
+        }
+      c.awaited = missing;
+      if (missing == 0) send(c, e.u8(kStopWaiting));
+      return Parsed::Done;
+    }
+    case Query::CancelWait:
+      forget_waits(id);
+      send(c, e.u8(kWaitCanceled));
+      return Parsed::Done;
+    case Query::NumKeys:
+      send(c, e.i64(static_cast<int64_t>(keys.size())));
+      return Parsed::Done;
+    case Query::DeleteKey:
+      if (!d.str(&key)) break;
+      send(c, e.i64(static_cast<int64_t>(keys.erase(key))));
+      return Parsed::Done;
+    case Query::Append: {
+      if (!d.str(&key) || !d.blob(&value)) break;
+      Bytes& v = keys[key];
+      if (v.size() + value.size() > kMaxValueBytes) return Parsed::Bad;
+      v.insert(v.end(), value.begin(), value.end());
+      wake(key);
+      return Parsed::Done;
+    }
+    case Query::MultiGet: {
+      if (!read_keys(d, &ks)) break;
+      for (const auto& k : ks)
+        if (!keys.count(k)) return Parsed::Bad;
+      for (const auto& k : ks) e.blob(keys[k]);
+      send(c, e);
+      return Parsed::Done;
+    }
+    case Query::MultiSet: {
+      uint64_t n = 0;
+      if (!d.count(&n, kMaxKeysPerQuery)) break;
+      std::vector<std::pair<std::string, Bytes>> kv(n);
+      bool whole = true;
+      for (auto& [k, v] : kv)
+        if (!d.str(&k) || !d.blob(&v)) {
+          whole = false;
+          break;
+        }
+      if (!whole) break;
+      for (auto& [k, v] : kv) store(k, std::move(v));
+      return Parsed::Done;
+    }
+    default:
+      return Parsed::Bad;  // a query this server does not serve, or a foreign byte
+  }
+  return d.bad ? Parsed::Bad : Parsed::Incomplete;
+}
+
+}  // namespace ddp::core

@@ -1,0 +1,31 @@
+// A store server that c10d's TCPStore clients can use (wire_protocol.h),
+// without LibTorch: what ddprun's agent hosts for its own rendezvous and for
+// its workers (TORCHELASTIC_USE_AGENT_STORE), so that the agent starts in
+// milliseconds instead of loading LibTorch. One thread polls every
+// connection; queries are parsed from buffered bytes, so a slow or foreign
+// client holds up nobody, and a malformed one only loses its connection.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace ddp::core {
+
+class WireStoreServer {
+ public:
+  // Serves on `listen_fd`, a socket bound and listening (launch::listen_socket);
+  // the server owns it from now on.
+  explicit WireStoreServer(int listen_fd);
+  ~WireStoreServer();  // stops serving and closes every connection
+  WireStoreServer(const WireStoreServer&) = delete;
+  WireStoreServer& operator=(const WireStoreServer&) = delete;
+
+  int port() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace ddp::core

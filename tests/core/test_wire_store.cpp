@@ -1,0 +1,224 @@
+// The LibTorch-free store (core/store/) against c10d itself, from the
+// pinned wheel: c10d's TCPStore client on WireStoreServer, and
+// WireStoreClient on c10d's TCPStore server. Then what a foreign or stalled
+// peer does to them.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "common/error.h"
+#include "launch/supervisor.h"
+#include "store/meeting.h"
+#include "store/wire_client.h"
+#include "store/wire_server.h"
+
+namespace {
+using namespace ddp::core;
+using Millis = std::chrono::milliseconds;
+
+std::unique_ptr<WireStoreServer> serve() {
+  int port = 0;
+  return std::make_unique<WireStoreServer>(launch::listen_socket("127.0.0.1", 0, &port));
+}
+
+c10::intrusive_ptr<c10d::TCPStore> c10d_client(int port, Millis timeout = Millis(3000)) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.isServer = false;
+  o.waitWorkers = false;
+  o.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
+}
+
+Bytes b(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+Status status_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.status();
+  }
+  return Status::Ok;
+}
+
+c10::intrusive_ptr<c10d::TCPStore> c10d_server() {
+  int port = 0;
+  c10d::TCPStoreOptions o;
+  o.isServer = true;
+  o.waitWorkers = false;
+  o.masterListenFd = launch::listen_socket("127.0.0.1", 0, &port);
+  o.port = static_cast<uint16_t>(port);
+  o.timeout = Millis(3000);
+  return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
+}
+
+std::string text(const Bytes& v) { return std::string(v.begin(), v.end()); }
+
+// Every query c10d's client sends, with what each answered, in order.
+std::vector<std::string> exercise(c10d::Store& c) {
+  std::vector<std::string> seen;
+  auto note = [&](const std::string& s) { seen.push_back(s); };
+  c.set("k", b("v1"));
+  note(text(c.get("k")));
+  note(std::to_string(c.add("n", 5)));
+  note(std::to_string(c.add("n", -2)));
+  note(std::to_string(c.check({"k", "n"})));
+  note(std::to_string(c.check({"k", "missing"})));
+  note(text(c.compareSet("k", b("v1"), b("v2"))));
+  note(text(c.compareSet("k", b("nope"), b("v3"))));
+  note(text(c.compareSet("fresh", {}, b("x"))));
+  note(text(c.compareSet("absent", b("y"), b("z"))));
+  c.append("k", b("+"));
+  c.append("new", b("a"));
+  c.multiSet({"a", "b"}, {b("1"), b("2")});
+  for (const auto& v : c.multiGet({"k", "a", "b", "new"})) note(text(v));
+  note(std::to_string(c.getNumKeys()));
+  note(std::to_string(c.deleteKey("a")));
+  note(std::to_string(c.deleteKey("a")));
+  // A wait that times out is cancelled, and the connection stays usable.
+  try {
+    c.wait({"never"}, Millis(200));
+    note("waited");
+  } catch (const std::exception&) {
+    note("wait timed out");
+  }
+  note(text(c.get("b")));
+  return seen;
+}
+
+TEST(WireStore, C10dsClientGetsWhatC10dsServerWouldGive) {
+  auto theirs = c10d_server();
+  auto server = serve();
+  auto expected = exercise(*c10d_client(theirs->getPort()));
+  auto c = c10d_client(server->port());
+  EXPECT_EQ(exercise(*c), expected);
+  EXPECT_EQ(expected.size(), 18u);
+  // A wait is woken by another client's set.
+  auto other = c10d_client(server->port());
+  auto waiter = std::async(std::launch::async, [&] { c->wait({"late", "k"}, Millis(5000)); });
+  std::this_thread::sleep_for(Millis(100));
+  EXPECT_EQ(waiter.wait_for(Millis(0)), std::future_status::timeout);
+  other->set("late", b("!"));
+  EXPECT_EQ(waiter.wait_for(Millis(3000)), std::future_status::ready);
+  waiter.get();
+}
+
+TEST(WireStore, WireClientSpeaksToC10dsOwnServer) {
+  auto server = c10d_server();
+  WireStoreClient w("127.0.0.1", server->getPort(), Millis(3000));
+  w.set("k", b("v"));
+  EXPECT_EQ(server->get("k"), b("v"));  // c10d's "/" key prefix on both sides
+  server->set("from_c10d", b("x"));
+  EXPECT_EQ(w.get("from_c10d"), b("x"));
+  EXPECT_EQ(w.add("n", 7), 7);
+  EXPECT_EQ(server->add("n", 1), 8);
+  EXPECT_TRUE(w.check({"k", "n"}));
+  EXPECT_FALSE(w.check({"nope"}));
+  EXPECT_EQ(w.compare_set("k", b("v"), b("w")), b("w"));
+  EXPECT_EQ(status_of([&] { w.wait({"never"}, Millis(200)); }), Status::Timeout);
+  EXPECT_EQ(w.add("n", 0), 8);  // still in step after the cancelled wait
+}
+
+TEST(WireStore, TheMeetingProtocolRunsOverEitherClient) {
+  auto server = serve();
+  auto wire = std::make_shared<WireStoreClient>("127.0.0.1", server->port(), Millis(3000));
+  auto theirs = std::make_shared<c10d::PrefixStore>("job", c10d_client(server->port()));
+  PrefixKeys ours("job", wire);
+  auto late = std::async(std::launch::async, [&] { return count_in(ours, 2, Millis(3000), "here"); });
+  std::this_thread::sleep_for(Millis(50));
+  int64_t before = theirs->add("arrived", 0);
+  EXPECT_EQ(before, 1);
+  theirs->add("arrived", 1);
+  theirs->set("complete", b("1"));
+  EXPECT_FALSE(late.get());
+  // A count that never completes names how many arrived.
+  PrefixKeys lonely("other", wire);
+  try {
+    count_in(lonely, 3, Millis(200), "here");
+    FAIL() << "count_in returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::Timeout);
+    EXPECT_NE(std::string(e.what()).find("1 of 3 ranks arrived"), std::string::npos) << e.what();
+  }
+}
+
+TEST(WireStore, ForeignWritersLoseOnlyTheirOwnConnection) {
+  auto server = serve();
+  WireStoreClient good("127.0.0.1", server->port(), Millis(3000));
+  good.set("k", b("v"));
+  auto raw = [&](const std::vector<uint8_t>& bytes) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(server->port()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+    char c;
+    timeval tv{3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssize_t n = recv(fd, &c, 1, 0);  // 0: the server closed it
+    close(fd);
+    return n;
+  };
+  EXPECT_EQ(raw({'G', 'E', 'T', ' ', '/', '\r', '\n'}), 0);  // not the handshake
+  // Validated, then a set announcing a key of 2^63 bytes: refused before allocation.
+  std::vector<uint8_t> huge = {0, 0xce, 0xf7, 0x85, 0x3c, 1, 0, 0, 0, 0, 0, 0, 0, 0x80};
+  EXPECT_EQ(raw(huge), 0);
+  std::vector<uint8_t> unknown = {0, 0xce, 0xf7, 0x85, 0x3c, 0x7f};
+  EXPECT_EQ(raw(unknown), 0);
+  EXPECT_EQ(good.get("k"), b("v"));  // everyone else is served as before
+  // A query that arrives a byte at a time holds up nobody, and is answered.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(server->port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  std::vector<uint8_t> add = {0, 0xce, 0xf7, 0x85, 0x3c, 4, 2, 0, 0, 0, 0, 0, 0, 0, '/', 'n', 5, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < add.size(); ++i) {
+    ASSERT_EQ(send(fd, &add[i], 1, MSG_NOSIGNAL), 1);
+    if (i == 10) EXPECT_EQ(good.add("n", 1), 1);  // served while the slow query is half there
+  }
+  int64_t v = 0;
+  EXPECT_EQ(recv(fd, &v, sizeof v, MSG_WAITALL), static_cast<ssize_t>(sizeof v));
+  EXPECT_EQ(v, 6);
+  close(fd);
+}
+
+TEST(WireStore, AStoreThatDoesNotAnswerIsATimeoutAndAClosedOneAPeerFailure) {
+  // Listening but never accepting: the handshake gets no answer.
+  int port = 0;
+  int fd = launch::listen_socket("127.0.0.1", 0, &port);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(status_of([&] { WireStoreClient("127.0.0.1", port, Millis(300)); }), Status::Timeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, Millis(2000));
+  close(fd);
+  // Nobody listening: retried until the timeout, then Timeout naming the address.
+  try {
+    WireStoreClient("127.0.0.1", port, Millis(300));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::Timeout);
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)), std::string::npos) << e.what();
+  }
+  // The server goes away while a client waits: PeerFailed, at once.
+  auto server = serve();
+  WireStoreClient w("127.0.0.1", server->port(), Millis(5000));
+  auto waiting = std::async(std::launch::async, [&] { return status_of([&] { w.wait({"never"}, Millis(5000)); }); });
+  std::this_thread::sleep_for(Millis(100));
+  server.reset();
+  ASSERT_EQ(waiting.wait_for(Millis(2000)), std::future_status::ready);
+  EXPECT_EQ(waiting.get(), Status::PeerFailed);
+  EXPECT_EQ(status_of([&] { w.add("n", 1); }), Status::PeerFailed);
+}
+
+}  // namespace
