@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -35,6 +36,13 @@ class Pending {
   bool done() const { return done_; }
   // True once the current communication step finished (no waiting).
   bool test();
+  // After test() is true: what the communication failed with, if it did.
+  std::exception_ptr failure() const;
+  // For a collective with no host step left: makes the current device
+  // stream wait for its communication (c10d's Work::synchronize) so that the
+  // host need not (see comm/stream_watch.h). False, doing nothing, when a
+  // host step remains.
+  bool order_on_stream();
 
   // Results, valid after wait().
   std::vector<at::Tensor> tensors;

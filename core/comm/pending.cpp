@@ -30,6 +30,16 @@ bool Pending::test() {
   return !work_ || work_->isCompleted();
 }
 
+std::exception_ptr Pending::failure() const {
+  return work_ && work_->isCompleted() ? work_->exception() : nullptr;
+}
+
+bool Pending::order_on_stream() {
+  if (then_ || done_) return false;
+  if (work_) work_->synchronize();
+  return true;
+}
+
 void Pending::wait(std::optional<Millis> timeout) {
   if (done_) return;
   Millis budget = timeout.value_or(group_.timeout());

@@ -97,6 +97,7 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
   ready_.assign(n, 0);
   reset_step();
   check_layout_matches_across_ranks();
+  if (StreamWatch::device_orders(group_)) watch_ = std::make_unique<StreamWatch>(group_);
 
   if (opts.broadcast_parameters && !params.empty()) {
     // All ranks start from rank 0's parameters (DDP's _sync_module_states).
@@ -282,6 +283,7 @@ void Reducer::mark_ready(size_t i) {
                                    " gradients");
   if (!sync_) return;  // no_sync: gradients accumulate locally
   if (ready_[i]) fail(Status::State, "mark_ready: gradient " + std::to_string(i) + " was already marked ready in this step");
+  if (watch_) watch_->throw_if_failed();  // an earlier step's all-reduce, left to the device, failed
   abandon_on_failure("mark_ready", [&] {
     begin_step_if_needed();
     ready_[i] = 1;
@@ -346,7 +348,8 @@ void Reducer::finish_step() {
   for (size_t k = 0; k < buckets_.size(); ++k) {
     auto& b = buckets_[k];
     if (!b.work) fail(Status::Internal, "finish: bucket " + std::to_string(k) + " was never started");
-    b.work->wait();
+    if (watch_) watch_->order(std::move(b.work));  // the device waits, not the host
+    else b.work->wait();
     b.work.reset();
   }
   if (source_) {

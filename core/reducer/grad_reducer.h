@@ -17,6 +17,7 @@
 
 #include "comm/collectives.h"
 #include "comm/group.h"
+#include "comm/stream_watch.h"
 #include "hooks/comm_hook.h"
 
 namespace ddp::core {
@@ -59,7 +60,11 @@ class Reducer {
 
   // A failure inside either abandons the step (buckets in flight are
   // dropped): the next finish() reports it with Status::State and resets, so
-  // the step after that starts clean.
+  // the step after that starts clean. On CUDA with NCCL, finish() returns
+  // once the buckets' all-reduces are enqueued, without a hook: the current
+  // stream waits for them (as in PyTorch's reducer), the averaged gradients
+  // are ready for whatever that stream runs next, and a failure the
+  // watchdog sees is reported by the next call, with its own status.
   void mark_ready(size_t index);
   void finish();
   void set_sync(bool enabled) { sync_ = enabled; }
@@ -124,6 +129,9 @@ class Reducer {
   int divisor_ = 1;  // ranks averaged over in this step
   std::string abandoned_;  // why the last step was abandoned, until finish() reports it
   std::shared_ptr<CommHook> hook_;
+  // CUDA on NCCL only; declared last, so that it is destroyed (waiting for
+  // what is still in flight) before the buckets.
+  std::unique_ptr<StreamWatch> watch_;
 };
 
 }  // namespace ddp::core
