@@ -16,6 +16,17 @@ class Mlp(nn.Module):
         return self.net(x)
 
 
+class MlpLarge(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                                 nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 1024), nn.ReLU(),
+                                 nn.Linear(1024, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
 class Conv(nn.Module):
     def __init__(self):
         super().__init__()
@@ -29,10 +40,12 @@ class Conv(nn.Module):
         return self.fc(x.flatten(1))
 
 
-def make(name):
+def make(name, batch=32):
     if name == "mlp":
-        return Mlp(), (32, 1024)
-    return Conv(), (32, 3, 32, 32)
+        return Mlp(), (batch, 1024)
+    if name == "mlp-large":
+        return MlpLarge(), (batch, 1024)
+    return Conv(), (batch, 3, 32, 32)
 
 
 def time_steps(step, steps, before=None):
@@ -47,4 +60,4 @@ def time_steps(step, steps, before=None):
         if s >= 3:
             ms.append((time.perf_counter() - t0) * 1e3)
     ms.sort()
-    return round(ms[len(ms) // 2], 2), round(ms[len(ms) * 9 // 10], 2)
+    return round(ms[len(ms) // 2], 3), round(ms[len(ms) * 9 // 10], 3)

@@ -6,6 +6,10 @@
 // no-comm:    no reduction at all (compute only), to size the communication
 // BENCH_BACKEND picks the group's backend (default: libddp's, shm on one host);
 // the JSON's impl names it: libddp-c++ (default) or libddp-c++-<backend>.
+// BENCH_DEVICE=cuda runs on cuda:LOCAL_RANK (NCCL), each timed step ending in
+// a device synchronize; BENCH_BATCH sets the batch (32). Model mlp-large
+// (1024-4096-4096-4096-1024-10) is issue 13's CUDA model.
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -22,6 +26,14 @@ struct Mlp : torch::nn::Module {  // ~9.4 M parameters
                             torch::nn::ReLU(), torch::nn::Linear(2048, 1536), torch::nn::ReLU(),
                             torch::nn::Linear(1536, 10)};
   Mlp() { register_module("net", net); }
+  torch::Tensor forward(torch::Tensor x) { return net->forward(x); }
+};
+
+struct MlpLarge : torch::nn::Module {  // ~42 M parameters
+  torch::nn::Sequential net{torch::nn::Linear(1024, 4096), torch::nn::ReLU(), torch::nn::Linear(4096, 4096),
+                            torch::nn::ReLU(), torch::nn::Linear(4096, 4096), torch::nn::ReLU(),
+                            torch::nn::Linear(4096, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 10)};
+  MlpLarge() { register_module("net", net); }
   torch::Tensor forward(torch::Tensor x) { return net->forward(x); }
 };
 
@@ -51,6 +63,13 @@ int main(int argc, char** argv) {
   ddp_group* group = nullptr;
   ddp_group_options group_opts = DDP_GROUP_OPTIONS_INIT;
   group_opts.backend = std::getenv("BENCH_BACKEND");
+  const char* dev_env = std::getenv("BENCH_DEVICE");
+  bool cuda = dev_env && std::string(dev_env) == "cuda";
+  const char* lr_env = std::getenv("LOCAL_RANK");
+  int local_rank = lr_env ? std::atoi(lr_env) : 0;
+  if (cuda) group_opts.device = ddp_device{DDP_DEVICE_CUDA, local_rank};
+  const char* batch_env = std::getenv("BENCH_BATCH");
+  int64_t batch = batch_env ? std::atoll(batch_env) : 32;
   ddp::check(ddp_group_init(&group, nullptr, &group_opts), "ddp_group_init");
   std::string impl = group_opts.backend ? std::string("libddp-c++-") + ddp_group_backend(group) : "libddp-c++";
   int rank = ddp_group_rank(group);
@@ -63,13 +82,20 @@ int main(int argc, char** argv) {
     auto m = std::make_shared<Mlp>();
     module = m;
     forward = [m](torch::Tensor x) { return m->forward(x); };
-    in_shape = {32, 1024};
+    in_shape = {batch, 1024};
+  } else if (model_name == "mlp-large") {
+    auto m = std::make_shared<MlpLarge>();
+    module = m;
+    forward = [m](torch::Tensor x) { return m->forward(x); };
+    in_shape = {batch, 1024};
   } else {
     auto m = std::make_shared<Conv>();
     module = m;
     forward = [m](torch::Tensor x) { return m->forward(x); };
-    in_shape = {32, 3, 32, 32};
+    in_shape = {batch, 3, 32, 32};
   }
+  torch::Device device = cuda ? torch::Device(torch::kCUDA, local_rank) : torch::Device(torch::kCPU);
+  module->to(device);
   auto params = module->parameters();
   int64_t nparams = 0;
   for (auto& p : params) nparams += p.numel();
@@ -92,8 +118,8 @@ int main(int argc, char** argv) {
     ddp::check(ddp_reducer_new(&manual, group, nullptr, grad_handles.data(), grad_handles.size(), &opts), "reducer");
   }
   torch::optim::SGD opt(params, torch::optim::SGDOptions(0.01));
-  auto x = torch::randn(in_shape);
-  auto y = torch::randint(0, 10, {in_shape[0]});
+  auto x = torch::randn(in_shape, device);
+  auto y = torch::randint(0, 10, {in_shape[0]}, torch::TensorOptions().dtype(torch::kLong).device(device));
   std::vector<double> ms;
   for (int s = 0; s < steps + 3; ++s) {
     ddp_barrier(group);  // steps start together
@@ -107,14 +133,16 @@ int main(int argc, char** argv) {
       ddp::check(ddp_reducer_finish(manual), "finish");
     }
     opt.step();
+    if (cuda) torch::cuda::synchronize();
     double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s >= 3) ms.push_back(el);
   }
   std::sort(ms.begin(), ms.end());
   if (rank == 0)
     std::printf("{\"impl\": \"%s\", \"model\": \"%s\", \"params\": %lld, \"bucket_cap_mb\": %g, \"mode\": \"%s\", "
-                "\"step_ms_p50\": %.2f, \"step_ms_p90\": %.2f}\n",
-                impl.c_str(), model_name.c_str(), (long long)nparams, cap, mode.c_str(), ms[ms.size() / 2], ms[ms.size() * 9 / 10]);
+                "\"device\": \"%s\", \"batch\": %lld, \"step_ms_p50\": %.3f, \"step_ms_p90\": %.3f}\n",
+                impl.c_str(), model_name.c_str(), (long long)nparams, cap, mode.c_str(), cuda ? "cuda" : "cpu",
+                (long long)batch, ms[ms.size() / 2], ms[ms.size() * 9 / 10]);
   ddp_reducer_free(manual);
   for (auto* h : grad_handles) ddp_tensor_free(h);
   hooked.reset();
