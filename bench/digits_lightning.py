@@ -44,6 +44,24 @@ class CommHook(pl.Callback):
         trainer.strategy.model.register_comm_hook(None, self.hook)
 
 
+class PostLocalSgdHook(pl.Callback):
+    """PyTorch's post_localSGD_hook on Lightning's DDP module, with the state
+    Lightning was given (Lightning makes the model averager from it, on any
+    device, but registers the hook on CUDA only). The subgroup is each
+    node's processes, as PostLocalSGDState's default (one per GPU count)
+    would be on a GPU node, and as libddp's hook makes it."""
+
+    def __init__(self, state, per_node):
+        self.state, self.per_node = state, per_node
+
+    def on_fit_start(self, trainer, module):
+        import torch.distributed as dist
+        from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as pl_sgd
+
+        self.state.subgroup, _ = dist.new_subgroups(group_size=self.per_node)
+        trainer.strategy.model.register_comm_hook(self.state, pl_sgd.post_localSGD_hook)
+
+
 class Digits(pl.LightningModule):
     def __init__(self, log_path, unused):
         super().__init__()
@@ -75,6 +93,9 @@ def main():
     p.add_argument("--find-unused", action="store_true", help="the model with an unused layer, find_unused_parameters")
     p.add_argument("--accumulate", type=int, default=1, help="accumulate_grad_batches")
     p.add_argument("--comm-hook", choices=["fp16", "bf16"], help="PyTorch's fp16/bf16_compress_hook on the DDP module")
+    p.add_argument("--num-nodes", type=int, default=1, help="Trainer's num_nodes (--world is devices per node)")
+    p.add_argument("--post-localsgd", type=int, metavar="START", help="post-local SGD from step START")
+    p.add_argument("--averaging-period", type=int, help="model_averaging_period, with --post-localsgd")
     a = p.parse_args()
     torch.set_num_threads(1)
     train_x, train_y, test_x, test_y = split()
@@ -82,17 +103,26 @@ def main():
     loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True)
     module = Digits(os.environ.get("DIGITS_STEP_LOG"), a.find_unused)
     strategy = pl.strategies.DDPStrategy(find_unused_parameters=True) if a.find_unused else "ddp"
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=a.world, max_epochs=a.epochs,
+    callbacks = [EpochTimer()] + ([CommHook(a.comm_hook)] if a.comm_hook else [])
+    if a.post_localsgd is not None:
+        from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as pl_sgd
+
+        state = pl_sgd.PostLocalSGDState(process_group=None, subgroup=None, start_localSGD_iter=a.post_localsgd)
+        strategy = pl.strategies.DDPStrategy(ddp_comm_state=state, ddp_comm_hook=pl_sgd.post_localSGD_hook,
+                                             model_averaging_period=a.averaging_period)
+        callbacks.append(PostLocalSgdHook(state, a.world))
+    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=a.world, num_nodes=a.num_nodes,
+                         max_epochs=a.epochs,
                          accumulate_grad_batches=a.accumulate,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False,
-                         callbacks=[EpochTimer()] + ([CommHook(a.comm_hook)] if a.comm_hook else []))
+                         callbacks=callbacks)
     trainer.fit(module, loader)
     if trainer.global_rank == 0:
         with torch.no_grad():
             pred = module.net(torch.from_numpy(test_x)).argmax(1)
         correct = int((pred == torch.from_numpy(test_y)).sum())
-        print(f"held-out accuracy {correct / len(test_y):.4f} ({correct} of {len(test_y)}), {a.world} processes, "
+        print(f"held-out accuracy {correct / len(test_y):.4f} ({correct} of {len(test_y)}), {trainer.world_size} processes, "
               f"{time.monotonic() - T0:.2f} s from launch to result (Lightning)")
 
 

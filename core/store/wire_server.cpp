@@ -145,6 +145,7 @@ void WireStoreServer::State::run() {
         off += d.used();
       }
       c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(off));
+      if (c.in.size() > kMaxBufferedBytes || c.out.size() > kMaxBufferedBytes) open = false;
       if (!open) dead.push_back(ids[i]);
     }
     // Answers, and the wake-ups a query caused on other connections.

@@ -12,6 +12,10 @@
  *                                           divided by K, gradients synced and the optimizer
  *                                           stepped every K batches and at the epoch's last)
  *                         [--comm-hook fp16|bf16] (PyTorch's fp16/bf16_compress_hook)
+ *                         [--post-localsgd START --averaging-period P]
+ *                                          (post-local SGD: global all-reduces for START steps,
+ *                                           then within each node only, the parameters
+ *                                           averaged over every rank each P steps from START)
  *
  * DATA_DIR holds what examples/digits/export_digits.py writes: the 80/20
  * split as raw arrays and the TorchScript MLP 64-128-64-10. Settings are
@@ -46,6 +50,8 @@ typedef struct {
   int find_unused;
   int accumulate; /* Lightning's accumulate_grad_batches */
   char comm_hook[8]; /* "", "fp16" or "bf16" */
+  int64_t localsgd_start; /* -1: no post-local SGD */
+  int64_t averaging_period;
 } job_args;
 
 typedef struct {
@@ -148,6 +154,9 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   ddp_comm_hook *hook = NULL;
   if (!strcmp(a->comm_hook, "fp16")) CHECK(ddp_comm_hook_fp16_compress(&hook));
   if (!strcmp(a->comm_hook, "bf16")) CHECK(ddp_comm_hook_bf16_compress(&hook));
+  /* NULL subgroup: one per node, made on the hook's first local step. */
+  if (a->localsgd_start >= 0) CHECK(ddp_comm_hook_post_localsgd(&hook, NULL, a->localsgd_start, 1));
+  so.model_averaging_period = a->averaging_period;
   so.comm_hook = hook;
   ddp_status made = ddp_strategy_new(&s, &so);
   ddp_comm_hook_free(hook); /* the strategy holds its own reference */
@@ -260,7 +269,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
     ddp_tensor_free(logits);
     CHECK(st);
     if (rank == 0) {
-      snprintf(result, cap, "%lld %lld", (long long)correct, (long long)test_set.n);
+      snprintf(result, cap, "%lld %lld %d", (long long)correct, (long long)test_set.n, world);
       *is_zero = 1;
     }
   }
@@ -293,9 +302,10 @@ static int spawn_worker(ddp_worker *w, const void *arg, size_t arg_len) {
   return code;
 }
 
-static int report(const char *text, int world, double seconds, const char *ckpt) {
+static int report(const char *text, double seconds, const char *ckpt) {
   long long correct = 0, total = 0;
-  if (sscanf(text, "%lld %lld", &correct, &total) != 2 || total == 0) {
+  int world = 0; /* the job's, which a launcher may have made larger than --world */
+  if (sscanf(text, "%lld %lld %d", &correct, &total, &world) != 3 || total == 0) {
     fprintf(stderr, "train_digits: rank 0 returned no result\n");
     return 1;
   }
@@ -309,7 +319,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s DATA_DIR [--world N] [--epochs E] [--resume] [--ckpt PATH]\n", argv[0]);
     return 2;
   }
-  job_args a = {"", "", 20, 32, 0.05, 0.9, 0, 0, 1};
+  job_args a = {"", "", 20, 32, 0.05, 0.9, 0, 0, 1, "", -1, 0};
   int world = 2, popen = 0;
   snprintf(a.dir, sizeof a.dir, "%s", argv[1]);
   snprintf(a.ckpt, sizeof a.ckpt, "%s/last.ckpt", argv[1]);
@@ -323,6 +333,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--comm-hook") && i + 1 < argc &&
              (!strcmp(argv[i + 1], "fp16") || !strcmp(argv[i + 1], "bf16")))
       snprintf(a.comm_hook, sizeof a.comm_hook, "%s", argv[++i]);
+    else if (!strcmp(argv[i], "--post-localsgd") && i + 1 < argc) a.localsgd_start = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--averaging-period") && i + 1 < argc) a.averaging_period = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "popen")) popen = 1, ++i;
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "spawn")) popen = 0, ++i;
     else {
@@ -341,7 +353,7 @@ int main(int argc, char **argv) {
     int is_zero = 0;
     int code = train_rank(&a, DDP_STRATEGY_DDP, world, text, sizeof text, &is_zero);
     if (code != 0 || !is_zero) return code;
-    return report(text, world, now_s() - t0, a.ckpt);
+    return report(text, now_s() - t0, a.ckpt);
   }
   ddp_spawn_options so = DDP_SPAWN_OPTIONS_INIT;
   so.nprocs = world;
@@ -356,5 +368,5 @@ int main(int argc, char **argv) {
     memcpy(text, ddp_buffer_data(result), n < sizeof text - 1 ? n : sizeof text - 1);
   }
   ddp_buffer_free(result);
-  return report(text, world, now_s() - t0, a.ckpt);
+  return report(text, now_s() - t0, a.ckpt);
 }

@@ -39,7 +39,7 @@ std::string canonical(std::string flag) {
 std::string ddprun_usage() {
   return "usage: ddprun [--nproc-per-node N|auto] [--nnodes N] [--node-rank R] [--master-addr A]\n"
          "              [--master-port P] [--standalone] [--max-restarts K] [--monitor-interval S]\n"
-         "              [--run-id ID] [--rdzv-timeout S] [--grace-period S] [--agent-timeout S]\n"
+         "              [--run-id|--rdzv-id ID] [--rdzv-timeout S] [--grace-period S] [--agent-timeout S]\n"
          "              [--local-ranks-filter 0,1]\n"
          "              [--error-file PATH] [--no-python] [-m] [--python PY] program [args...]\n";
 }
@@ -103,7 +103,7 @@ DdprunArgs parse_ddprun_args(const std::vector<std::string>& argv) {
       a.agent_timeout_s = to_seconds(flag, take());
     } else if (flag == "--grace-period") {
       a.grace_period_s = to_seconds(flag, take());
-    } else if (flag == "--run-id") {
+    } else if (flag == "--run-id" || flag == "--rdzv-id") {  // torchrun takes either
       a.run_id = take();
     } else if (flag == "--local-ranks-filter") {
       std::stringstream ss(take());

@@ -1,6 +1,6 @@
-// Store calls an agent can give up on. A c10d store call to a host that is
-// stopped or cut off blocks in a socket read for the store's whole timeout,
-// and no signal handler can interrupt it; an agent must still end its job
+// Store calls an agent can give up on. A store call to a host that is
+// stopped or cut off blocks in a socket wait for the client's whole timeout
+// (the rendezvous timeout), and no signal handler can interrupt it; an agent must still end its job
 // within --agent-timeout and act on SIGTERM at once. So each call runs on a
 // thread of its own while the caller waits for it, at most for its bound and
 // at most about a second after a stop signal. A call given up on may still
