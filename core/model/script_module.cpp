@@ -11,6 +11,7 @@ namespace ddp::core {
 
 struct ScriptModule::Impl {
   torch::jit::Module module;
+  at::Device device{at::kCPU};  // where to() put it
 };
 
 ScriptModule::ScriptModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -29,7 +30,7 @@ std::unique_ptr<ScriptModule> ScriptModule::load(const std::string& path) {
 at::Tensor ScriptModule::forward(const at::Tensor& input) {
   c10::IValue out;
   try {
-    out = impl_->module.forward({input});
+    out = impl_->module.forward({input.device() == impl_->device ? input : input.to(impl_->device)});
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -47,8 +48,10 @@ at::Tensor ScriptModule::forward(const at::Tensor& input) {
 void ScriptModule::train(bool on) { impl_->module.train(on); }
 
 void ScriptModule::to(Device device) {
-  impl_->module.to(device.type == DeviceType::CUDA ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.index))
-                                                   : at::Device(at::kCPU));
+  at::Device d = device.type == DeviceType::CUDA ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.index))
+                                                 : at::Device(at::kCPU);
+  impl_->module.to(d);
+  impl_->device = d;
 }
 
 std::vector<at::Tensor> ScriptModule::parameters() const {

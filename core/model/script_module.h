@@ -20,6 +20,8 @@ class ScriptModule {
   static std::unique_ptr<ScriptModule> load(const std::string& path);
   ~ScriptModule();
 
+  // An input on another device than the module's is moved there first (a
+  // batch built on the host, as Lightning's batch_to_device moves it).
   at::Tensor forward(const at::Tensor& input);
   void train(bool on);
   void to(Device device);

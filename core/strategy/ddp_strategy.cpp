@@ -103,10 +103,7 @@ at::Tensor DdpStrategy::forward(ScriptModule& module, const at::Tensor& input) {
   return naming_failed_rank([&] {
     if (opts_.broadcast_buffers && group_->size() > 1)
       for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
-    Device d = root_device();
-    if (d.type == DeviceType::CUDA)
-      return module.forward(input.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d.index))));
-    return module.forward(input);
+    return module.forward(input);  // moved to root_device, where setup placed the module
   });
 }
 

@@ -12,6 +12,7 @@
  *                                           divided by K, gradients synced and the optimizer
  *                                           stepped every K batches and at the epoch's last)
  *                         [--comm-hook fp16|bf16] (PyTorch's fp16/bf16_compress_hook)
+ *                         [--accelerator cpu|cuda] (cuda: each rank on cuda:LOCAL_RANK, NCCL)
  *                         [--post-localsgd START --averaging-period P]
  *                                          (post-local SGD: global all-reduces for START steps,
  *                                           then within each node only, the parameters
@@ -50,6 +51,7 @@ typedef struct {
   int find_unused;
   int accumulate; /* Lightning's accumulate_grad_batches */
   char comm_hook[8]; /* "", "fp16" or "bf16" */
+  int cuda;
   int64_t localsgd_start; /* -1: no post-local SGD */
   int64_t averaging_period;
 } job_args;
@@ -150,6 +152,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   ddp_strategy_options so = DDP_STRATEGY_OPTIONS_INIT;
   so.kind = kind;
   so.devices = devices;
+  so.accelerator = a->cuda ? DDP_DEVICE_CUDA : DDP_DEVICE_CPU;
   so.find_unused_parameters = a->find_unused;
   ddp_comm_hook *hook = NULL;
   if (!strcmp(a->comm_hook, "fp16")) CHECK(ddp_comm_hook_fp16_compress(&hook));
@@ -319,7 +322,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s DATA_DIR [--world N] [--epochs E] [--resume] [--ckpt PATH]\n", argv[0]);
     return 2;
   }
-  job_args a = {"", "", 20, 32, 0.05, 0.9, 0, 0, 1, "", -1, 0};
+  job_args a = {"", "", 20, 32, 0.05, 0.9, 0, 0, 1, "", 0, -1, 0};
   int world = 2, popen = 0;
   snprintf(a.dir, sizeof a.dir, "%s", argv[1]);
   snprintf(a.ckpt, sizeof a.ckpt, "%s/last.ckpt", argv[1]);
@@ -333,6 +336,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--comm-hook") && i + 1 < argc &&
              (!strcmp(argv[i + 1], "fp16") || !strcmp(argv[i + 1], "bf16")))
       snprintf(a.comm_hook, sizeof a.comm_hook, "%s", argv[++i]);
+    else if (!strcmp(argv[i], "--accelerator") && i + 1 < argc &&
+             (!strcmp(argv[i + 1], "cpu") || !strcmp(argv[i + 1], "cuda")))
+      a.cuda = !strcmp(argv[++i], "cuda");
     else if (!strcmp(argv[i], "--post-localsgd") && i + 1 < argc) a.localsgd_start = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--averaging-period") && i + 1 < argc) a.averaging_period = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "popen")) popen = 1, ++i;
