@@ -150,17 +150,24 @@ TEST(WireStore, TheMeetingProtocolRunsOverEitherClient) {
   }
 }
 
+// A plain TCP connection to the store on loopback; -1 when it fails.
+int connect_raw(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
 TEST(WireStore, ForeignWritersLoseOnlyTheirOwnConnection) {
   auto server = serve();
   WireStoreClient good("127.0.0.1", server->port(), Millis(3000));
   good.set("k", b("v"));
   auto raw = [&](const std::vector<uint8_t>& bytes) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(server->port()));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    int fd = connect_raw(server->port());
     EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
     char c;
     timeval tv{3, 0};
@@ -177,12 +184,8 @@ TEST(WireStore, ForeignWritersLoseOnlyTheirOwnConnection) {
   EXPECT_EQ(raw(unknown), 0);
   EXPECT_EQ(good.get("k"), b("v"));  // everyone else is served as before
   // A query that arrives a byte at a time holds up nobody, and is answered.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(server->port()));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  int fd = connect_raw(server->port());
+  ASSERT_GE(fd, 0);
   std::vector<uint8_t> add = {0, 0xce, 0xf7, 0x85, 0x3c, 4, 2, 0, 0, 0, 0, 0, 0, 0, '/', 'n', 5, 0, 0, 0, 0, 0, 0, 0};
   for (size_t i = 0; i < add.size(); ++i) {
     ASSERT_EQ(send(fd, &add[i], 1, MSG_NOSIGNAL), 1);
