@@ -1,7 +1,10 @@
 """The benchmark models' step without any distribution: one process, one
 thread, plain PyTorch (forward, cross-entropy, backward, SGD): the compute
-every DDP contender does as well. Prints one JSON line.
-usage: bench_compute_only.py <mlp|conv> [steps]"""
+every DDP contender does as well. Prints one JSON line. With a TorchScript
+file (export_bench_models.py's) the same step runs on that module instead,
+in the same process after the eager one: libddp's strategy trains the
+TorchScript module, whose own cost is then told apart from distribution's.
+usage: bench_compute_only.py <mlp|conv> [steps] [model.pt]"""
 import json
 import os
 import sys
@@ -29,3 +32,8 @@ def step():
 
 p50, p90 = time_steps(step, steps)
 print(json.dumps({"impl": "compute-only", "model": name, "step_ms_p50": p50, "step_ms_p90": p90}))
+if len(sys.argv) > 3:
+    model = torch.jit.load(sys.argv[3])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    p50, p90 = time_steps(step, steps)
+    print(json.dumps({"impl": "compute-only-torchscript", "model": name, "step_ms_p50": p50, "step_ms_p90": p90}))

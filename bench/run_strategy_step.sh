@@ -5,7 +5,8 @@
 # rank, SGD, each contender measured the same way (a barrier, then one
 # step: zero_grad, forward, loss, backward with the gradient reduction,
 # optimizer step); plus the same step in one process without any
-# distribution (the compute every contender shares). The contenders
+# distribution (the compute every contender shares), on the eager module and
+# on the TorchScript export that libddp trains. The contenders
 # alternate for BENCH_REPEATS (3) rounds; medians of the rounds' p50.
 # Prints step time, samples/s (both ranks) and per-step overhead (step
 # minus compute) with libddp's over each peer's.
@@ -23,7 +24,7 @@ for ((rep = 0; rep < ${BENCH_REPEATS:-3}; rep++)); do
     ddprun "$build/bench/bench_strategy_step" "$model" "$models/$model.pt" "$steps" $shape
     ddprun --python "$py" "$here/bench/bench_ddp_step_torch.py" "$model" 25 "$steps"
     "$py" "$here/bench/bench_ddp_step_lightning.py" "$model" "$steps" 2>/dev/null | grep '^{' >>"$out" || true
-    "$py" "$here/bench/bench_compute_only.py" "$model" "$steps" >>"$out"
+    "$py" "$here/bench/bench_compute_only.py" "$model" "$steps" "$models/$model.pt" >>"$out"
   done
 done
 "$py" - "$out" <<'PY'
@@ -45,4 +46,11 @@ for m in ("mlp", "conv"):
     for peer, t in (("PyTorch DDP", ddp), ("Lightning", pl)):
         if lib and t and t > compute:
             print(f"  libddp / {peer}: step {lib / t:.3f}, overhead {(lib - compute) / (t - compute):.3f}")
+    script = p50("compute-only-torchscript", m)
+    if lib and script:
+        # libddp trains the TorchScript export; the peers train the eager module.
+        print(f"  the TorchScript module's own step: {script:.2f} ms ({script - compute:+.2f} vs eager); libddp's "
+              f"overhead over it {lib - script:.2f} ms" +
+              "".join(f", {(lib - script) / (t - compute):.3f} of {peer}'s" for peer, t in
+                      (("PyTorch DDP", ddp), ("Lightning", pl)) if t and t > compute))
 PY
