@@ -94,6 +94,14 @@ DDP_API ddp_status ddp_reducer_mark_ready(ddp_reducer *r, size_t index);
  * take part as zeros; without it they fail the call with DDP_E_STATE naming
  * their indices (the step stays open: mark them and call again). Cheap when
  * every bucket has already arrived. Under set_sync(r, 0) this does nothing.
+ *
+ * On a CUDA group with NCCL (and no comm hook with a host step), "waits" is
+ * stream-ordered, as in PyTorch's DDP: the call returns once the buckets
+ * are enqueued, and the calling thread's current CUDA stream waits for
+ * them, so work queued on that stream afterwards (the optimizer step, a
+ * copy to the host) sees the averaged gradients; another stream must wait
+ * on that one first. A failure found later (a timeout, a dead peer) is
+ * returned, with its status, by the next call on this reducer.
  */
 DDP_API ddp_status ddp_reducer_finish(ddp_reducer *r);
 
