@@ -174,6 +174,9 @@ void WireStoreServer::State::accept_new() {
 bool WireStoreServer::State::read_from(Connection& c) {
   uint8_t buf[65536];
   for (;;) {
+    // A client that sends faster than its queries parse is read no further
+    // than the bound; the caller then drops it.
+    if (c.in.size() > kMaxBufferedBytes) return true;
     ssize_t n = recv(c.fd, buf, sizeof buf, 0);
     if (n > 0) {
       c.in.insert(c.in.end(), buf, buf + n);

@@ -197,6 +197,37 @@ TEST(WireStore, ForeignWritersLoseOnlyTheirOwnConnection) {
   close(fd);
 }
 
+TEST(WireStore, AClientThatBuffersMoreThanOneLargestQueryIsDropped) {
+  auto server = serve();
+  int fd = connect_raw(server->port());
+  ASSERT_GE(fd, 0);
+  // A multi-set of two 256 MiB values: legal lengths, but the query cannot
+  // complete within one largest value and is dropped once over the bound.
+  std::vector<uint8_t> head = {0, 0xce, 0xf7, 0x85, 0x3c, 11, 2, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, '/', 'a',
+                               0, 0, 0, 0x10, 0, 0, 0, 0};
+  ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  // The first value, then the second entry's key and length, then its bytes.
+  std::vector<uint8_t> second = {2, 0, 0, 0, 0, 0, 0, 0, '/', 'b', 0, 0, 0, 0x10, 0, 0, 0, 0};
+  std::vector<uint8_t> chunk(1 << 20, 7);
+  size_t sent = 0;
+  bool refused = false;
+  auto push = [&](const uint8_t* p, size_t n) {
+    while (n > 0 && !refused) {
+      ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+      if (k <= 0) refused = true;
+      else p += k, n -= static_cast<size_t>(k), sent += static_cast<size_t>(k);
+    }
+  };
+  for (int i = 0; i < 256 && !refused; ++i) push(chunk.data(), chunk.size());
+  push(second.data(), second.size());
+  for (int i = 0; i < 256 && !refused; ++i) push(chunk.data(), chunk.size());
+  close(fd);
+  EXPECT_TRUE(refused) << sent;
+  EXPECT_GT(sent, 256u << 20);
+  WireStoreClient after("127.0.0.1", server->port(), Millis(3000));  // the server itself goes on
+  EXPECT_EQ(after.add("n", 1), 1);
+}
+
 TEST(WireStore, AStoreThatDoesNotAnswerIsATimeoutAndAClosedOneAPeerFailure) {
   // Listening but never accepting: the handshake gets no answer.
   int port = 0;
