@@ -69,6 +69,8 @@ class AutogradGradients : public GradientSource {
     else g = averaged.clone();
   }
 
+  void bind(size_t i, const at::Tensor& bucket_view) override { params_[i].mutable_grad() = bucket_view; }
+
  private:
   std::vector<at::Tensor> params_;
   std::shared_ptr<State> state_;
@@ -81,7 +83,6 @@ class AutogradGradients : public GradientSource {
 std::unique_ptr<Reducer> make_autograd_reducer(Group& group, std::vector<at::Tensor> params,
                                                const ReducerOptions& opts) {
   check_arg(!params.empty(), "reducer: autograd hooks need the parameters");
-  check_arg(!opts.gradient_as_bucket_view, "reducer: autograd hooks with gradient_as_bucket_view are not supported yet");
   std::vector<at::Tensor> shapes;  // each gradient's shape and dtype; zeros for a gradient a step lacks
   for (size_t i = 0; i < params.size(); ++i) {
     check_arg(params[i].requires_grad() && params[i].is_leaf(),

@@ -207,11 +207,21 @@ at::Tensor Reducer::current_grad(size_t i) {
 }
 
 void Reducer::set_gradient_source(std::unique_ptr<GradientSource> source) {
-  check_arg(!opts_.gradient_as_bucket_view, "reducer: a gradient source cannot be used with gradient_as_bucket_view");
   if (step_in_progress()) fail(Status::State, "set_gradient_source: a step is in progress");
-  // grads_ keep zeros of each gradient's shape, for gradients a step lacks.
+  // grads_ keep zeros of each gradient's shape, for gradients a step lacks
+  // (with gradient_as_bucket_view they are the bucket views themselves).
   for (auto& g : grads_) g.zero_();
   source_ = std::move(source);
+  if (opts_.gradient_as_bucket_view) {
+    // As PyTorch's DDP: a gradient that exists already moves into its bucket.
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < grads_.size(); ++i) {
+      at::Tensor g = source_->gradient(i);
+      if (!g.defined()) continue;
+      slot(i).copy_(g);
+      source_->bind(i, slot(i));
+    }
+  }
 }
 
 const std::vector<size_t>& Reducer::bucket_indices(size_t b) const {
@@ -229,8 +239,27 @@ at::Tensor Reducer::slot(size_t i) const {
   return b.flat.narrow(0, b.offsets[position_in_bucket_[i]], grads_[i].numel()).view(grads_[i].sizes());
 }
 
+// PyTorch's reducer with gradient_as_bucket_view: a gradient that is its
+// bucket view already (accumulated there by autograd) is divided in place; any
+// other (the first step, or after zero_grad set it to none) is copied in,
+// scaled on the way, and becomes the view when the step finishes.
+void Reducer::bind_in(size_t i, at::Tensor view) {
+  at::Tensor g = source_->gradient(i);
+  if (!g.defined()) {  // none this step: zeros, as PyTorch
+    view.zero_();
+    return;
+  }
+  if (g.is_alias_of(view)) {
+    if (!hook_) view.div_(divisor_);
+    return;
+  }
+  if (hook_) view.copy_(g.detach());
+  else at::mul_out(view, g.detach(), reciprocal_world(divisor_));
+}
+
 void Reducer::copy_in(size_t i) {
   at::Tensor view = slot(i);
+  if (source_ && opts_.gradient_as_bucket_view) return bind_in(i, view);
   if (hook_) {  // the hook divides (or compresses) as it likes
     if (!opts_.gradient_as_bucket_view) view.copy_(current_grad(i).detach());
     return;
@@ -352,7 +381,13 @@ void Reducer::finish_step() {
     else b.work->wait();
     b.work.reset();
   }
-  if (source_) {
+  if (source_ && opts_.gradient_as_bucket_view) {
+    // Every gradient that is not its view yet (copied in this step, or unused) becomes it.
+    for (size_t i = 0; i < grads_.size(); ++i) {
+      at::Tensor g = source_->gradient(i);
+      if (!g.defined() || !g.is_alias_of(slot(i))) source_->bind(i, slot(i));
+    }
+  } else if (source_) {
     for (size_t i = 0; i < grads_.size(); ++i) source_->store(i, slot(i));
   } else if (!opts_.gradient_as_bucket_view) {
     for (size_t i = 0; i < grads_.size(); ++i) grads_[i].copy_(slot(i));

@@ -45,6 +45,9 @@ class GradientSource {
   // Stores averaged gradient i (a view into its bucket, overwritten by the
   // next step).
   virtual void store(size_t i, const at::Tensor& averaged) = 0;
+  // gradient_as_bucket_view: gradient i becomes `bucket_view` itself, so
+  // that later steps accumulate into the bucket and nothing is copied.
+  virtual void bind(size_t i, const at::Tensor& bucket_view) = 0;
 };
 
 class Reducer {
@@ -99,6 +102,7 @@ class Reducer {
 
   at::Tensor slot(size_t i) const;  // gradient i's place in its bucket
   void copy_in(size_t i);
+  void bind_in(size_t i, at::Tensor view);  // gradient_as_bucket_view with a source
   void launch_ready_buckets();
   void reset_step();
   void begin_step_if_needed();      // the join count, once per synchronised step

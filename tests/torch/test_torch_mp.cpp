@@ -19,5 +19,6 @@ class TorchWorlds : public ::testing::TestWithParam<int> {};
 TEST_P(TorchWorlds, AutogradHooksAverageLikePyTorch) { run_ok(GetParam(), "mlp"); }
 TEST_P(TorchWorlds, UnusedParameterWithFindUnused) { run_ok(GetParam(), "unused"); }
 TEST_P(TorchWorlds, Fp16HookThroughRegisterCommHook) { run_ok(GetParam(), "fp16_hook"); }
+TEST_P(TorchWorlds, GradientAsBucketViewAveragesInPlace) { run_ok(GetParam(), "bucket_view"); }
 INSTANTIATE_TEST_SUITE_P(Ranks, TorchWorlds, ::testing::Values(2, 4));
 }  // namespace

@@ -2,7 +2,10 @@
 // ddp::DistributedDataParallel (autograd hooks, no call from the user), each
 // step checked bit for bit against a reference model whose gradients are
 // averaged by hand the way PyTorch's reducer does (g * (1/world), SUM).
-// Usage: torch_worker <mlp|unused>   (env from the launcher)
+// Usage: torch_worker <mlp|unused|fp16_hook|bucket_view>   (env from the launcher)
+// bucket_view: gradient_as_bucket_view, the gradients set to none once
+// (zero_grad(set_to_none)) so that both of PyTorch's paths run: a gradient
+// already in its bucket, and one copied in and bound.
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "mlp";
   bool with_unused = mode == "unused";
   bool fp16_hook = mode == "fp16_hook";  // PyTorch's fp16_compress_hook through register_comm_hook
+  bool bucket_view = mode == "bucket_view";
   torch::set_num_threads(1);
   ddp_group* group = nullptr;
   ddp::check(ddp_group_init(&group, nullptr, nullptr), "ddp_group_init");
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
   opts.first_bucket_mb = 0.01;
   opts.bucket_cap_mb = 0.02;
   opts.find_unused_parameters = with_unused;
+  opts.gradient_as_bucket_view = bucket_view;
   auto stats = torch::full({3}, static_cast<float>(rank + 5));  // a module buffer
   ddp::DistributedDataParallel ddp_model(group, model.parameters(), opts, {stats});
   TCHECK(stats[0].item<float>() == 5.0f, "buffer not broadcast from rank 0: %g", stats[0].item<float>());
@@ -130,9 +135,18 @@ int main(int argc, char** argv) {
       auto g1 = mp[i].grad().defined() ? mp[i].grad() : torch::zeros_like(mp[i]);
       auto g2 = rp[i].grad();
       TCHECK(same(g1, g2), "step %d param %zu: max |diff| %g", step, i, (g1 - g2).abs().max().item<double>());
+      if (bucket_view) {
+        ddp_tensor* view = nullptr;
+        ddp::check(ddp_reducer_gradient(ddp_model.reducer(), i, &view), "ddp_reducer_gradient");
+        TCHECK(ddp_tensor_data(view) == mp[i].grad().data_ptr(), "step %d param %zu: grad is not its bucket view", step,
+               i);
+        ddp_tensor_free(view);
+      }
     }
     sgd(model, 0.05);
     sgd(reference, 0.05);
+    if (bucket_view && step == 7)  // as zero_grad(set_to_none=True): the next step copies and binds again
+      for (auto& p : model.parameters()) p.mutable_grad() = at::Tensor();
     zero_grads(model);
     zero_grads(reference);
   }
