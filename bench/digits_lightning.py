@@ -94,6 +94,7 @@ def main():
     p.add_argument("--accumulate", type=int, default=1, help="accumulate_grad_batches")
     p.add_argument("--comm-hook", choices=["fp16", "bf16"], help="PyTorch's fp16/bf16_compress_hook on the DDP module")
     p.add_argument("--num-nodes", type=int, default=1, help="Trainer's num_nodes (--world is devices per node)")
+    p.add_argument("--gradient-as-bucket-view", action="store_true", help="DDPStrategy(gradient_as_bucket_view=True)")
     p.add_argument("--post-localsgd", type=int, metavar="START", help="post-local SGD from step START")
     p.add_argument("--averaging-period", type=int, help="model_averaging_period, with --post-localsgd")
     a = p.parse_args()
@@ -103,6 +104,8 @@ def main():
     loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True)
     module = Digits(os.environ.get("DIGITS_STEP_LOG"), a.find_unused)
     strategy = pl.strategies.DDPStrategy(find_unused_parameters=True) if a.find_unused else "ddp"
+    if a.gradient_as_bucket_view:
+        strategy = pl.strategies.DDPStrategy(gradient_as_bucket_view=True)
     callbacks = [EpochTimer()] + ([CommHook(a.comm_hook)] if a.comm_hook else [])
     if a.post_localsgd is not None:
         from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as pl_sgd

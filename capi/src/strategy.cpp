@@ -1,6 +1,9 @@
 // The strategy: option checks and handle mapping, then core/strategy.
 #include "ddp/strategy.h"
 
+#include <cstddef>
+#include <cstring>
+
 #include "handles.h"
 #include "hooks/comm_hook.h"
 #include "model/optimizer.h"
@@ -13,11 +16,16 @@ ddp_strategy::~ddp_strategy() { release(group); }
 
 namespace {
 
+// Version 1 of ddp_strategy_options ended where gradient_as_bucket_view
+// begins: a caller built against it has only that much memory there.
+constexpr size_t kOptionsV1Bytes = offsetof(ddp_strategy_options, gradient_as_bucket_view);
+
 ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
   ddp::core::StrategyOptions o;
-  ddp_strategy_options d = DDP_STRATEGY_OPTIONS_INIT;
-  const ddp_strategy_options& in = opts ? *opts : d;
-  if (in.version != DDP_STRATEGY_OPTIONS_VERSION)
+  ddp_strategy_options in = DDP_STRATEGY_OPTIONS_INIT;  // a version 1 caller's later fields keep their defaults
+  if (opts && opts->version == 1) std::memcpy(&in, opts, kOptionsV1Bytes);
+  else if (opts) in = *opts;
+  if (in.version != 1 && in.version != DDP_STRATEGY_OPTIONS_VERSION)
     fail(DDP_E_INVALID_ARGUMENT, "ddp_strategy_new: unknown options version " + std::to_string(in.version));
   ddp::core::check_arg(in.kind == DDP_STRATEGY_DDP || in.kind == DDP_STRATEGY_DDP_SPAWN || in.kind == DDP_STRATEGY_DDP_FORK,
                        "ddp_strategy_new: unknown kind " + std::to_string(static_cast<int>(in.kind)));
@@ -37,6 +45,7 @@ ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
   o.ddp.bucket_cap_mb = in.bucket_cap_mb;
   o.ddp.first_bucket_mb = in.first_bucket_mb;
   o.ddp.find_unused_parameters = in.find_unused_parameters != 0;
+  o.ddp.gradient_as_bucket_view = in.gradient_as_bucket_view != 0;
   o.broadcast_buffers = in.broadcast_buffers != 0;
   o.model_averaging_period = in.model_averaging_period;
   o.model_averaging_warmup = in.model_averaging_warmup;
@@ -69,6 +78,12 @@ ddp_status group_for(ddp_strategy* s, const char* fn, ddp_group** g) {
 extern "C" {
 
 ddp_status ddp_strategy_options_init(ddp_strategy_options* opts, unsigned int version) {
+  if (opts && version == 1) {
+    ddp_strategy_options d = DDP_STRATEGY_OPTIONS_INIT;
+    d.version = 1;
+    std::memcpy(opts, &d, kOptionsV1Bytes);
+    return DDP_OK;
+  }
   return init_options(opts, version, DDP_STRATEGY_OPTIONS_VERSION, ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT, "ddp_strategy_options_init");
 }
 

@@ -64,7 +64,14 @@ class TorchOptimizer : public Optimizer {
   TorchOptimizer(std::unique_ptr<Torch> opt, std::vector<at::Tensor> params)
       : opt_(std::move(opt)), params_(std::move(params)) {}
 
-  void zero_grad() override { opt_->zero_grad(true); }
+  // As Python's zero_grad(set_to_none=True): the gradients are dropped.
+  // torch::optim's zero_grad would detach_() each first, which a bucket view
+  // (gradient_as_bucket_view) refuses.
+  void zero_grad() override {
+    for (auto& group : opt_->param_groups())
+      for (auto& p : group.params())
+        if (p.grad().defined()) p.mutable_grad().reset();
+  }
   void step() override { opt_->step(); }
 
   std::vector<NamedTensor> state() const override {

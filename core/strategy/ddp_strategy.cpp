@@ -16,8 +16,6 @@ DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
   check_arg(opts_.model_averaging_warmup >= 0, "strategy: model_averaging_warmup " +
                                                    std::to_string(opts_.model_averaging_warmup) + " is negative");
   check_arg(opts_.devices >= 1, "strategy: devices " + std::to_string(opts_.devices) + " must be at least 1");
-  check_arg(!opts_.ddp.gradient_as_bucket_view,
-            "strategy: gradient_as_bucket_view is not supported for modules trained through autograd yet");
 }
 
 DdpStrategy::~DdpStrategy() = default;  // an unfinished launcher ends the ranks it started

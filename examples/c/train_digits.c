@@ -13,6 +13,7 @@
  *                                           stepped every K batches and at the epoch's last)
  *                         [--comm-hook fp16|bf16] (PyTorch's fp16/bf16_compress_hook)
  *                         [--accelerator cpu|cuda] (cuda: each rank on cuda:LOCAL_RANK, NCCL)
+ *                         [--gradient-as-bucket-view] (DDP's gradient_as_bucket_view)
  *                         [--post-localsgd START --averaging-period P]
  *                                          (post-local SGD: global all-reduces for START steps,
  *                                           then within each node only, the parameters
@@ -52,6 +53,7 @@ typedef struct {
   int accumulate; /* Lightning's accumulate_grad_batches */
   char comm_hook[8]; /* "", "fp16" or "bf16" */
   int cuda;
+  int bucket_view;
   int64_t localsgd_start; /* -1: no post-local SGD */
   int64_t averaging_period;
 } job_args;
@@ -154,6 +156,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   so.devices = devices;
   so.accelerator = a->cuda ? DDP_DEVICE_CUDA : DDP_DEVICE_CPU;
   so.find_unused_parameters = a->find_unused;
+  so.gradient_as_bucket_view = a->bucket_view;
   ddp_comm_hook *hook = NULL;
   if (!strcmp(a->comm_hook, "fp16")) CHECK(ddp_comm_hook_fp16_compress(&hook));
   if (!strcmp(a->comm_hook, "bf16")) CHECK(ddp_comm_hook_bf16_compress(&hook));
@@ -322,7 +325,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s DATA_DIR [--world N] [--epochs E] [--resume] [--ckpt PATH]\n", argv[0]);
     return 2;
   }
-  job_args a = {"", "", 20, 32, 0.05, 0.9, 0, 0, 1, "", 0, -1, 0};
+  job_args a = {"", "", 20, 32, 0.05, 0.9, 0, 0, 1, "", 0, 0, -1, 0};
   int world = 2, popen = 0;
   snprintf(a.dir, sizeof a.dir, "%s", argv[1]);
   snprintf(a.ckpt, sizeof a.ckpt, "%s/last.ckpt", argv[1]);
@@ -332,6 +335,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) snprintf(a.ckpt, sizeof a.ckpt, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--resume")) a.resume = 1;
     else if (!strcmp(argv[i], "--find-unused")) a.find_unused = 1;
+    else if (!strcmp(argv[i], "--gradient-as-bucket-view")) a.bucket_view = 1;
     else if (!strcmp(argv[i], "--accumulate") && i + 1 < argc) a.accumulate = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--comm-hook") && i + 1 < argc &&
              (!strcmp(argv[i + 1], "fp16") || !strcmp(argv[i + 1], "bf16")))

@@ -3,6 +3,11 @@
 // wrong. Training on real ranks: tests/strategy/test_digits_job.sh.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <vector>
+
 #include <unistd.h>
 
 #include <cmath>
@@ -97,10 +102,37 @@ TEST(Strategy, OptionsAreCheckedByName) {
   ddp_comm_hook_free(wrapped);
   ddp_comm_hook_free(localsgd);
   EXPECT_EQ(s, nullptr);
-  EXPECT_EQ(ddp_strategy_options_init(&o, 2), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_strategy_options_init(&o, 3), DDP_E_INVALID_ARGUMENT);
   EXPECT_EQ(ddp_strategy_options_init(&o, DDP_STRATEGY_OPTIONS_VERSION), DDP_OK);
   EXPECT_EQ(o.broadcast_buffers, 1);
   EXPECT_EQ(o.bucket_cap_mb, 25.0);
+  EXPECT_EQ(o.gradient_as_bucket_view, 0);
+}
+
+// A program built against version 1 of ddp_strategy_options (before
+// gradient_as_bucket_view) has a shorter struct: libddp writes and reads
+// only version 1's fields for it.
+TEST(Strategy, AVersionOneCallerIsServedWithinItsOwnStruct) {
+  const size_t v1 = offsetof(ddp_strategy_options, gradient_as_bucket_view);
+  std::vector<unsigned char> memory(v1 + 16, 0xAB);
+  auto* o = reinterpret_cast<ddp_strategy_options*>(memory.data());
+  ASSERT_EQ(ddp_strategy_options_init(o, 1), DDP_OK) << last();
+  for (size_t i = v1; i < memory.size(); ++i) ASSERT_EQ(memory[i], 0xAB) << "byte " << i << " written";
+  EXPECT_EQ(o->version, 1u);
+  EXPECT_EQ(o->bucket_cap_mb, 25.0);
+  EXPECT_EQ(o->broadcast_buffers, 1);
+  // Nothing past its end is read: in an allocation of exactly version 1's
+  // size, the sanitizer build would report the over-read.
+  std::unique_ptr<unsigned char[]> exact(new unsigned char[v1]);
+  std::memcpy(exact.get(), memory.data(), v1);
+  ddp_strategy* s = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&s, reinterpret_cast<ddp_strategy_options*>(exact.get())), DDP_OK) << last();
+  ddp_strategy_free(s);
+  ddp_strategy_options v2;
+  ASSERT_EQ(ddp_strategy_options_init(&v2, DDP_STRATEGY_OPTIONS_VERSION), DDP_OK);
+  v2.gradient_as_bucket_view = 1;
+  ASSERT_EQ(ddp_strategy_new(&s, &v2), DDP_OK) << last();
+  ddp_strategy_free(s);
 }
 
 TEST(Strategy, CallsOutOfOrderAreStateErrorsAndASingleProcessIsAWorldOfOne) {

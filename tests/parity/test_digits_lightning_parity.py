@@ -7,7 +7,7 @@ the held-out accuracy. Also with a layer forward never uses, under
 find_unused_parameters on both sides, with accumulate_grad_batches=2
 (block_backward_sync on the batches that accumulate), and with PyTorch's
 fp16 compression hook (on Lightning's DDP module, which Lightning itself
-would hook on CUDA only)."""
+would hook on CUDA only), and with gradient_as_bucket_view."""
 import os
 import re
 import subprocess
@@ -39,8 +39,10 @@ def accuracy(out):
 
 @pytest.mark.skipif(subprocess.run([sys.executable, "-c", "import sklearn"]).returncode != 0,
                     reason="scikit-learn is not installed (scripts/bootstrap.sh installs it)")
-@pytest.mark.parametrize("variant", [[], ["--find-unused"], ["--accumulate", "2"], ["--comm-hook", "fp16"]],
-                         ids=["plain", "find_unused_parameters", "accumulate_grad_batches_2", "fp16_compress_hook"])
+@pytest.mark.parametrize("variant", [[], ["--find-unused"], ["--accumulate", "2"], ["--comm-hook", "fp16"],
+                                     ["--gradient-as-bucket-view"]],
+                         ids=["plain", "find_unused_parameters", "accumulate_grad_batches_2", "fp16_compress_hook",
+                              "gradient_as_bucket_view"])
 def test_per_step_losses_match_lightning(tmp_path, variant):
     data = str(tmp_path / "digits")
     export = [sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), data]

@@ -61,7 +61,9 @@ typedef enum ddp_strategy_kind {
   DDP_STRATEGY_KIND_FORCE_INT = 0x7fffffff
 } ddp_strategy_kind;
 
-#define DDP_STRATEGY_OPTIONS_VERSION 1
+/* 2 added gradient_as_bucket_view. A caller built against version 1 keeps
+ * working: libddp reads and writes only version 1's fields for it. */
+#define DDP_STRATEGY_OPTIONS_VERSION 2
 
 /** DDPStrategy's arguments, with Lightning's and PyTorch's defaults. Initialise with DDP_STRATEGY_OPTIONS_INIT. */
 typedef struct ddp_strategy_options {
@@ -80,12 +82,13 @@ typedef struct ddp_strategy_options {
   int64_t model_averaging_warmup; /**< the first step that averages; 0 with a post-local SGD hook: its start_localsgd_iter */
   int sync_batchnorm;            /**< 0; 1 is refused (DDP_E_UNSUPPORTED): a TorchScript module's batch norms cannot be converted */
   int static_graph;              /**< 0; 1 is refused (DDP_E_UNSUPPORTED) */
+  int gradient_as_bucket_view;   /**< 0; 1: each parameter's gradient is a view of its bucket, so nothing is copied out (version 2) */
 } ddp_strategy_options;
 
 #define DDP_STRATEGY_OPTIONS_INIT \
-  {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, 1, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0, 0, 0}
+  {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, 1, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0, 0, 0, 0}
 
-/** Fills @p opts with the defaults of @p version. */
+/** Fills @p opts with the defaults of @p version (1 or 2; version 1 writes only its own fields). */
 DDP_API ddp_status ddp_strategy_options_init(ddp_strategy_options *opts, unsigned int version);
 
 /**

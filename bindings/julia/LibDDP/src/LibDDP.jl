@@ -329,6 +329,7 @@ mutable struct StrategyOptions
     model_averaging_warmup::Int64
     sync_batchnorm::Cint
     static_graph::Cint
+    gradient_as_bucket_view::Cint
 end
 
 """A TorchScript module saved by torch.jit.save."""
@@ -395,8 +396,8 @@ mutable struct Strategy
 end
 
 function Strategy(; devices::Integer=1, timeout_ms::Integer=0, find_unused_parameters::Bool=false)
-    o = StrategyOptions(0, 0, 0, 0, Cstring(C_NULL), 0, 0, 0, 0, 0, C_NULL, 0, 0, 0, 0)
-    @check ccall((:ddp_strategy_options_init, libddp), Cint, (Ref{StrategyOptions}, Cuint), o, 1)
+    o = StrategyOptions(0, 0, 0, 0, Cstring(C_NULL), 0, 0, 0, 0, 0, C_NULL, 0, 0, 0, 0, 0)
+    @check ccall((:ddp_strategy_options_init, libddp), Cint, (Ref{StrategyOptions}, Cuint), o, 2)
     o.devices = devices
     o.timeout_ms = timeout_ms
     o.find_unused_parameters = find_unused_parameters

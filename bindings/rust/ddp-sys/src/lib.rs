@@ -202,7 +202,7 @@ pub const DDP_STRATEGY_DDP: ddp_strategy_kind = 0;
 pub const DDP_STRATEGY_DDP_FORK: ddp_strategy_kind = 2;
 pub const DDP_STRATEGY_DDP_SPAWN: ddp_strategy_kind = 1;
 pub const DDP_STRATEGY_KIND_FORCE_INT: ddp_strategy_kind = 2147483647;
-pub const DDP_STRATEGY_OPTIONS_VERSION: u32 = 1;
+pub const DDP_STRATEGY_OPTIONS_VERSION: u32 = 2;
 pub type ddp_strategy_kind = c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -258,6 +258,7 @@ pub struct ddp_strategy_options {
     pub model_averaging_warmup: i64,
     pub sync_batchnorm: c_int,
     pub static_graph: c_int,
+    pub gradient_as_bucket_view: c_int,
 }
 
 #[link(name = "ddp")]
