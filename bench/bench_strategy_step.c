@@ -3,7 +3,8 @@
  * random batch, cross-entropy over 10 classes, as bench_ddp_step_torch.py
  * and bench_ddp_step_lightning.py do with the same models. One process per
  * rank, started by ddprun; rank 0 prints one JSON line.
- *   bench_strategy_step <name> <model.pt> <steps> <dim0> [<dim1> ...]   (the input's shape) */
+ *   bench_strategy_step <name> <model.pt> <steps> <dim0> [<dim1> ...]   (the input's shape)
+ * BENCH_BUCKET_VIEW=1 sets gradient_as_bucket_view. */
 #include <ddp/ddp.h>
 
 #include <stdio.h>
@@ -42,6 +43,7 @@ int main(int argc, char **argv) {
 
   ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
   o.devices = 2;
+  o.gradient_as_bucket_view = getenv("BENCH_BUCKET_VIEW") && !strcmp(getenv("BENCH_BUCKET_VIEW"), "1");
   ddp_strategy *s = NULL;
   ddp_module *m = NULL;
   ddp_optimizer *opt = NULL;
