@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ddp_ctypes import Lib
+from ddp_ctypes import Lib, exit_now
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 model_name = os.environ["MODEL"]
@@ -150,4 +150,4 @@ for m in mismatches[:10]:
 lib.lib.ddp_reducer_free(reducer)
 lib.lib.ddp_group_free(group)
 dist.destroy_process_group()
-sys.exit(1 if mismatches else 0)
+exit_now(1 if mismatches else 0)

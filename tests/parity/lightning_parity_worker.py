@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 from lightning_fabric.utilities.distributed import _gather_all_tensors, _sync_ddp
 
-from ddp_ctypes import MEAN, SUM, Lib
+from ddp_ctypes import MEAN, SUM, Lib, exit_now
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 torch_port, ddp_port = int(os.environ["TORCH_PORT"]), int(os.environ["DDP_PORT"])
@@ -67,4 +67,4 @@ dist.destroy_process_group()
 for f in failures[:20]:
     print(f"[rank {rank}] MISMATCH {f}", file=sys.stderr)
 print(f"[rank {rank}] {seed} cases, {len(failures)} mismatches")
-sys.exit(1 if failures else 0)
+exit_now(1 if failures else 0)

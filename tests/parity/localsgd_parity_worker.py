@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as localsgd
 from torch.distributed.algorithms.model_averaging import averagers
 
-from ddp_ctypes import Lib
+from ddp_ctypes import Lib, exit_now
 from grad_bucket import GradBucket
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -123,9 +123,4 @@ L.ddp_reducer_free(reducer)
 L.ddp_group_free(sub)
 L.ddp_group_free(group)
 dist.destroy_process_group()
-# torch's Gloo subgroups (PostLocalSGDState's) are still referenced from
-# Python objects here; destroying them during interpreter finalization can
-# abort the process ("terminate called without an active exception",
-# pytorch/pytorch#190489), so this process ends without finalization.
-sys.stdout.flush()
-os._exit(1 if failures else 0)
+exit_now(1 if failures else 0)

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks as default
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
 
-from ddp_ctypes import CompressionStats, Lib
+from ddp_ctypes import CompressionStats, Lib, exit_now
 from grad_bucket import GradBucket
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -153,4 +153,4 @@ if wrap:
 L.ddp_reducer_free(reducer)
 L.ddp_group_free(group)
 dist.destroy_process_group()
-sys.exit(1 if failures else 0)
+exit_now(1 if failures else 0)

@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from ddp_ctypes import Lib
+from ddp_ctypes import Lib, exit_now
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 steps = int(os.environ.get("STEPS", "300"))
@@ -64,4 +64,4 @@ def train(powersgd_feedback):
 losses = {name: train(fb) for name, fb in (("allreduce", None), ("powersgd_ef", True), ("powersgd_no_ef", False))}
 print(f"[rank {rank}] " + " ".join(f"{k}={v:.6f}" for k, v in losses.items()))
 L.ddp_group_free(group)
-sys.exit(0)
+exit_now(0)
