@@ -51,6 +51,12 @@ class Pending {
 
   // Used by the steps: waits for `work` until `deadline`, classifying failures.
   void wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_point deadline);
+  // What wait() does with a failure (classified; a timeout or a dead peer
+  // breaks and publishes the group) and with a passed deadline (`context`
+  // follows "timed out on rank R of N"). For watchers that do not wait
+  // (comm/stream_watch.h). Both always throw.
+  [[noreturn]] void throw_failure(std::exception_ptr failure);
+  [[noreturn]] void throw_timeout(const std::string& context);
   Group& group() { return group_; }
   const std::string& op() const { return op_; }
 

@@ -83,23 +83,7 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
         }
       }
     }
-    if (failure) {
-      try {
-        std::rethrow_exception(failure);
-      } catch (const std::exception& e) {
-        // A timeout or a dead peer breaks the group and is published, also
-        // when a backend of ours (shm) classified it already as an Error;
-        // any other Error goes up as it is.
-        Status s = classify_exception(e);
-        std::string msg = op_ + " failed on " + who(group_) + ": " + short_what(e);
-        if (s == Status::Timeout || s == Status::PeerFailed) {
-          group_.throw_root_cause_if_reported();
-          group_.fail_and_publish(s, msg);
-        }
-        if (dynamic_cast<const Error*>(&e)) throw;
-        fail(s, msg);
-      }
-    }
+    if (failure) throw_failure(failure);
     if (finished) return;
     if (gloo_failures() != gloo_failures_before)
       group_.fail_and_publish(Status::PeerFailed,
@@ -107,13 +91,32 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
                                   "); most likely the ranks called this collective with different sizes "
                                   "(DDP_DEBUG=DETAIL checks every call)");
     group_.throw_if_peer_reported();
-    if (Clock::now() >= deadline) {
-      group_.throw_root_cause_if_reported();
-      group_.fail_and_publish(
-          Status::Timeout, op_ + " timed out on " + who(group_) +
-                             " (a peer is slow, stopped, or did not call the same collective)");
-    }
+    if (Clock::now() >= deadline) throw_timeout("");
   }
+}
+
+void Pending::throw_failure(std::exception_ptr failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    // A timeout or a dead peer breaks the group and is published, also
+    // when a backend of ours (shm) classified it already as an Error;
+    // any other Error goes up as it is.
+    Status s = classify_exception(e);
+    std::string msg = op_ + " failed on " + who(group_) + ": " + short_what(e);
+    if (s == Status::Timeout || s == Status::PeerFailed) {
+      group_.throw_root_cause_if_reported();
+      group_.fail_and_publish(s, msg);
+    }
+    if (dynamic_cast<const Error*>(&e)) throw;
+    fail(s, msg);
+  }
+}
+
+void Pending::throw_timeout(const std::string& context) {
+  group_.throw_root_cause_if_reported();
+  group_.fail_and_publish(Status::Timeout, op_ + " timed out on " + who(group_) + context +
+                                               " (a peer is slow, stopped, or did not call the same collective)");
 }
 
 }  // namespace ddp::core

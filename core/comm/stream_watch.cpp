@@ -1,6 +1,5 @@
 #include "comm/stream_watch.h"
 
-#include "comm/failure.h"
 
 namespace ddp::core {
 namespace {
@@ -66,7 +65,6 @@ void StreamWatch::run() {
     wake_.wait_for(lock, kLookEvery);
     while (!watched_.empty() && !failure_ && !stop_) {
       Watched& w = watched_.front();
-      std::string op = w.pending->op();
       bool finished = w.pending->test();
       std::exception_ptr failed = finished ? w.pending->failure() : nullptr;
       bool late = !finished && Clock::now() >= w.deadline;
@@ -76,24 +74,8 @@ void StreamWatch::run() {
       }
       lock.unlock();
       try {
-        if (failed) {
-          // Classified and published as Pending::wait does it.
-          try {
-            std::rethrow_exception(failed);
-          } catch (const std::exception& e) {
-            Status s = classify_exception(e);
-            std::string msg = op + " failed on rank " + std::to_string(group_.rank()) + ": " + short_what(e);
-            group_.throw_root_cause_if_reported();
-            if (s == Status::Timeout || s == Status::PeerFailed) group_.fail_and_publish(s, msg);
-            fail(s, msg);
-          }
-        }
-        if (late) {
-          group_.throw_root_cause_if_reported();
-          group_.fail_and_publish(Status::Timeout, op + " timed out on rank " + std::to_string(group_.rank()) +
-                                                       " while the device waited for it (a peer is slow, stopped, "
-                                                       "or did not call the same collective)");
-        }
+        if (failed) w.pending->throw_failure(failed);
+        if (late) w.pending->throw_timeout(" while the device waited for it");
         group_.throw_if_peer_reported();
       } catch (const Error& e) {
         record(e.status(), e.what());

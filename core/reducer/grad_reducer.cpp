@@ -218,8 +218,8 @@ void Reducer::set_gradient_source(std::unique_ptr<GradientSource> source) {
     for (size_t i = 0; i < grads_.size(); ++i) {
       at::Tensor g = source_->gradient(i);
       if (!g.defined()) continue;
-      slot(i).copy_(g);
-      source_->bind(i, slot(i));
+      grads_[i].copy_(g);  // grads_[i] is gradient i's bucket view
+      source_->bind(i, grads_[i]);
     }
   }
 }
@@ -385,7 +385,7 @@ void Reducer::finish_step() {
     // Every gradient that is not its view yet (copied in this step, or unused) becomes it.
     for (size_t i = 0; i < grads_.size(); ++i) {
       at::Tensor g = source_->gradient(i);
-      if (!g.defined() || !g.is_alias_of(slot(i))) source_->bind(i, slot(i));
+      if (!g.defined() || !g.is_alias_of(grads_[i])) source_->bind(i, grads_[i]);  // grads_[i]: the view
     }
   } else if (source_) {
     for (size_t i = 0; i < grads_.size(); ++i) source_->store(i, slot(i));
