@@ -3,6 +3,7 @@
 #include "comm/collectives.h"
 #include "common/error.h"
 #include "hooks/post_localsgd.h"
+#include "memory/host_cache.h"
 #include "reducer/autograd_hooks.h"
 #include "strategy/popen_launcher.h"
 
@@ -42,12 +43,16 @@ void DdpStrategy::setup_environment() {
 
 void DdpStrategy::setup_environment(const ClusterEnv& env) {
   if (group_) fail(Status::State, "strategy: setup_environment was called already; teardown first");
+  // Training on the host frees and allocates the same large tensors every
+  // step; the host cache (memory/host_cache.h) spares their page faults.
+  size_t host_cache_bytes = opts_.accelerator == DeviceType::CPU ? host_cache_limit_from_env() : 0;
   GroupOptions g;
   g.backend = opts_.backend;
   g.timeout = opts_.timeout;
   g.device = {opts_.accelerator, opts_.accelerator == DeviceType::CUDA ? env.local_rank : 0};
   group_ = std::shared_ptr<Group>(Group::init(env, g));
   env_ = env;
+  host_cache_ = std::make_unique<HostCacheUse>(host_cache_bytes);
 }
 
 template <typename F>
@@ -220,6 +225,7 @@ void DdpStrategy::teardown() {
   reducer_.reset();
   params_.clear();
   group_.reset();
+  host_cache_.reset();
   if (launcher_) {
     auto launcher = std::move(launcher_);
     launcher->finish(opts_.timeout);

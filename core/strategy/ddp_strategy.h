@@ -21,6 +21,7 @@
 
 namespace ddp::core {
 
+class HostCacheUse;
 class ModelAverager;
 class PopenLauncher;
 
@@ -114,6 +115,7 @@ class DdpStrategy {
   std::unique_ptr<ModelAverager> averager_;
   std::vector<at::Tensor> params_;  // of the module set up, for the averager
   std::unique_ptr<PopenLauncher> launcher_;
+  std::unique_ptr<HostCacheUse> host_cache_;  // CPU accelerator: from setup_environment to teardown
 };
 
 }  // namespace ddp::core
