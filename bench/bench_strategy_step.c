@@ -4,7 +4,8 @@
  * and bench_ddp_step_lightning.py do with the same models. One process per
  * rank, started by ddprun; rank 0 prints one JSON line.
  *   bench_strategy_step <name> <model.pt> <steps> <dim0> [<dim1> ...]   (the input's shape)
- * BENCH_BUCKET_VIEW=1 sets gradient_as_bucket_view. */
+ * BENCH_BUCKET_VIEW=1 sets gradient_as_bucket_view. With DDP_HOST_CACHE_MB=0
+ * (no host block cache) the JSON line's impl is libddp-strategy-nocache. */
 #include <ddp/ddp.h>
 
 #include <stdio.h>
@@ -81,10 +82,12 @@ int main(int argc, char **argv) {
     if (step >= 3) ms[kept++] = el;
   }
   qsort(ms, (size_t)kept, sizeof(double), by_value);
+  const char *cache_mb = getenv("DDP_HOST_CACHE_MB");
+  int nocache = cache_mb && !strcmp(cache_mb, "0");
   if (ddp_strategy_is_global_zero(s))
-    printf("{\"impl\": \"libddp-strategy\", \"model\": \"%s\", \"batch\": %lld, \"step_ms_p50\": %.2f, "
+    printf("{\"impl\": \"libddp-strategy%s\", \"model\": \"%s\", \"batch\": %lld, \"step_ms_p50\": %.2f, "
            "\"step_ms_p90\": %.2f}\n",
-           name, (long long)shape[0], ms[kept / 2], ms[kept * 9 / 10]);
+           nocache ? "-nocache" : "", name, (long long)shape[0], ms[kept / 2], ms[kept * 9 / 10]);
   ddp_tensor_free(x);
   ddp_tensor_free(y);
   ddp_optimizer_free(opt);

@@ -6,7 +6,8 @@
 # step: zero_grad, forward, loss, backward with the gradient reduction,
 # optimizer step); plus the same step in one process without any
 # distribution (the compute every contender shares), on the eager module and
-# on the TorchScript export that libddp trains. The contenders
+# on the TorchScript export that libddp trains; and libddp again without its
+# host block cache (DDP_HOST_CACHE_MB=0), to show its part. The contenders
 # alternate for BENCH_REPEATS (3) rounds; medians of the rounds' p50.
 # Prints step time, samples/s (both ranks) and per-step overhead (step
 # minus compute) with libddp's over each peer's.
@@ -22,6 +23,7 @@ for ((rep = 0; rep < ${BENCH_REPEATS:-3}; rep++)); do
   for model in mlp conv; do
     if [ "$model" = mlp ]; then shape="32 1024"; else shape="32 3 32 32"; fi
     ddprun "$build/bench/bench_strategy_step" "$model" "$models/$model.pt" "$steps" $shape
+    DDP_HOST_CACHE_MB=0 ddprun "$build/bench/bench_strategy_step" "$model" "$models/$model.pt" "$steps" $shape
     ddprun --python "$py" "$here/bench/bench_ddp_step_torch.py" "$model" 25 "$steps"
     "$py" "$here/bench/bench_ddp_step_lightning.py" "$model" "$steps" 2>/dev/null | grep '^{' >>"$out" || true
     "$py" "$here/bench/bench_compute_only.py" "$model" "$steps" "$models/$model.pt" >>"$out"
@@ -34,11 +36,12 @@ def p50(impl, model):
     v = [r["step_ms_p50"] for r in rows if r["impl"] == impl and r["model"] == model]
     return statistics.median(v) if v else None
 names = {"libddp-strategy": "libddp strategy", "pytorch-ddp": "PyTorch DDP", "lightning-trainer": "Lightning"}
+more = {"libddp-strategy-nocache": "  no host cache"}
 for m in ("mlp", "conv"):
     compute = p50("compute-only", m)
     print(f"{m}: single-process compute {compute:.2f} ms per step")
     print(f"  {'contender':16} {'step ms':>8} {'samples/s':>10} {'overhead ms':>12}")
-    for impl, label in names.items():
+    for impl, label in list(names.items()) + list(more.items()):
         t = p50(impl, m)
         if t is not None:
             print(f"  {label:16} {t:8.2f} {2 * 32 / t * 1e3:10.0f} {t - compute:12.2f}")

@@ -129,6 +129,7 @@ TEST(HostCache, TheEnvironmentSetsTheLimitOrIsNamedWhenWrong) {
 
 #if defined(__SANITIZE_ADDRESS__)
 TEST(HostCacheDeathTest, AUseOfACachedBlockIsReportedByASan) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // torch has started threads
   HostCacheUse use(64 * kMiB);
   auto t = floats(2 * kMiB);
   volatile float* stale = t.data_ptr<float>();

@@ -98,7 +98,17 @@ DDP_API ddp_status ddp_strategy_options_init(ddp_strategy_options *opts, unsigne
  */
 DDP_API ddp_status ddp_strategy_new(ddp_strategy **out, const ddp_strategy_options *opts);
 
-/** Reads this process's cluster environment and joins the group. Collective. */
+/**
+ * Reads this process's cluster environment and joins the group. Collective.
+ *
+ * With the CPU accelerator it also installs libddp's host block cache as
+ * torch's CPU allocator until teardown: freed tensors of 128 KiB and more are
+ * kept by size and reused, so a step does not pay the page faults of fresh
+ * memory for the same activations and gradients again. The environment
+ * variable DDP_HOST_CACHE_MB sets how much it may hold (default 2048; 0: no
+ * cache, torch's allocator as before).
+ * @return DDP_E_INVALID_ARGUMENT naming DDP_HOST_CACHE_MB when it is not a size.
+ */
 DDP_API ddp_status ddp_strategy_setup_environment(ddp_strategy *s);
 
 /** @return the strategy's group (borrowed: valid until teardown), NULL before setup. */
@@ -173,7 +183,7 @@ DDP_API ddp_status ddp_strategy_save_checkpoint(ddp_strategy *s, const char *pat
 DDP_API ddp_status ddp_strategy_load_checkpoint(ddp_strategy *s, const char *path, ddp_module *m, ddp_optimizer *opt,
                                                 int64_t *step, int64_t *epoch, ddp_buffer **user);
 
-/** Undoes setup (the engine, the group); a later setup_environment starts again. */
+/** Undoes setup (the engine, the group, the host cache); a later setup_environment starts again. */
 DDP_API ddp_status ddp_strategy_teardown(ddp_strategy *s);
 
 /** Frees @p s (tearing it down); NULL is accepted. */
