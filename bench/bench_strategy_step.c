@@ -5,7 +5,8 @@
  * rank, started by ddprun; rank 0 prints one JSON line.
  *   bench_strategy_step <name> <model.pt> <steps> <dim0> [<dim1> ...]   (the input's shape)
  * BENCH_BUCKET_VIEW=1 sets gradient_as_bucket_view. With DDP_HOST_CACHE_MB=0
- * (no host block cache) the JSON line's impl is libddp-strategy-nocache. */
+ * (no host block cache) the JSON line's impl is libddp-strategy-nocache; in
+ * a world of one process, libddp-strategy-1rank. */
 #include <ddp/ddp.h>
 
 #include <stdio.h>
@@ -43,7 +44,8 @@ int main(int argc, char **argv) {
   for (int i = 4; i < argc && ndim < 8; ++i) numel *= (size_t)(shape[ndim++] = atoll(argv[i]));
 
   ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
-  o.devices = 2;
+  /* ddprun's LOCAL_WORLD_SIZE: 2 ranks, or 1 for libddp's own single-process step */
+  o.devices = getenv("LOCAL_WORLD_SIZE") ? atoi(getenv("LOCAL_WORLD_SIZE")) : 2;
   o.gradient_as_bucket_view = getenv("BENCH_BUCKET_VIEW") && !strcmp(getenv("BENCH_BUCKET_VIEW"), "1");
   ddp_strategy *s = NULL;
   ddp_module *m = NULL;
@@ -85,9 +87,9 @@ int main(int argc, char **argv) {
   const char *cache_mb = getenv("DDP_HOST_CACHE_MB");
   int nocache = cache_mb && !strcmp(cache_mb, "0");
   if (ddp_strategy_is_global_zero(s))
-    printf("{\"impl\": \"libddp-strategy%s\", \"model\": \"%s\", \"batch\": %lld, \"step_ms_p50\": %.2f, "
+    printf("{\"impl\": \"libddp-strategy%s%s\", \"model\": \"%s\", \"batch\": %lld, \"step_ms_p50\": %.2f, "
            "\"step_ms_p90\": %.2f}\n",
-           nocache ? "-nocache" : "", name, (long long)shape[0], ms[kept / 2], ms[kept * 9 / 10]);
+           nocache ? "-nocache" : "", ddp_strategy_world_size(s) == 1 ? "-1rank" : "", name, (long long)shape[0], ms[kept / 2], ms[kept * 9 / 10]);
   ddp_tensor_free(x);
   ddp_tensor_free(y);
   ddp_optimizer_free(opt);

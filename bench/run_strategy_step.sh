@@ -7,7 +7,8 @@
 # optimizer step); plus the same step in one process without any
 # distribution (the compute every contender shares), on the eager module and
 # on the TorchScript export that libddp trains; and libddp again without its
-# host block cache (DDP_HOST_CACHE_MB=0), to show its part. The contenders
+# host block cache (DDP_HOST_CACHE_MB=0), to show its part, and in one
+# process (what libddp's distribution adds to its own step). The contenders
 # alternate for BENCH_REPEATS (3) rounds; medians of the rounds' p50.
 # Prints step time, samples/s (both ranks) and per-step overhead (step
 # minus compute) with libddp's over each peer's.
@@ -17,13 +18,14 @@ out=$(mktemp)
 models=$(mktemp -d)
 trap 'rm -rf "$out" "$models"' EXIT
 "$py" "$here/bench/export_bench_models.py" "$models"
-ddprun() { "$build/tools/ddprun" --standalone --nproc-per-node 2 --local-ranks-filter 0 "$@" \
+ddprun() { "$build/tools/ddprun" --standalone --nproc-per-node "${NPROC:-2}" --local-ranks-filter 0 "$@" \
              | sed -n 's/^\[rank0\]: \({.*}\)$/\1/p' >>"$out"; }
 for ((rep = 0; rep < ${BENCH_REPEATS:-3}; rep++)); do
   for model in mlp conv; do
     if [ "$model" = mlp ]; then shape="32 1024"; else shape="32 3 32 32"; fi
     ddprun "$build/bench/bench_strategy_step" "$model" "$models/$model.pt" "$steps" $shape
     DDP_HOST_CACHE_MB=0 ddprun "$build/bench/bench_strategy_step" "$model" "$models/$model.pt" "$steps" $shape
+    NPROC=1 OMP_NUM_THREADS=1 ddprun "$build/bench/bench_strategy_step" "$model" "$models/$model.pt" "$steps" $shape
     ddprun --python "$py" "$here/bench/bench_ddp_step_torch.py" "$model" 25 "$steps"
     "$py" "$here/bench/bench_ddp_step_lightning.py" "$model" "$steps" 2>/dev/null | grep '^{' >>"$out" || true
     "$py" "$here/bench/bench_compute_only.py" "$model" "$steps" "$models/$model.pt" >>"$out"
@@ -36,7 +38,7 @@ def p50(impl, model):
     v = [r["step_ms_p50"] for r in rows if r["impl"] == impl and r["model"] == model]
     return statistics.median(v) if v else None
 names = {"libddp-strategy": "libddp strategy", "pytorch-ddp": "PyTorch DDP", "lightning-trainer": "Lightning"}
-more = {"libddp-strategy-nocache": "  no host cache"}
+more = {"libddp-strategy-nocache": "  no host cache", "libddp-strategy-1rank": "  1 process"}
 for m in ("mlp", "conv"):
     compute = p50("compute-only", m)
     print(f"{m}: single-process compute {compute:.2f} ms per step")
@@ -49,6 +51,13 @@ for m in ("mlp", "conv"):
     for peer, t in (("PyTorch DDP", ddp), ("Lightning", pl)):
         if lib and t and t > compute:
             print(f"  libddp / {peer}: step {lib / t:.3f}, overhead {(lib - compute) / (t - compute):.3f}")
+    alone = p50("libddp-strategy-1rank", m)
+    if lib and alone:
+        # Against libddp's own single-process step (the same program, no peer):
+        # what distribution adds, apart from how fast each runs its compute.
+        print(f"  libddp's 2-rank step minus its own 1-process step: {lib - alone:.2f} ms" +
+              "".join(f", {(lib - alone) / (t - compute):.3f} of {peer}'s overhead" for peer, t in
+                      (("PyTorch DDP", ddp), ("Lightning", pl)) if t and t > compute))
     script = p50("compute-only-torchscript", m)
     if lib and script:
         # libddp trains the TorchScript export; the peers train the eager module.
