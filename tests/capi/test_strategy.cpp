@@ -206,6 +206,23 @@ TEST(Strategy, DevicesThatDisagreeWithTheLauncherAreRefusedAtOnce) {
   for (auto& kv : vars) unsetenv(kv[0]);
 }
 
+// The host cache's size comes from the environment: a bad one is refused by
+// name before the group is joined, and nothing is left half set up.
+TEST(Strategy, ABadHostCacheSizeIsNamedAndSetupCanBeRetried) {
+  ddp_strategy* s = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&s, nullptr), DDP_OK) << last();
+  setenv("DDP_HOST_CACHE_MB", "2G", 1);
+  EXPECT_EQ(ddp_strategy_setup_environment(s), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "DDP_HOST_CACHE_MB='2G'")) << last();
+  EXPECT_EQ(ddp_strategy_group(s), nullptr);
+  setenv("DDP_HOST_CACHE_MB", "64", 1);
+  ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_barrier(s, nullptr), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_teardown(s), DDP_OK) << last();
+  ddp_strategy_free(s);
+  unsetenv("DDP_HOST_CACHE_MB");
+}
+
 TEST(Strategy, LossesCheckTheirInputs) {
   float logits[6] = {1, 2, 3, 4, 5, 6};
   int64_t l_shape[2] = {2, 3};
