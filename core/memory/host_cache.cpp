@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <list>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -47,17 +48,17 @@ class HostBlockCache final : public c10::Allocator {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = free_.find(size);
       if (it != free_.end() && !it->second.empty()) {
-        p = it->second.back();
+        p = it->second.back()->p;  // the newest of its size: the likeliest still in cache
+        order_.erase(it->second.back());
         it->second.pop_back();
         cached_bytes_ -= size;
         ++reused_;
+        DDP_UNPOISON(p, size);
       } else {
         ++allocated_;
       }
     }
-    if (p) {
-      DDP_UNPOISON(p, size);
-    } else if (posix_memalign(&p, kAlignment, size) != 0) {
+    if (!p && posix_memalign(&p, kAlignment, size) != 0) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, "libddp host cache: could not allocate ", size, " bytes");
     }
     {
@@ -97,8 +98,8 @@ class HostBlockCache final : public c10::Allocator {
     {
       std::lock_guard<std::mutex> lock2(mu_);
       limit_ = 0;  // blocks released from now on go straight back
-      for (auto& [size, blocks] : free_)
-        for (void* p : blocks) drop.emplace_back(p, size);
+      for (const Cached& b : order_) drop.emplace_back(b.p, b.size);
+      order_.clear();
       free_.clear();
       cached_bytes_ = 0;
     }
@@ -132,28 +133,51 @@ class HostBlockCache final : public c10::Allocator {
     HostBlockCache& c = instance();
     size_t size = 0;
     bool keep = false;
+    std::vector<Cached> evicted;
     {
       std::lock_guard<std::mutex> lock(c.mu_);
       auto it = c.live_.find(p);
       if (it != c.live_.end()) {
         size = it->second;
         c.live_.erase(it);
-        keep = c.cached_bytes_ + size <= c.limit_;
+        keep = size <= c.limit_;
         if (keep) {
-          c.free_[size].push_back(p);
+          // Room for the newest block, made from the oldest: sizes a
+          // program stopped asking for (another batch size, an evaluation)
+          // leave the cache instead of filling it for good.
+          while (c.cached_bytes_ + size > c.limit_) evicted.push_back(c.evict_oldest());
+          DDP_POISON(p, size);  // before another thread can take it
+          c.free_[size].push_back(c.order_.insert(c.order_.end(), Cached{p, size}));
           c.cached_bytes_ += size;
         }
       }
+    }
+    for (const Cached& e : evicted) {
+      DDP_UNPOISON(e.p, e.size);
+      std::free(e.p);
     }
     if (size == 0) {
       c10::Allocator* fallback = c.fallback_.load();
       if (!fallback) fallback = c10::GetDefaultCPUAllocator();
       fallback->raw_deleter()(p);
-    } else if (keep) {
-      DDP_POISON(p, size);
-    } else {
+    } else if (!keep) {
       std::free(p);
     }
+  }
+
+  struct Cached {
+    void* p;
+    size_t size;
+  };
+
+  // Takes the block cached longest out of the cache; mu_ held, cache not empty.
+  Cached evict_oldest() {
+    Cached oldest = order_.front();
+    auto& same_size = free_[oldest.size];
+    same_size.erase(same_size.begin());  // oldest first within a size too
+    order_.pop_front();
+    cached_bytes_ -= oldest.size;
+    return oldest;
   }
 
   std::mutex install_mu_;  // install and remove
@@ -164,7 +188,8 @@ class HostBlockCache final : public c10::Allocator {
   size_t limit_ = 0;
   size_t cached_bytes_ = 0;
   uint64_t reused_ = 0, allocated_ = 0;
-  std::unordered_map<size_t, std::vector<void*>> free_;  // by rounded size
+  std::list<Cached> order_;  // every cached block, oldest first
+  std::unordered_map<size_t, std::vector<std::list<Cached>::iterator>> free_;  // by rounded size, oldest first
   std::unordered_map<void*, size_t> live_;               // handed out, by address
 };
 

@@ -8,9 +8,9 @@
 // zeroing of those pages again. Measured on the conv benchmark
 // (bench/run_strategy_step.sh): about a third of the single-process step.
 // The cache keeps freed blocks of kSmallestCachedBytes and more, by size, up
-// to a byte limit, and hands one back for the next request of that size.
-// Smaller requests, and everything once the limit is reached, go to the
-// allocator that was installed before (c10's default).
+// to a byte limit (making room by freeing the blocks cached longest), and
+// hands one back for the next request of that size. Smaller requests go to
+// the allocator that was installed before (c10's default).
 #pragma once
 
 #include <cstddef>

@@ -5,7 +5,10 @@
 #include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "common/error.h"
 #include "memory/host_cache.h"
@@ -55,12 +58,27 @@ TEST(HostCache, SmallTensorsStayWithTorchsAllocator) {
   EXPECT_EQ(after.cached_bytes, before.cached_bytes);
 }
 
-TEST(HostCache, HoldsNoMoreThanItsLimit) {
+TEST(HostCache, HoldsNoMoreThanItsLimitByFreeingTheBlocksCachedLongest) {
   HostCacheUse use(6 * kMiB);
-  auto a = floats(4 * kMiB), b = floats(4 * kMiB);
+  auto a = floats(4 * kMiB), b = floats(4 * kMiB), c = floats(2 * kMiB);
+  void* newest = b.data_ptr();
   a.reset();
-  b.reset();
+  b.reset();  // a leaves the cache to make room
   EXPECT_EQ(host_cache_stats().cached_bytes, 4 * kMiB);
+  c.reset();  // fits beside b
+  EXPECT_EQ(host_cache_stats().cached_bytes, 6 * kMiB);
+  auto d = floats(4 * kMiB);
+  EXPECT_EQ(d.data_ptr(), newest);
+  // A size the program stopped asking for does not hold the cache for good.
+  auto big = floats(5 * kMiB);
+  big.reset();  // c (2 MiB) goes; 5 MiB fit
+  EXPECT_EQ(host_cache_stats().cached_bytes, 5 * kMiB);
+  auto again = host_cache_stats();
+  floats(5 * kMiB).fill_(0.0f);
+  EXPECT_EQ(host_cache_stats().reused, again.reused + 1);
+  // One larger than the whole limit is never kept.
+  floats(8 * kMiB).fill_(0.0f);
+  EXPECT_EQ(host_cache_stats().cached_bytes, 5 * kMiB);
 }
 
 TEST(HostCache, TheLastUseRestoresTorchsAllocatorAndFreesTheCache) {
@@ -88,6 +106,29 @@ TEST(HostCache, TheLastUseRestoresTorchsAllocatorAndFreesTheCache) {
   HostCacheUse again(64 * kMiB);
   EXPECT_TRUE(again.active());
   EXPECT_TRUE(host_cache_stats().installed);
+}
+
+// Threads taking and returning blocks of a few sizes at once: each fills its
+// tensors with its own value and reads them back, so a block handed to two
+// threads, or reused while still in use, shows as a wrong sum.
+TEST(HostCache, ThreadsNeverShareABlock) {
+  HostCacheUse use(16 * kMiB);  // small: eviction runs too
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &wrong] {
+      for (int i = 0; i < 200; ++i) {
+        size_t bytes = (size_t{1} + static_cast<size_t>((i * 7 + t) % 5)) * 256 * 1024;
+        auto x = floats(bytes), y = floats(bytes);
+        x.fill_(static_cast<float>(t + 1));
+        y.fill_(static_cast<float>(-(t + 1)));
+        double expected = static_cast<double>(t + 1) * static_cast<double>(x.numel());
+        if (x.sum().item<double>() != expected || y.sum().item<double>() != -expected) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(host_cache_stats().reused, 0u);
 }
 
 TEST(HostCache, ALimitOfZeroInstallsNothing) {
