@@ -6,7 +6,9 @@
  *   bench_strategy_step <name> <model.pt> <steps> <dim0> [<dim1> ...]   (the input's shape)
  * BENCH_BUCKET_VIEW=1 sets gradient_as_bucket_view. With DDP_HOST_CACHE_MB=0
  * (no host block cache) the JSON line's impl is libddp-strategy-nocache; in
- * a world of one process, libddp-strategy-1rank. */
+ * a world of one process, libddp-strategy-1rank. BENCH_PRINT_LOSSES=1: rank 0
+ * also prints each step's loss ("loss <step> <value>", all 9 digits), for
+ * tests/strategy/test_host_cache_job.sh. */
 #include <ddp/ddp.h>
 
 #include <stdio.h>
@@ -67,6 +69,7 @@ int main(int argc, char **argv) {
   check(ddp_tensor_from_blob(&x, xs, DDP_FLOAT32, shape, ndim), "x");
   check(ddp_tensor_from_blob(&y, ys, DDP_INT64, shape, 1), "y");
 
+  int print_losses = getenv("BENCH_PRINT_LOSSES") && !strcmp(getenv("BENCH_PRINT_LOSSES"), "1");
   double *ms = malloc((size_t)(steps + 3) * sizeof(double));
   int kept = 0;
   for (int step = 0; step < steps + 3; ++step) {
@@ -79,6 +82,11 @@ int main(int argc, char **argv) {
     check(ddp_strategy_backward(s, loss), "backward");
     check(ddp_strategy_optimizer_step(s, opt), "optimizer_step");
     double el = now_ms() - t0;
+    if (print_losses && ddp_strategy_is_global_zero(s)) {
+      float l = 0;
+      check(ddp_tensor_copy_to(loss, &l, sizeof l), "loss");
+      printf("loss %d %.9g\n", step, (double)l);
+    }
     ddp_tensor_free(out);
     ddp_tensor_free(loss);
     if (step >= 3) ms[kept++] = el;
