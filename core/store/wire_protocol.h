@@ -4,9 +4,8 @@
 // Each query is one type byte and its arguments; integers travel in host
 // byte order (both ends are little-endian machines), strings and byte
 // strings as a uint64 length and the bytes. A c10d client prefixes every
-// key with "/". Only the queries c10d's clients send for what libddp and
-// torch.distributed's rendezvous use are served; the queue and key-listing
-// queries of newer servers are not, and close the connection.
+// key with "/". Every query of the pinned wheel's protocol is served, the
+// queues and the key listing included.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +32,10 @@ enum class Query : uint8_t {
   MultiSet = 11,
   CancelWait = 12,
   Ping = 13,
+  QueuePush = 14,
+  QueuePop = 15,
+  QueueLen = 16,
+  ListKeys = 17,
 };
 
 constexpr uint8_t kCheckReady = 0, kCheckNotReady = 1;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <string>
 #include <thread>
@@ -48,6 +49,11 @@ struct WireStoreServer::State {
   std::map<uint64_t, Connection> conns;
   std::unordered_map<std::string, Bytes> keys;
   std::unordered_map<std::string, std::vector<uint64_t>> waiting;  // key -> connections waiting for it
+  struct Queue {
+    std::deque<Bytes> items;
+    uint64_t bytes = 0;
+  };
+  std::unordered_map<std::string, Queue> queues;  // apart from the keys, as in c10d
 
   void run();
   void accept_new();
@@ -56,6 +62,8 @@ struct WireStoreServer::State {
   Parsed handle_one(uint64_t id, Connection& c, Decoder& d);
   void store(const std::string& key, Bytes value);
   void wake(const std::string& key);
+  void wake_one(const std::string& key);
+  bool present(const std::string& key) const;
   void forget_waits(uint64_t id);
   static void send(Connection& c, Encoder& e) { c.out.insert(c.out.end(), e.out().begin(), e.out().end()); }
 };
@@ -222,6 +230,31 @@ void WireStoreServer::State::wake(const std::string& key) {
   waiting.erase(it);
 }
 
+// A queue's push ends at most one wait on it: the one item goes to one popper.
+void WireStoreServer::State::wake_one(const std::string& key) {
+  auto it = waiting.find(key);
+  if (it == waiting.end()) return;
+  auto& ids = it->second;
+  for (auto w = ids.begin(); w != ids.end(); ++w) {
+    auto c = conns.find(*w);
+    if (c == conns.end() || c->second.awaited == 0) continue;
+    if (--c->second.awaited == 0) {
+      Encoder e;
+      send(c->second, e.u8(kStopWaiting));
+    }
+    ids.erase(w);
+    break;
+  }
+  if (ids.empty()) waiting.erase(it);
+}
+
+// What check and wait count as there: a key, or a queue with an item (c10d's rule).
+bool WireStoreServer::State::present(const std::string& key) const {
+  if (keys.count(key)) return true;
+  auto q = queues.find(key);
+  return q != queues.end() && !q->second.items.empty();
+}
+
 void WireStoreServer::State::forget_waits(uint64_t id) {
   for (auto it = waiting.begin(); it != waiting.end();) {
     auto& v = it->second;
@@ -301,7 +334,7 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
     }
     case Query::Check: {
       if (!read_keys(d, &ks)) break;
-      bool all = std::all_of(ks.begin(), ks.end(), [&](const std::string& k) { return keys.count(k) > 0; });
+      bool all = std::all_of(ks.begin(), ks.end(), [&](const std::string& k) { return present(k); });
       send(c, e.u8(all ? kCheckReady : kCheckNotReady));
       return Parsed::Done;
     }
@@ -309,7 +342,7 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
       if (!read_keys(d, &ks)) break;
       size_t missing = 0;
       for (const auto& k : ks)
-        if (!keys.count(k)) {
+        if (!present(k)) {
           waiting[k].push_back(id);
           ++missing;
         }
@@ -358,6 +391,42 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
       for (auto& [k, v] : kv) store(k, std::move(v));
       return Parsed::Done;
     }
+    case Query::QueuePush: {
+      if (!d.str(&key) || !d.blob(&value)) break;
+      Queue& q = queues[key];
+      // Bounded as one value is: a writer cannot grow a queue without end.
+      if (q.bytes + value.size() > kMaxValueBytes || q.items.size() >= kMaxKeysPerQuery) return Parsed::Bad;
+      q.bytes += value.size();
+      q.items.push_back(std::move(value));
+      wake_one(key);
+      return Parsed::Done;
+    }
+    case Query::QueuePop: {
+      if (!d.str(&key)) break;
+      auto it = queues.find(key);
+      size_t n = it == queues.end() ? 0 : it->second.items.size();
+      e.i64(static_cast<int64_t>(n));  // the length before the pop; 0: nothing follows
+      if (n > 0) {
+        Queue& q = it->second;
+        e.blob(q.items.front());
+        q.bytes -= q.items.front().size();
+        q.items.pop_front();
+        if (q.items.empty()) queues.erase(it);
+      }
+      send(c, e);
+      return Parsed::Done;
+    }
+    case Query::QueueLen: {
+      if (!d.str(&key)) break;
+      auto it = queues.find(key);
+      send(c, e.i64(static_cast<int64_t>(it == queues.end() ? 0 : it->second.items.size())));
+      return Parsed::Done;
+    }
+    case Query::ListKeys:
+      e.i64(static_cast<int64_t>(keys.size()));
+      for (const auto& [k, v] : keys) e.str(k);
+      send(c, e);
+      return Parsed::Done;
     default:
       return Parsed::Bad;  // a query this server does not serve, or a foreign byte
   }

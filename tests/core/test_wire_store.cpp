@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -91,6 +92,28 @@ std::vector<std::string> exercise(c10d::Store& c) {
     note("wait timed out");
   }
   note(text(c.get("b")));
+  // The queues: first in, first out; a queue with an item counts as present
+  // for check; popping an empty one without blocking is an error.
+  c.queuePush("q", b("first"));
+  c.queuePush("q", b("second"));
+  note(std::to_string(c.queueLen("q")));
+  note(std::to_string(c.check({"q"})));
+  note(text(c.queuePop("q", false)));
+  note(text(c.queuePop("q", true)));
+  note(std::to_string(c.queueLen("q")));
+  try {
+    c.queuePop("q", false);
+    note("popped from an empty queue");
+  } catch (const std::exception&) {
+    note("queue empty");
+  }
+  note(std::to_string(c.queueLen("never pushed")));
+  auto listed = c.listKeys();
+  std::sort(listed.begin(), listed.end());
+  std::string all;
+  for (const auto& k : listed) all += k + ",";
+  note(all);
+  note(text(c.get("b")));  // still in step after all of it
   return seen;
 }
 
@@ -100,7 +123,7 @@ TEST(WireStore, C10dsClientGetsWhatC10dsServerWouldGive) {
   auto expected = exercise(*c10d_client(theirs->getPort()));
   auto c = c10d_client(server->port());
   EXPECT_EQ(exercise(*c), expected);
-  EXPECT_EQ(expected.size(), 18u);
+  EXPECT_EQ(expected.size(), 27u);
   // A wait is woken by another client's set.
   auto other = c10d_client(server->port());
   auto waiter = std::async(std::launch::async, [&] { c->wait({"late", "k"}, Millis(5000)); });
@@ -109,6 +132,21 @@ TEST(WireStore, C10dsClientGetsWhatC10dsServerWouldGive) {
   other->set("late", b("!"));
   EXPECT_EQ(waiter.wait_for(Millis(3000)), std::future_status::ready);
   waiter.get();
+  // A blocking pop waits for another client's push; one push serves one popper.
+  auto first = std::async(std::launch::async, [&] { return text(c->queuePop("jobs", true)); });
+  auto third = c10d_client(server->port());
+  auto second = std::async(std::launch::async, [&] { return text(third->queuePop("jobs", true)); });
+  std::this_thread::sleep_for(Millis(100));
+  EXPECT_EQ(first.wait_for(Millis(0)), std::future_status::timeout);
+  other->queuePush("jobs", b("one"));
+  std::this_thread::sleep_for(Millis(200));
+  int done = (first.wait_for(Millis(0)) == std::future_status::ready) +
+             (second.wait_for(Millis(0)) == std::future_status::ready);
+  EXPECT_EQ(done, 1) << "one push must end exactly one blocking pop";
+  other->queuePush("jobs", b("two"));
+  std::vector<std::string> got = {first.get(), second.get()};
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::string>{"one", "two"}));
 }
 
 TEST(WireStore, WireClientSpeaksToC10dsOwnServer) {
