@@ -1,5 +1,7 @@
 """The benchmark models in PyTorch, identical to bench_ddp_step.cpp's, and
 the step timing their Python benchmarks share."""
+import os
+import sys
 import time
 
 import torch
@@ -41,6 +43,11 @@ class Conv(nn.Module):
 
 
 def make(name, batch=32):
+    if name == "digits":
+        # The main job's model (examples/digits): MLP 64-128-64-10 on 8x8 images.
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "digits"))
+        from export_digits import MLP
+        return MLP(), (batch, 64)
     if name == "mlp":
         return Mlp(), (batch, 1024)
     if name == "mlp-large":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The training step through libddp's strategy against PyTorch DDP and
 # Lightning's Trainer (issue 12), 2 CPU ranks, in one run: the MLP (~9.4 M
-# parameters) and the small conv net of bench_ddp_models.py, batch 32 per
+# parameters), the small conv net and the main job's digits MLP
+# (64-128-64-10) of bench_ddp_models.py, batch 32 per
 # rank, SGD, each contender measured the same way (a barrier, then one
 # step: zero_grad, forward, loss, backward with the gradient reduction,
 # optimizer step); plus the same step in one process without any
@@ -21,8 +22,12 @@ trap 'rm -rf "$out" "$models"' EXIT
 ddprun() { "$build/tools/ddprun" --standalone --nproc-per-node "${NPROC:-2}" --local-ranks-filter 0 "$@" \
              | sed -n 's/^\[rank0\]: \({.*}\)$/\1/p' >>"$out"; }
 for ((rep = 0; rep < ${BENCH_REPEATS:-3}; rep++)); do
-  for model in mlp conv; do
-    if [ "$model" = mlp ]; then shape="32 1024"; else shape="32 3 32 32"; fi
+  for model in mlp conv digits; do
+    case $model in
+      mlp) shape="32 1024" ;;
+      conv) shape="32 3 32 32" ;;
+      digits) shape="32 64" ;;
+    esac
     ddprun "$build/bench/bench_strategy_step" "$model" "$models/$model.pt" "$steps" $shape
     DDP_HOST_CACHE_MB=0 ddprun "$build/bench/bench_strategy_step" "$model" "$models/$model.pt" "$steps" $shape
     NPROC=1 OMP_NUM_THREADS=1 ddprun "$build/bench/bench_strategy_step" "$model" "$models/$model.pt" "$steps" $shape
@@ -39,7 +44,7 @@ def p50(impl, model):
     return statistics.median(v) if v else None
 names = {"libddp-strategy": "libddp strategy", "pytorch-ddp": "PyTorch DDP", "lightning-trainer": "Lightning"}
 more = {"libddp-strategy-nocache": "  no host cache", "libddp-strategy-1rank": "  1 process"}
-for m in ("mlp", "conv"):
+for m in ("mlp", "conv", "digits"):
     compute = p50("compute-only", m)
     print(f"{m}: single-process compute {compute:.2f} ms per step")
     print(f"  {'contender':16} {'step ms':>8} {'samples/s':>10} {'overhead ms':>12}")
