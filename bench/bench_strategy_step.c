@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
   if (ddp_strategy_is_global_zero(s))
     printf("{\"impl\": \"libddp-strategy%s%s\", \"model\": \"%s\", \"batch\": %lld, \"step_ms_p50\": %.2f, "
            "\"step_ms_p90\": %.2f}\n",
-           nocache ? "-nocache" : "", ddp_strategy_world_size(s) == 1 ? "-1rank" : "", name, (long long)shape[0], ms[kept / 2], ms[kept * 9 / 10]);
+           nocache ? "-nocache" : "", ddp_strategy_world_size(s) == 1 ? "-1rank" : "", name, (long long)shape[0],
+           ms[kept / 2], ms[kept * 9 / 10]);
   ddp_tensor_free(x);
   ddp_tensor_free(y);
   ddp_optimizer_free(opt);

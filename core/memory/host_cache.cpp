@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <list>
@@ -40,25 +41,26 @@ class HostBlockCache final : public c10::Allocator {
   }
 
   c10::DataPtr allocate(size_t n) override {
-    c10::Allocator* fallback = fallback_.load();
-    if (n < kSmallestCachedBytes || !fallback) return (fallback ? fallback : c10::GetDefaultCPUAllocator())->allocate(n);
+    if (n < kSmallestCachedBytes || !fallback_.load()) return fallback().allocate(n);
     size_t size = (n + kGranule - 1) / kGranule * kGranule;
-    void* p = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = free_.find(size);
-      if (it != free_.end() && !it->second.empty()) {
-        p = it->second.back()->p;  // the newest of its size: the likeliest still in cache
+      if (it != free_.end()) {
+        void* p = it->second.back()->p;  // the newest of its size: the likeliest still in cache
         order_.erase(it->second.back());
         it->second.pop_back();
+        if (it->second.empty()) free_.erase(it);
         cached_bytes_ -= size;
         ++reused_;
+        live_[p] = size;
         DDP_UNPOISON(p, size);
-      } else {
-        ++allocated_;
+        return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
       }
+      ++allocated_;
     }
-    if (!p && posix_memalign(&p, kAlignment, size) != 0) {
+    void* p = nullptr;
+    if (posix_memalign(&p, kAlignment, size) != 0) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, "libddp host cache: could not allocate ", size, " bytes");
     }
     {
@@ -157,9 +159,7 @@ class HostBlockCache final : public c10::Allocator {
       std::free(e.p);
     }
     if (size == 0) {
-      c10::Allocator* fallback = c.fallback_.load();
-      if (!fallback) fallback = c10::GetDefaultCPUAllocator();
-      fallback->raw_deleter()(p);
+      c.fallback().raw_deleter()(p);
     } else if (!keep) {
       std::free(p);
     }
@@ -170,11 +170,18 @@ class HostBlockCache final : public c10::Allocator {
     size_t size;
   };
 
+  // The allocator installed before the cache (c10's default if none was).
+  c10::Allocator& fallback() const {
+    c10::Allocator* f = fallback_.load();
+    return f ? *f : *c10::GetDefaultCPUAllocator();
+  }
+
   // Takes the block cached longest out of the cache; mu_ held, cache not empty.
   Cached evict_oldest() {
     Cached oldest = order_.front();
-    auto& same_size = free_[oldest.size];
-    same_size.erase(same_size.begin());  // oldest first within a size too
+    auto same_size = free_.find(oldest.size);
+    same_size->second.erase(same_size->second.begin());  // oldest first within a size too
+    if (same_size->second.empty()) free_.erase(same_size);
     order_.pop_front();
     cached_bytes_ -= oldest.size;
     return oldest;
@@ -189,7 +196,8 @@ class HostBlockCache final : public c10::Allocator {
   size_t cached_bytes_ = 0;
   uint64_t reused_ = 0, allocated_ = 0;
   std::list<Cached> order_;  // every cached block, oldest first
-  std::unordered_map<size_t, std::vector<std::list<Cached>::iterator>> free_;  // by rounded size, oldest first
+  // By rounded size, oldest first; a size with no block has no entry.
+  std::unordered_map<size_t, std::vector<std::list<Cached>::iterator>> free_;
   std::unordered_map<void*, size_t> live_;               // handed out, by address
 };
 
@@ -201,7 +209,8 @@ size_t host_cache_limit_from_env() {
   char* end = nullptr;
   errno = 0;
   unsigned long long mb = std::strtoull(v, &end, 10);
-  check_arg(*v != '-' && *end == '\0' && errno == 0 && mb <= (SIZE_MAX >> 20),
+  // Digits only: strtoull alone would take " -1" as a huge number.
+  check_arg(std::isdigit(static_cast<unsigned char>(*v)) && *end == '\0' && errno == 0 && mb <= (SIZE_MAX >> 20),
             std::string("DDP_HOST_CACHE_MB='") + v + "' is not a size in MiB (0 turns the host cache off)");
   return static_cast<size_t>(mb) << 20;
 }

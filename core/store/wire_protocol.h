@@ -47,6 +47,7 @@ constexpr uint8_t kStopWaiting = 0, kWaitCanceled = 1;
 constexpr uint64_t kMaxKeyBytes = 64 * 1024;
 constexpr uint64_t kMaxValueBytes = 256ull * 1024 * 1024;
 constexpr uint64_t kMaxKeysPerQuery = 1 << 16;
+constexpr uint64_t kMaxQueueItems = 1 << 16;  // and a queue holds at most kMaxValueBytes
 // What one connection may have buffered, either way: a query being received,
 // or answers its client does not read. Past it the connection is dropped.
 constexpr uint64_t kMaxBufferedBytes = kMaxValueBytes + (1u << 20);

@@ -64,6 +64,7 @@ struct WireStoreServer::State {
   void wake(const std::string& key);
   void wake_one(const std::string& key);
   bool present(const std::string& key) const;
+  size_t queue_length(const std::string& key) const;
   void forget_waits(uint64_t id);
   static void send(Connection& c, Encoder& e) { c.out.insert(c.out.end(), e.out().begin(), e.out().end()); }
 };
@@ -250,9 +251,12 @@ void WireStoreServer::State::wake_one(const std::string& key) {
 
 // What check and wait count as there: a key, or a queue with an item (c10d's rule).
 bool WireStoreServer::State::present(const std::string& key) const {
-  if (keys.count(key)) return true;
+  return keys.count(key) > 0 || queue_length(key) > 0;
+}
+
+size_t WireStoreServer::State::queue_length(const std::string& key) const {
   auto q = queues.find(key);
-  return q != queues.end() && !q->second.items.empty();
+  return q == queues.end() ? 0 : q->second.items.size();
 }
 
 void WireStoreServer::State::forget_waits(uint64_t id) {
@@ -393,9 +397,11 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
     }
     case Query::QueuePush: {
       if (!d.str(&key) || !d.blob(&value)) break;
-      Queue& q = queues[key];
+      auto found = queues.find(key);
+      uint64_t held = found == queues.end() ? 0 : found->second.bytes;
       // Bounded as one value is: a writer cannot grow a queue without end.
-      if (q.bytes + value.size() > kMaxValueBytes || q.items.size() >= kMaxKeysPerQuery) return Parsed::Bad;
+      if (held + value.size() > kMaxValueBytes || queue_length(key) >= kMaxQueueItems) return Parsed::Bad;
+      Queue& q = queues[key];
       q.bytes += value.size();
       q.items.push_back(std::move(value));
       wake_one(key);
@@ -403,10 +409,10 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
     }
     case Query::QueuePop: {
       if (!d.str(&key)) break;
-      auto it = queues.find(key);
-      size_t n = it == queues.end() ? 0 : it->second.items.size();
+      size_t n = queue_length(key);
       e.i64(static_cast<int64_t>(n));  // the length before the pop; 0: nothing follows
       if (n > 0) {
+        auto it = queues.find(key);
         Queue& q = it->second;
         e.blob(q.items.front());
         q.bytes -= q.items.front().size();
@@ -418,8 +424,7 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
     }
     case Query::QueueLen: {
       if (!d.str(&key)) break;
-      auto it = queues.find(key);
-      send(c, e.i64(static_cast<int64_t>(it == queues.end() ? 0 : it->second.items.size())));
+      send(c, e.i64(static_cast<int64_t>(queue_length(key))));
       return Parsed::Done;
     }
     case Query::ListKeys:
