@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <thread>
 #include <vector>
 
@@ -129,6 +131,40 @@ TEST(HostCache, ThreadsNeverShareABlock) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_GT(host_cache_stats().reused, 0u);
+}
+
+// A fork while another thread is inside the cache: the child's first large
+// allocation must not find the cache's lock held forever (ddp_spawn's fork
+// start method forks a process that may have trained before).
+TEST(HostCache, AChildForkedMidAllocationCanAllocate) {
+  HostCacheUse use(16 * kMiB);
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop) floats(kMiB + static_cast<size_t>(std::rand() % 4) * 4096).fill_(1.0f);
+  });
+  int hung = 0;
+  for (int i = 0; i < 300 && !hung; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      void* p = c10::GetCPUAllocator()->raw_allocate(2 * kMiB);
+      c10::GetCPUAllocator()->raw_deallocate(p);
+      _exit(0);
+    }
+    int status = 0;
+    for (int waited_ms = 0; waitpid(pid, &status, WNOHANG) == 0; waited_ms += 5) {
+      if (waited_ms > 5000) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        hung = 1;
+        break;
+      }
+      usleep(5000);
+    }
+    if (!hung) EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child " << i;
+  }
+  stop = true;
+  churn.join();
+  EXPECT_EQ(hung, 0) << "a forked child hung on the cache's lock";
 }
 
 TEST(HostCache, ALimitOfZeroInstallsNothing) {

@@ -19,6 +19,7 @@
 #include "launch/supervisor.h"
 #include "store/meeting.h"
 #include "store/wire_client.h"
+#include "store/wire_protocol.h"
 #include "store/wire_server.h"
 
 namespace {
@@ -220,6 +221,13 @@ TEST(WireStore, ForeignWritersLoseOnlyTheirOwnConnection) {
   EXPECT_EQ(raw(huge), 0);
   std::vector<uint8_t> unknown = {0, 0xce, 0xf7, 0x85, 0x3c, 0x7f};
   EXPECT_EQ(raw(unknown), 0);
+  // A writer that fills a queue past its bound loses its connection; the
+  // queue keeps what fit.
+  std::vector<uint8_t> flood = {0, 0xce, 0xf7, 0x85, 0x3c};
+  for (uint64_t i = 0; i <= wire::kMaxQueueItems; ++i)
+    flood.insert(flood.end(), {14, 2, 0, 0, 0, 0, 0, 0, 0, '/', 'q', 1, 0, 0, 0, 0, 0, 0, 0, 'x'});
+  EXPECT_EQ(raw(flood), 0);
+  EXPECT_EQ(c10d_client(server->port())->queueLen("q"), static_cast<int64_t>(wire::kMaxQueueItems));
   EXPECT_EQ(good.get("k"), b("v"));  // everyone else is served as before
   // A query that arrives a byte at a time holds up nobody, and is answered.
   int fd = connect_raw(server->port());
