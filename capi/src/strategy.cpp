@@ -4,6 +4,9 @@
 #include <cstddef>
 #include <cstring>
 
+#include <vector>
+
+#include "checkpoint/checkpoint_io.h"
 #include "handles.h"
 #include "hooks/comm_hook.h"
 #include "model/optimizer.h"
@@ -16,27 +19,89 @@ ddp_strategy::~ddp_strategy() { release(group); }
 
 namespace {
 
-// Version 1 of ddp_strategy_options ended where gradient_as_bucket_view
-// begins: a caller built against it has only that much memory there.
+// Each earlier version of ddp_strategy_options ended where the next one's
+// first field begins: a caller built against it has only that much memory.
 constexpr size_t kOptionsV1Bytes = offsetof(ddp_strategy_options, gradient_as_bucket_view);
+constexpr size_t kOptionsV2Bytes = offsetof(ddp_strategy_options, precision);
+
+size_t options_bytes(unsigned int version) {
+  return version == 1 ? kOptionsV1Bytes : version == 2 ? kOptionsV2Bytes : sizeof(ddp_strategy_options);
+}
+
+// The callbacks of ddp_cluster_callbacks, each called once; a failure or a
+// missing callback is named.
+ddp::core::ClusterEnv env_from_callbacks(const ddp_cluster_callbacks& cb) {
+  auto value = [&](int (*fn)(void*), const char* name) {
+    if (!fn) fail(DDP_E_INVALID_ARGUMENT, std::string("cluster_callbacks: ") + name + " is NULL");
+    int v = fn(cb.user_data);
+    if (v < 0)
+      fail(DDP_E_INVALID_ARGUMENT, std::string("cluster_callbacks: ") + name + " failed (returned " + std::to_string(v) + ")");
+    return v;
+  };
+  ddp::core::ClusterEnv e;
+  e.name = "caller";
+  e.world_size = value(cb.world_size, "world_size");
+  e.rank = value(cb.global_rank, "global_rank");
+  e.local_rank = value(cb.local_rank, "local_rank");
+  e.local_world_size = value(cb.local_world_size, "local_world_size");
+  e.node_rank = value(cb.node_rank, "node_rank");
+  if (!cb.main_address) fail(DDP_E_INVALID_ARGUMENT, "cluster_callbacks: main_address is NULL");
+  const char* addr = cb.main_address(cb.user_data);
+  if (!addr) fail(DDP_E_INVALID_ARGUMENT, "cluster_callbacks: main_address failed (returned NULL)");
+  e.master_addr = addr;
+  e.master_port = value(cb.main_port, "main_port");
+  return e;
+}
+
+}  // namespace
+
+// What a checkpoint_io load callback writes into (a public name, so outside
+// the anonymous namespace).
+struct ddp_byte_sink {
+  std::vector<uint8_t> bytes;
+};
+
+namespace {
+
+// ddp_checkpoint_io's callbacks as the core's CheckpointIO.
+class CallbackCheckpointIO : public ddp::core::CheckpointIO {
+ public:
+  explicit CallbackCheckpointIO(const ddp_checkpoint_io& io) : io_(io) {}
+  void save(const std::vector<uint8_t>& bytes, const std::string& path) override {
+    check(io_.save(io_.user_data, path.c_str(), bytes.data(), bytes.size()), "save", path);
+  }
+  std::vector<uint8_t> load(const std::string& path) override {
+    ddp_byte_sink sink;
+    check(io_.load(io_.user_data, path.c_str(), &sink), "load", path);
+    return std::move(sink.bytes);
+  }
+  void remove(const std::string& path) override { check(io_.remove(io_.user_data, path.c_str()), "remove", path); }
+
+ private:
+  static void check(int rc, const char* what, const std::string& path) {
+    if (rc != 0)
+      fail(DDP_E_IO, std::string("checkpoint_io: the ") + what + " callback returned " + std::to_string(rc) + " for '" +
+                         path + "'");
+  }
+  ddp_checkpoint_io io_;
+};
 
 ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
   ddp::core::StrategyOptions o;
-  ddp_strategy_options in = DDP_STRATEGY_OPTIONS_INIT;  // a version 1 caller's later fields keep their defaults
-  if (opts && opts->version == 1) std::memcpy(&in, opts, kOptionsV1Bytes);
+  // An earlier version's later fields keep their defaults, and its devices
+  // default was 1 (the caller's INIT wrote it).
+  ddp_strategy_options in = DDP_STRATEGY_OPTIONS_INIT;
+  if (opts && (opts->version == 1 || opts->version == 2)) std::memcpy(&in, opts, options_bytes(opts->version));
   else if (opts) in = *opts;
-  if (in.version != 1 && in.version != DDP_STRATEGY_OPTIONS_VERSION)
+  if (in.version < 1 || in.version > DDP_STRATEGY_OPTIONS_VERSION)
     fail(DDP_E_INVALID_ARGUMENT, "ddp_strategy_new: unknown options version " + std::to_string(in.version));
   ddp::core::check_arg(in.kind == DDP_STRATEGY_DDP || in.kind == DDP_STRATEGY_DDP_SPAWN || in.kind == DDP_STRATEGY_DDP_FORK,
                        "ddp_strategy_new: unknown kind " + std::to_string(static_cast<int>(in.kind)));
   ddp::core::check_arg(in.accelerator == DDP_DEVICE_CPU || in.accelerator == DDP_DEVICE_CUDA,
                        "ddp_strategy_new: unknown accelerator " + std::to_string(static_cast<int>(in.accelerator)));
   ddp::core::check_arg(in.timeout_ms >= 0, "ddp_strategy_new: timeout_ms " + std::to_string(in.timeout_ms) + " is negative");
-  if (in.sync_batchnorm)
-    fail(DDP_E_UNSUPPORTED, "ddp_strategy_new: sync_batchnorm cannot be honoured: a TorchScript module's batch norms "
-                            "cannot be converted to synchronised ones");
-  if (in.static_graph) fail(DDP_E_UNSUPPORTED, "ddp_strategy_new: static_graph is not supported");
-  ddp::core::check_arg(in.devices >= 1, "ddp_strategy_new: devices " + std::to_string(in.devices) + " must be at least 1");
+  o.sync_batchnorm = in.sync_batchnorm != 0;
+  o.static_graph = in.static_graph != 0;
   o.accelerator = static_cast<ddp::core::DeviceType>(in.accelerator);
   o.devices = in.devices;
   o.launch_local_ranks = in.kind == DDP_STRATEGY_DDP;
@@ -49,6 +114,26 @@ ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
   o.broadcast_buffers = in.broadcast_buffers != 0;
   o.model_averaging_period = in.model_averaging_period;
   o.model_averaging_warmup = in.model_averaging_warmup;
+  if (in.precision) o.precision = in.precision;
+  o.gradient_clipping.value = in.gradient_clip_val;
+  o.gradient_clipping.algorithm = static_cast<ddp::core::ClipAlgorithm>(in.gradient_clip_algorithm);
+  if (in.cluster_environment && in.cluster_callbacks)
+    fail(DDP_E_INVALID_ARGUMENT, "ddp_strategy_new: cluster_environment and cluster_callbacks are both set; give one");
+  if (in.cluster_environment) {
+    ddp::core::ClusterEnv e = require(in.cluster_environment, "cluster_environment")->env;
+    o.cluster_environment = [e] { return e; };
+  }
+  if (in.cluster_callbacks) {
+    ddp_cluster_callbacks cb = *in.cluster_callbacks;
+    o.cluster_environment = [cb] { return env_from_callbacks(cb); };
+  }
+  if (in.checkpoint_io) {
+    const ddp_checkpoint_io& io = *in.checkpoint_io;
+    if (!io.save || !io.load || !io.remove)
+      fail(DDP_E_INVALID_ARGUMENT, std::string("ddp_strategy_new: checkpoint_io's ") +
+                                       (!io.save ? "save" : !io.load ? "load" : "remove") + " callback is NULL");
+    o.checkpoint_io = std::make_shared<CallbackCheckpointIO>(io);
+  }
   if (in.comm_hook) {
     const auto* hook = require(in.comm_hook, "comm_hook");
     o.comm_hook = hook->hook;
@@ -77,11 +162,21 @@ ddp_status group_for(ddp_strategy* s, const char* fn, ddp_group** g) {
 
 extern "C" {
 
+ddp_status ddp_byte_sink_write(ddp_byte_sink* sink, const void* data, size_t len) {
+  if (!sink) return invalid("ddp_byte_sink_write: sink is NULL");
+  if (!data && len > 0) return invalid("ddp_byte_sink_write: data is NULL with len > 0");
+  return fence([&] {
+    auto* p = static_cast<const uint8_t*>(data);
+    sink->bytes.insert(sink->bytes.end(), p, p + len);
+  });
+}
+
 ddp_status ddp_strategy_options_init(ddp_strategy_options* opts, unsigned int version) {
-  if (opts && version == 1) {
+  if (opts && (version == 1 || version == 2)) {
     ddp_strategy_options d = DDP_STRATEGY_OPTIONS_INIT;
-    d.version = 1;
-    std::memcpy(opts, &d, kOptionsV1Bytes);
+    d.version = version;
+    d.devices = 1;  // the default before version 3
+    std::memcpy(opts, &d, options_bytes(version));
     return DDP_OK;
   }
   return init_options(opts, version, DDP_STRATEGY_OPTIONS_VERSION, ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT, "ddp_strategy_options_init");
@@ -124,6 +219,15 @@ ddp_device ddp_strategy_root_device(const ddp_strategy* s) {
   auto* h = live(s);
   return h ? to_c(h->strategy->root_device()) : ddp_device DDP_DEVICE_CPU_INIT;
 }
+int ddp_strategy_devices(const ddp_strategy* s) { auto* h = live(s); return h ? h->strategy->devices() : -1; }
+const char* ddp_strategy_precision(const ddp_strategy* s) {
+  auto* h = live(s);
+  return h ? h->strategy->precision().name.c_str() : "";
+}
+const char* ddp_strategy_precision_warning(const ddp_strategy* s) {
+  auto* h = live(s);
+  return h ? h->strategy->precision().warning.c_str() : "";
+}
 
 ddp_status ddp_strategy_setup_module(ddp_strategy* s, ddp_module* m) {
   return fence([&] { strategy_of(s).setup_module(*require(m, "module")->module); });
@@ -144,7 +248,15 @@ ddp_status ddp_strategy_backward(ddp_strategy* s, const ddp_tensor* loss) {
 }
 
 ddp_status ddp_strategy_optimizer_step(ddp_strategy* s, ddp_optimizer* opt) {
-  return fence([&] { strategy_of(s).optimizer_step(*require(opt, "optimizer")->optimizer); });
+  return ddp_strategy_optimizer_step_v2(s, opt, nullptr);
+}
+
+ddp_status ddp_strategy_optimizer_step_v2(ddp_strategy* s, ddp_optimizer* opt, int* stepped) {
+  if (stepped) *stepped = 0;
+  return fence([&] {
+    bool ran = strategy_of(s).optimizer_step(*require(opt, "optimizer")->optimizer);
+    if (stepped) *stepped = ran ? 1 : 0;
+  });
 }
 
 ddp_status ddp_strategy_block_backward_sync(ddp_strategy* s, int on) {
@@ -169,6 +281,15 @@ ddp_status ddp_strategy_all_gather(ddp_strategy* s, const ddp_tensor* in, ddp_te
   ddp_group* g = nullptr;
   ddp_status st = group_for(s, "ddp_strategy_all_gather", &g);
   return st != DDP_OK ? st : ddp_all_gather(g, in, out);
+}
+
+ddp_status ddp_strategy_all_gather_v2(ddp_strategy* s, const ddp_tensor* in, int sync_grads, ddp_tensor** out) {
+  if (!out) return invalid("ddp_strategy_all_gather_v2: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto& st = strategy_of(s);
+    hand_out(out, wrap_tensor(st.all_gather(require(in, "input")->t, sync_grads != 0)));
+  });
 }
 
 ddp_status ddp_strategy_all_gather_uneven(ddp_strategy* s, const ddp_tensor* in, ddp_tensor** out) {
@@ -213,6 +334,11 @@ ddp_status ddp_strategy_load_checkpoint(ddp_strategy* s, const char* path, ddp_m
       hand_out(user, std::move(b));
     }
   });
+}
+
+ddp_status ddp_strategy_remove_checkpoint(ddp_strategy* s, const char* path) {
+  if (!path) return invalid("ddp_strategy_remove_checkpoint: path is NULL");
+  return fence([&] { strategy_of(s).remove_checkpoint(path); });
 }
 
 ddp_status ddp_strategy_teardown(ddp_strategy* s) {

@@ -7,6 +7,7 @@
 #include <ATen/ops/empty.h>
 
 #include <array>
+#include <vector>
 #include <cerrno>
 #include <cstring>
 
@@ -44,7 +45,7 @@ std::string why_errno() { return std::strerror(errno); }
 
 class Writer {
  public:
-  Writer(int fd, const std::string& path) : fd_(fd), path_(path) {}
+  explicit Writer(std::vector<uint8_t>& out) : out_(out) {}
   void bytes(const void* p, size_t n) {
     crc_ = crc32_update(crc_, static_cast<const uint8_t*>(p), n);
     raw(p, n);
@@ -57,43 +58,28 @@ class Writer {
 
  private:
   void raw(const void* p, size_t n) {
-    auto* c = static_cast<const char*>(p);
-    while (n > 0) {
-      ssize_t w = ::write(fd_, c, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail(Status::IO, "checkpoint " + path_ + ": write failed: " + why_errno());
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
+    auto* c = static_cast<const uint8_t*>(p);
+    out_.insert(out_.end(), c, c + n);
   }
-  int fd_;
-  const std::string& path_;
+  std::vector<uint8_t>& out_;
   uint32_t crc_ = 0;
 };
 
-// Reads from a file of known size; every read and every length is checked
-// against what is left, so no length in the file can make us allocate more
-// than the file holds.
+// Reads from bytes of known size; every read and every length is checked
+// against what is left, so no length in the content can make us allocate
+// more than it holds.
 class Reader {
  public:
-  Reader(int fd, const std::string& path, uint64_t size) : fd_(fd), path_(path), left_(size) {}
+  Reader(const uint8_t* p, uint64_t size, const std::string& name) : p_(p), left_(size), name_(name) {}
   [[noreturn]] void bad(const std::string& what) const {
-    fail(Status::IO, "checkpoint " + path_ + ": " + what + " (truncated, damaged, or not a libddp checkpoint)");
+    fail(Status::IO, "checkpoint " + name_ + ": " + what + " (truncated, damaged, or not a libddp checkpoint)");
   }
   void bytes(void* p, uint64_t n, const char* what) {
     if (n > left_) bad(std::string(what) + " runs past the end of the file");
-    auto* c = static_cast<char*>(p);
-    uint64_t todo = n;
-    while (todo > 0) {
-      ssize_t r = ::read(fd_, c, todo);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) fail(Status::IO, "checkpoint " + path_ + ": read failed: " + why_errno());
-      if (r == 0) bad(std::string(what) + " runs past the end of the file");
-      c += r;
-      todo -= static_cast<uint64_t>(r);
-    }
+    std::memcpy(p, p_, n);
+    crc_ = crc32_update(crc_, p_, n);
+    p_ += n;
     left_ -= n;
-    crc_ = crc32_update(crc_, static_cast<const uint8_t*>(p), n);
   }
   template <typename T> T value(const char* what) {
     T v;
@@ -109,9 +95,9 @@ class Reader {
   uint32_t crc() const { return crc_; }
 
  private:
-  int fd_;
-  const std::string& path_;
+  const uint8_t* p_;
   uint64_t left_;
+  const std::string& name_;
   uint32_t crc_ = 0;
 };
 
@@ -130,36 +116,50 @@ std::string directory_of(const std::string& path) {
 
 }  // namespace
 
-void save_checkpoint_file(const std::string& path, const Checkpoint& c) {
+std::vector<uint8_t> encode_checkpoint(const Checkpoint& c) {
+  std::vector<uint8_t> out;
+  Writer w(out);
+  w.bytes(kMagic, sizeof(kMagic));
+  w.value<uint32_t>(kFormat);
+  w.value<int64_t>(c.step);
+  w.value<int64_t>(c.epoch);
+  w.value<uint32_t>(static_cast<uint32_t>(c.tensors.size()));
+  for (const auto& nt : c.tensors) {
+    check_arg(nt.name.size() <= kMaxName, "save_checkpoint: tensor name longer than " + std::to_string(kMaxName));
+    check_arg(nt.tensor.defined(), "save_checkpoint: tensor '" + nt.name + "' is undefined");
+    check_arg(static_cast<uint32_t>(nt.tensor.dim()) <= kMaxDims, "save_checkpoint: tensor '" + nt.name + "' has too many dimensions");
+    at::Tensor host = nt.tensor.detach().to(at::kCPU).contiguous();
+    w.value<uint32_t>(static_cast<uint32_t>(nt.name.size()));
+    w.bytes(nt.name.data(), nt.name.size());
+    w.value<int32_t>(static_cast<int32_t>(from_scalar_type(host.scalar_type())));
+    w.value<uint32_t>(static_cast<uint32_t>(host.dim()));
+    for (int64_t d : host.sizes()) w.value<int64_t>(d);
+    uint64_t nbytes = static_cast<uint64_t>(host.numel()) * host.element_size();
+    w.value<uint64_t>(nbytes);
+    if (nbytes) w.bytes(host.data_ptr(), nbytes);
+  }
+  w.value<uint64_t>(c.user.size());
+  if (!c.user.empty()) w.bytes(c.user.data(), c.user.size());
+  w.finish();
+  return out;
+}
+
+void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
   check_arg(!path.empty(), "save_checkpoint: the path is empty");
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   Fd f;
   f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (f.fd < 0) fail(Status::IO, "checkpoint " + path + ": cannot create " + tmp + ": " + why_errno());
   try {
-    Writer w(f.fd, path);
-    w.bytes(kMagic, sizeof(kMagic));
-    w.value<uint32_t>(kFormat);
-    w.value<int64_t>(c.step);
-    w.value<int64_t>(c.epoch);
-    w.value<uint32_t>(static_cast<uint32_t>(c.tensors.size()));
-    for (const auto& nt : c.tensors) {
-      check_arg(nt.name.size() <= kMaxName, "save_checkpoint: tensor name longer than " + std::to_string(kMaxName));
-      check_arg(nt.tensor.defined(), "save_checkpoint: tensor '" + nt.name + "' is undefined");
-      check_arg(static_cast<uint32_t>(nt.tensor.dim()) <= kMaxDims, "save_checkpoint: tensor '" + nt.name + "' has too many dimensions");
-      at::Tensor host = nt.tensor.detach().to(at::kCPU).contiguous();
-      w.value<uint32_t>(static_cast<uint32_t>(nt.name.size()));
-      w.bytes(nt.name.data(), nt.name.size());
-      w.value<int32_t>(static_cast<int32_t>(from_scalar_type(host.scalar_type())));
-      w.value<uint32_t>(static_cast<uint32_t>(host.dim()));
-      for (int64_t d : host.sizes()) w.value<int64_t>(d);
-      uint64_t nbytes = static_cast<uint64_t>(host.numel()) * host.element_size();
-      w.value<uint64_t>(nbytes);
-      if (nbytes) w.bytes(host.data_ptr(), nbytes);
+    const uint8_t* p = bytes.data();
+    size_t n = bytes.size();
+    while (n > 0) {
+      ssize_t w = ::write(f.fd, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail(Status::IO, "checkpoint " + path + ": write failed: " + why_errno());
+      p += w;
+      n -= static_cast<size_t>(w);
     }
-    w.value<uint64_t>(c.user.size());
-    if (!c.user.empty()) w.bytes(c.user.data(), c.user.size());
-    w.finish();
     if (::fsync(f.fd) != 0) fail(Status::IO, "checkpoint " + path + ": fsync failed: " + why_errno());
     ::close(f.fd);
     f.fd = -1;
@@ -175,17 +175,38 @@ void save_checkpoint_file(const std::string& path, const Checkpoint& c) {
   if (dir.fd >= 0) ::fsync(dir.fd);
 }
 
-Checkpoint load_checkpoint_file(const std::string& path) {
+std::vector<uint8_t> read_whole_file(const std::string& path) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) fail(Status::IO, "checkpoint " + path + ": cannot open: " + why_errno());
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) fail(Status::IO, "checkpoint " + path + ": cannot stat: " + why_errno());
   if (!S_ISREG(st.st_mode)) fail(Status::IO, "checkpoint " + path + ": not a regular file");
-  if (st.st_size < static_cast<off_t>(sizeof(kMagic) + sizeof(uint32_t)))
-    fail(Status::IO, "checkpoint " + path + ": " + std::to_string(st.st_size) + " bytes is too short for a checkpoint");
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t r = ::read(f.fd, bytes.data() + got, bytes.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) fail(Status::IO, "checkpoint " + path + ": read failed: " + why_errno());
+    if (r == 0) break;  // it shrank meanwhile: decoding names what is missing
+    got += static_cast<size_t>(r);
+  }
+  bytes.resize(got);
+  return bytes;
+}
+
+void save_checkpoint_file(const std::string& path, const Checkpoint& c) {
+  check_arg(!path.empty(), "save_checkpoint: the path is empty");
+  write_file_atomically(path, encode_checkpoint(c));
+}
+
+Checkpoint load_checkpoint_file(const std::string& path) { return decode_checkpoint(read_whole_file(path), path); }
+
+Checkpoint decode_checkpoint(const std::vector<uint8_t>& bytes, const std::string& name) {
+  if (bytes.size() < sizeof(kMagic) + 2 * sizeof(uint32_t))
+    fail(Status::IO, "checkpoint " + name + ": " + std::to_string(bytes.size()) + " bytes is too short for a checkpoint");
   // The CRC sits in the last four bytes; everything before it is content.
-  Reader r(f.fd, path, static_cast<uint64_t>(st.st_size) - sizeof(uint32_t));
+  Reader r(bytes.data(), bytes.size() - sizeof(uint32_t), name);
   char magic[sizeof(kMagic)];
   r.bytes(magic, sizeof(magic), "the magic");
   if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) r.bad("it does not start with libddp's checkpoint magic");
@@ -228,11 +249,9 @@ Checkpoint load_checkpoint_file(const std::string& path) {
   c.user.resize(user_len);
   if (user_len) r.bytes(c.user.data(), user_len, "the user data");
   if (r.left() != 0) r.bad(std::to_string(r.left()) + " bytes follow the content");
-  uint32_t want = r.crc();
   uint32_t got = 0;
-  ssize_t n = ::read(f.fd, &got, sizeof(got));
-  if (n != static_cast<ssize_t>(sizeof(got))) r.bad("the checksum is missing");
-  if (got != want) r.bad("the checksum does not match the content");
+  std::memcpy(&got, bytes.data() + bytes.size() - sizeof(got), sizeof(got));
+  if (got != r.crc()) r.bad("the checksum does not match the content");
   return c;
 }
 

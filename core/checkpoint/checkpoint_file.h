@@ -31,6 +31,18 @@ struct Checkpoint {
   std::vector<uint8_t> user;         // the caller's own bytes
 };
 
+// The checkpoint as bytes (the file's content), and back: decoding trusts
+// nothing, as above; `name` (the path) goes into its messages.
+std::vector<uint8_t> encode_checkpoint(const Checkpoint& c);
+Checkpoint decode_checkpoint(const std::vector<uint8_t>& bytes, const std::string& name);
+
+// `bytes` to `path` atomically: a temporary file, fsync, rename, fsync of the
+// directory. Throws DDP_E_IO naming the path and the system's reason; an
+// existing file at `path` is then left as it was.
+void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes);
+// The whole file; DDP_E_IO naming the path when it cannot be read.
+std::vector<uint8_t> read_whole_file(const std::string& path);
+
 // Writes `c` to `path` atomically. Throws DDP_E_IO naming the path and the
 // system's reason; an existing file at `path` is then left as it was.
 void save_checkpoint_file(const std::string& path, const Checkpoint& c);

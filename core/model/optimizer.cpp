@@ -73,6 +73,7 @@ class TorchOptimizer : public Optimizer {
         if (p.grad().defined()) p.mutable_grad().reset();
   }
   void step() override { opt_->step(); }
+  const std::vector<at::Tensor>& parameters() const override { return params_; }
 
   std::vector<NamedTensor> state() const override {
     std::vector<NamedTensor> out;

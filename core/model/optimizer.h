@@ -37,6 +37,9 @@ class Optimizer {
   // PyTorch 2's default: gradients set to None, not zeroed.
   virtual void zero_grad() = 0;
   virtual void step() = 0;
+  // The parameters it updates (what gradient clipping and the grad scaler
+  // work on), in the order it was given them.
+  virtual const std::vector<at::Tensor>& parameters() const = 0;
   // "<param index>.<buffer>" -> tensor, for every parameter with state.
   virtual std::vector<NamedTensor> state() const = 0;
   // Status::IO naming the first entry that does not fit the parameters.

@@ -65,6 +65,8 @@ void ScriptModule::to(Device device) {
   impl_->device = d;
 }
 
+void ScriptModule::to(at::ScalarType dtype) { impl_->module.to(dtype); }
+
 std::vector<at::Tensor> ScriptModule::parameters() const {
   std::vector<at::Tensor> out;
   for (const auto& p : impl_->module.parameters()) out.push_back(p);

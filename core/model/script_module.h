@@ -25,6 +25,9 @@ class ScriptModule {
   at::Tensor forward(const at::Tensor& input);
   void train(bool on);
   void to(Device device);
+  // Casts the floating-point parameters and buffers to `dtype` (a true
+  // half precision); later inputs are cast to it by the caller.
+  void to(at::ScalarType dtype);
 
   // The trainable parameters, in registration order (the same on every rank).
   std::vector<at::Tensor> parameters() const;

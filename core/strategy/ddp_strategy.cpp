@@ -1,6 +1,10 @@
 #include "strategy/ddp_strategy.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include "comm/all_gather_grad.h"
 #include "comm/collectives.h"
+#include "common/cuda_plugin.h"
 #include "common/error.h"
 #include "hooks/post_localsgd.h"
 #include "memory/host_cache.h"
@@ -10,35 +14,73 @@
 namespace ddp::core {
 
 DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
+  // Every option's policy lives here; the C layer only translates.
   check_arg(opts_.accelerator == DeviceType::CPU || opts_.accelerator == DeviceType::CUDA,
             "strategy: unknown accelerator " + std::to_string(static_cast<int>(opts_.accelerator)));
   check_arg(opts_.model_averaging_period >= 0, "strategy: model_averaging_period " +
                                                    std::to_string(opts_.model_averaging_period) + " is negative");
   check_arg(opts_.model_averaging_warmup >= 0, "strategy: model_averaging_warmup " +
                                                    std::to_string(opts_.model_averaging_warmup) + " is negative");
-  check_arg(opts_.devices >= 1, "strategy: devices " + std::to_string(opts_.devices) + " must be at least 1");
+  check_arg(opts_.devices >= 0, "strategy: devices " + std::to_string(opts_.devices) +
+                                    " must be at least 1, or 0 for auto");
+  check_arg(opts_.timeout.count() > 0, "strategy: timeout " + std::to_string(opts_.timeout.count()) +
+                                           " ms must be positive");
+  check_arg(opts_.gradient_clipping.algorithm == ClipAlgorithm::Norm ||
+                opts_.gradient_clipping.algorithm == ClipAlgorithm::Value,
+            "strategy: unknown gradient_clip_algorithm " +
+                std::to_string(static_cast<int>(opts_.gradient_clipping.algorithm)));
+  if (opts_.sync_batchnorm)
+    fail(Status::Unsupported, "strategy: sync_batchnorm is not supported yet: a TorchScript module's batch norms "
+                              "are not converted to synchronised ones");
+  if (opts_.static_graph) fail(Status::Unsupported, "strategy: static_graph is not supported yet");
+  precision_ = std::make_unique<PrecisionPlugin>(resolve_precision(opts_.precision, opts_.accelerator),
+                                                 opts_.gradient_clipping);
+  if (!opts_.checkpoint_io) opts_.checkpoint_io = file_checkpoint_io();
+  devices_ = opts_.devices;
 }
 
 DdpStrategy::~DdpStrategy() = default;  // an unfinished launcher ends the ranks it started
 
-void DdpStrategy::setup_environment() {
-  if (group_) fail(Status::State, "strategy: setup_environment was called already; teardown first");
-  ClusterEnv env = detect_cluster_env(process_env_lookup());
-  // A launcher's environment (ddprun, torchrun, SLURM, ...) says the ranks
-  // were started already, and how many on this node: `devices` must agree
-  // (Lightning's validate_settings), or ranks would wait for processes that
-  // nobody starts. Without one this process starts the others. (Workers of
-  // ddp_spawn have their number from the spawn call.)
-  if (env.name != "lightning") {
-    check_arg(!opts_.launch_local_ranks || opts_.devices == env.local_world_size,
+int DdpStrategy::devices_for(const ClusterEnv& env, bool launched) const {
+  if (launched) {
+    // A launcher (ddprun, torchrun, SLURM, ...) or the caller's environment
+    // started the ranks, and says how many on this node: an explicit count
+    // must agree (Lightning's validate_settings), or ranks would wait for
+    // processes that nobody starts.
+    check_arg(!opts_.launch_local_ranks || opts_.devices == 0 || opts_.devices == env.local_world_size,
               "strategy: devices=" + std::to_string(opts_.devices) + " but the " + env.name +
                   " environment started " + std::to_string(env.local_world_size) +
-                  " process(es) on this node; set devices to the launcher's processes per node");
-  } else if (opts_.launch_local_ranks && opts_.devices > 1 && env.world_size == 1) {
+                  " process(es) on this node; set devices to the launcher's processes per node, or 0 (auto)");
+    return env.local_world_size;
+  }
+  if (opts_.devices > 0) return opts_.devices;
+  if (opts_.accelerator != DeviceType::CUDA) return 1;
+  require_cuda_runtime();
+  int visible = at::detail::getCUDAHooks().deviceCount();
+  if (visible < 1) fail(Status::Unsupported, "strategy: devices auto with the CUDA accelerator, but no CUDA device is visible");
+  return visible;
+}
+
+void DdpStrategy::setup_environment() {
+  if (group_) fail(Status::State, "strategy: setup_environment was called already; teardown first");
+  ClusterEnv env;
+  bool launched;
+  if (opts_.cluster_environment) {
+    env = opts_.cluster_environment();
+    validate_cluster_env(env, "the caller's cluster environment");
+    launched = true;
+  } else {
+    env = detect_cluster_env(process_env_lookup());
+    // Workers of ddp_spawn have their number from the spawn call.
+    launched = env.name != "lightning";
+  }
+  int devices = devices_for(env, launched);
+  if (!launched && opts_.launch_local_ranks && devices > 1 && env.world_size == 1) {
     launcher_ = std::make_unique<PopenLauncher>();
-    env = launcher_->launch(opts_.devices, env.master_addr, Millis(5000));
+    env = launcher_->launch(devices, env.master_addr, Millis(5000));
   }
   setup_environment(env);
+  devices_ = devices;
 }
 
 void DdpStrategy::setup_environment(const ClusterEnv& env) {
@@ -90,6 +132,10 @@ void DdpStrategy::setup_module(ScriptModule& module) {
   require_setup("setup_module");
   if (reducer_) fail(Status::State, "strategy: a module is set up already; teardown first");
   module.to(root_device());
+  Device d = root_device();
+  precision_->convert_module(module, d.type == DeviceType::CUDA
+                                         ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d.index))
+                                         : at::Device(at::kCPU));
   // Rank 0's buffers; the engine broadcasts rank 0's parameters itself.
   for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
   params_ = module.parameters();
@@ -106,21 +152,22 @@ at::Tensor DdpStrategy::forward(ScriptModule& module, const at::Tensor& input) {
   return naming_failed_rank([&] {
     if (opts_.broadcast_buffers && group_->size() > 1)
       for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
-    return module.forward(input);  // moved to root_device, where setup placed the module
+    return precision_->forward(module, input);  // moved to root_device, where setup placed the module
   });
 }
 
 void DdpStrategy::backward(const at::Tensor& loss) {
   require_setup("backward");
   check_arg(loss.defined() && loss.requires_grad(), "strategy backward: the loss does not require grad");
-  naming_failed_rank([&] { loss.backward(); });
+  naming_failed_rank([&] { precision_->pre_backward(loss).backward(); });
 }
 
-void DdpStrategy::optimizer_step(Optimizer& optimizer) {
+bool DdpStrategy::optimizer_step(Optimizer& optimizer) {
   require_setup("optimizer_step");
-  naming_failed_rank([&] {
-    optimizer.step();
+  return naming_failed_rank([&] {
+    bool stepped = precision_->optimizer_step(optimizer.parameters(), [&] { optimizer.step(); });
     if (averager_) averager_->step(params_);
+    return stepped;
   });
 }
 
@@ -139,6 +186,16 @@ void DdpStrategy::reduce(const at::Tensor& t, ReduceOp op) {
   naming_failed_rank([&] { all_reduce(*group_, t, op)->wait(); });
 }
 
+at::Tensor DdpStrategy::all_gather(const at::Tensor& t, bool sync_grads) {
+  require_setup("all_gather");
+  return naming_failed_rank([&] {
+    if (sync_grads) return all_gather_with_grad(group_, t);
+    auto p = core::all_gather(*group_, t.detach());
+    p->wait();
+    return p->tensors[0];
+  });
+}
+
 void DdpStrategy::block_backward_sync(bool on) {
   if (!reducer_) fail(Status::State, "strategy: block_backward_sync before setup_module");
   reducer_->set_sync(!on);
@@ -147,6 +204,7 @@ void DdpStrategy::block_backward_sync(bool on) {
 namespace {
 const char kModulePrefix[] = "module.";
 const char kOptimizerPrefix[] = "optimizer.";
+const std::string kPrecisionPrefix = std::string(PrecisionPlugin::checkpoint_key()) + ".";
 
 std::vector<NamedTensor> with_prefix(const std::string& prefix, std::vector<NamedTensor> v) {
   for (auto& t : v) t.name = prefix + t.name;
@@ -161,13 +219,29 @@ std::vector<NamedTensor> under(const std::string& prefix, const std::vector<Name
 }
 }  // namespace
 
+void DdpStrategy::on_rank_zero(const std::string& what, const std::function<void()>& io) {
+  // Rank 0's outcome ("" or why it failed) reaches every rank in place of
+  // a barrier, so a failure is a status everywhere.
+  std::string failure;
+  if (is_global_zero()) {
+    try {
+      io();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  naming_failed_rank([&] {
+    auto p = broadcast_bytes(*group_, failure.data(), failure.size(), 0);
+    p->wait();
+    failure.assign(p->bytes.begin(), p->bytes.end());
+  });
+  if (!failure.empty()) fail(Status::IO, what + ": global rank 0 could not " + failure);
+}
+
 void DdpStrategy::save_checkpoint(const std::string& path, const ScriptModule& module, const Optimizer* optimizer,
                                   int64_t step, int64_t epoch, const std::vector<uint8_t>& user) {
   require_setup("save_checkpoint");
-  // Rank 0 writes; its outcome ("" or why it failed) then reaches every
-  // rank in place of a barrier, so a failed save is a status everywhere.
-  std::string failure;
-  if (is_global_zero()) {
+  on_rank_zero("save_checkpoint", [&] {
     try {
       Checkpoint c;
       c.step = step;
@@ -178,17 +252,24 @@ void DdpStrategy::save_checkpoint(const std::string& path, const ScriptModule& m
         auto o = with_prefix(kOptimizerPrefix, optimizer->state());
         c.tensors.insert(c.tensors.end(), o.begin(), o.end());
       }
-      save_checkpoint_file(path, c);
-    } catch (const Error& e) {
-      failure = e.what();
+      auto p = with_prefix(kPrecisionPrefix, precision_->state());
+      c.tensors.insert(c.tensors.end(), p.begin(), p.end());
+      opts_.checkpoint_io->save(encode_checkpoint(c), path);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("save: ") + e.what());
     }
-  }
-  naming_failed_rank([&] {
-    auto p = broadcast_bytes(*group_, failure.data(), failure.size(), 0);
-    p->wait();
-    failure.assign(p->bytes.begin(), p->bytes.end());
   });
-  if (!failure.empty()) fail(Status::IO, "save_checkpoint: global rank 0 could not save: " + failure);
+}
+
+void DdpStrategy::remove_checkpoint(const std::string& path) {
+  require_setup("remove_checkpoint");
+  on_rank_zero("remove_checkpoint", [&] {
+    try {
+      opts_.checkpoint_io->remove(path);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("remove: ") + e.what());
+    }
+  });
 }
 
 Checkpoint DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer) {
@@ -196,15 +277,18 @@ Checkpoint DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& m
   // Every rank reads and checks; only when all of them can does any rank
   // change its model (a rank left behind would train apart from the rest).
   Checkpoint c;
-  std::vector<NamedTensor> module_state, optimizer_state;
+  std::vector<NamedTensor> module_state, optimizer_state, precision_state;
   std::string failure;
   try {
-    c = load_checkpoint_file(path);
+    c = decode_checkpoint(opts_.checkpoint_io->load(path), path);
     module_state = under(kModulePrefix, c.tensors);
     optimizer_state = under(kOptimizerPrefix, c.tensors);
+    precision_state = under(kPrecisionPrefix, c.tensors);
     module.check_state(module_state);
     if (optimizer) optimizer->check_state(optimizer_state);
-  } catch (const Error& e) {
+    // A checkpoint from a run without a scaler starts the scaler afresh.
+    if (!precision_state.empty()) precision_->check_state(precision_state);
+  } catch (const std::exception& e) {
     failure = e.what();
   }
   bool everyone = naming_failed_rank([&] {
@@ -216,6 +300,7 @@ Checkpoint DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& m
   if (!everyone) fail(Status::IO, "load_checkpoint: " + path + " could not be loaded on another rank; nothing was changed");
   module.load_state(module_state);
   if (optimizer) optimizer->load_state(optimizer_state);
+  if (!precision_state.empty()) precision_->load_state(precision_state);
   c.tensors.clear();
   return c;
 }

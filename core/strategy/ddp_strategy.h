@@ -12,11 +12,13 @@
 #include <string>
 
 #include "checkpoint/checkpoint_file.h"
+#include "checkpoint/checkpoint_io.h"
 #include "comm/group.h"
 #include "env/cluster_env.h"
 #include "hooks/comm_hook.h"
 #include "model/optimizer.h"
 #include "model/script_module.h"
+#include "precision/precision_plugin.h"
 #include "reducer/grad_reducer.h"
 
 namespace ddp::core {
@@ -27,10 +29,13 @@ class PopenLauncher;
 
 struct StrategyOptions {
   DeviceType accelerator = DeviceType::CPU;  // CUDA: each rank on cuda:LOCAL_RANK
-  // Lightning's devices: processes on this node. When no launcher started
-  // the ranks and launch_local_ranks is on, setup_environment starts the
-  // other devices - 1 (PopenLauncher, Lightning's default start method).
-  int devices = 1;
+  // Lightning's devices: processes on this node; 0 is "auto": the
+  // launcher's processes per node, or with no launcher 1 process (the CUDA
+  // accelerator: one per visible device). When no launcher started the
+  // ranks and launch_local_ranks is on, setup_environment starts the other
+  // devices - 1 (PopenLauncher, Lightning's default start method). A count
+  // that disagrees with the launcher's is refused naming both.
+  int devices = 0;
   bool launch_local_ranks = true;
   std::string backend;                       // "": nccl for CUDA, else gloo
   Millis timeout{1800 * 1000};               // Lightning's default_pg_timeout
@@ -41,6 +46,19 @@ struct StrategyOptions {
   // from step `warmup` on (PyTorch's PeriodicModelAverager); 0: off.
   int64_t model_averaging_period = 0;
   int64_t model_averaging_warmup = 0;
+  // Lightning's precision flag ("" is "32-true"; see precision_plugin.h) and
+  // the Trainer's gradient_clip_val / gradient_clip_algorithm.
+  std::string precision;
+  GradientClipping gradient_clipping;
+  // Not honoured yet: refused by name at construction.
+  bool sync_batchnorm = false;
+  bool static_graph = false;
+  // Lightning's cluster_environment=: called once by setup_environment in
+  // place of detection (its values are then checked as a launcher's are).
+  // Empty: the environment is detected.
+  std::function<ClusterEnv()> cluster_environment;
+  // Lightning's checkpoint_io=; nullptr: local files written atomically.
+  std::shared_ptr<CheckpointIO> checkpoint_io;
 };
 
 class DdpStrategy {
@@ -62,6 +80,11 @@ class DdpStrategy {
   int world_size() const;
   bool is_global_zero() const { return global_rank() == 0; }
   Device root_device() const;
+  // The devices in effect: the option, or what "auto" became at setup.
+  int devices() const { return devices_; }
+  // The precision in effect and, when it differs from the one asked for,
+  // why (Lightning's warning: "16-mixed" on the CPU is "bf16-mixed").
+  const PrecisionChoice& precision() const { return precision_->choice(); }
   const std::shared_ptr<Group>& group() const;
 
   // Moves the module to the root device, gives every rank rank 0's
@@ -69,17 +92,24 @@ class DdpStrategy {
   // and the comm hook). Collective.
   void setup_module(ScriptModule& module);
   // Forward of `input` (moved to the root device), after rank 0's buffers
-  // were broadcast (broadcast_buffers).
+  // were broadcast (broadcast_buffers), in the precision's context.
   at::Tensor forward(ScriptModule& module, const at::Tensor& input);
-  // loss.backward(): the engine all-reduces the gradients as they become
-  // ready, unless block_backward_sync is on.
+  // loss.backward() (the loss scaled by the precision's gradient scaler):
+  // the engine all-reduces the gradients as they become ready, unless
+  // block_backward_sync is on.
   void backward(const at::Tensor& loss);
-  // The optimizer's step, then the model averager's (post-local SGD).
-  void optimizer_step(Optimizer& optimizer);
+  // The precision's step (unscale, clip, the optimizer's step unless the
+  // scaler skips it, update the scale), then the model averager's
+  // (post-local SGD). Returns whether the optimizer stepped.
+  bool optimizer_step(Optimizer& optimizer);
   // Lightning's barrier(name) and reduce (in place); `name` goes into the
   // message of a failure.
   void barrier(const std::string& name);
   void reduce(const at::Tensor& t, ReduceOp op);
+  // Lightning's all_gather: (world, *shape). With sync_grads the result has
+  // a backward that hands each rank the sum over ranks of its slice's
+  // gradient (comm/all_gather_grad.h).
+  at::Tensor all_gather(const at::Tensor& t, bool sync_grads);
   // Lightning's block_backward_sync (DDP's no_sync): gradients accumulate
   // locally while on; the first backward after it is turned off syncs.
   void block_backward_sync(bool on);
@@ -94,6 +124,9 @@ class DdpStrategy {
   // Status::IO everywhere). Returns the step, epoch and user bytes (tensors
   // left empty).
   Checkpoint load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer);
+  // Lightning's remove_checkpoint: global rank 0 removes `path` through the
+  // checkpoint IO; every rank learns the outcome.
+  void remove_checkpoint(const std::string& path);
 
   // Undoes setup: the engine, the averager, the group, and (when this
   // process started the other local ranks) waits up to the timeout for them
@@ -108,7 +141,15 @@ class DdpStrategy {
   template <typename F>
   auto naming_failed_rank(F&& step) -> decltype(step());
 
+  // Runs `io` on global rank 0 only; its failure reaches every rank as
+  // Status::IO with `what` and rank 0's reason.
+  void on_rank_zero(const std::string& what, const std::function<void()>& io);
+  // devices "auto" for `env`, checked against it.
+  int devices_for(const ClusterEnv& env, bool launched) const;
+
   StrategyOptions opts_;
+  int devices_ = 0;
+  std::unique_ptr<PrecisionPlugin> precision_;
   ClusterEnv env_;
   std::shared_ptr<Group> group_;
   std::unique_ptr<Reducer> reducer_;

@@ -61,16 +61,67 @@ typedef enum ddp_strategy_kind {
   DDP_STRATEGY_KIND_FORCE_INT = 0x7fffffff
 } ddp_strategy_kind;
 
-/* 2 added gradient_as_bucket_view. A caller built against version 1 keeps
- * working: libddp reads and writes only version 1's fields for it. */
-#define DDP_STRATEGY_OPTIONS_VERSION 2
+/** Lightning's gradient_clip_algorithm. */
+typedef enum ddp_clip_algorithm {
+  DDP_CLIP_NORM = 0,  /**< scale the gradients so that their total 2-norm is at most the clip value */
+  DDP_CLIP_VALUE = 1, /**< clamp every gradient element into [-value, value] */
+  DDP_CLIP_ALGORITHM_FORCE_INT = 0x7fffffff
+} ddp_clip_algorithm;
+
+/**
+ * Lightning's ClusterEnvironment as callbacks: setup_environment calls each
+ * once, in place of detecting the environment. An int callback returns the
+ * value, or a negative number when it failed; main_address returns NULL when
+ * it failed. Every callback is required. Each failure, and values out of
+ * range, are DDP_E_INVALID_ARGUMENT naming the callback, before any rank
+ * joins a group.
+ */
+typedef struct ddp_cluster_callbacks {
+  void *user_data;                                /**< passed to every callback */
+  int (*world_size)(void *user_data);
+  int (*global_rank)(void *user_data);
+  int (*local_rank)(void *user_data);
+  int (*local_world_size)(void *user_data);       /**< processes on this node */
+  int (*node_rank)(void *user_data);
+  const char *(*main_address)(void *user_data);   /**< borrowed; copied at once */
+  int (*main_port)(void *user_data);
+} ddp_cluster_callbacks;
+
+/** Where a load callback of ddp_checkpoint_io writes the bytes it fetched. */
+typedef struct ddp_byte_sink ddp_byte_sink;
+
+/** Appends @p len bytes to @p sink (valid only during the load callback it was given to). */
+DDP_API ddp_status ddp_byte_sink_write(ddp_byte_sink *sink, const void *data, size_t len);
+
+/**
+ * Lightning's CheckpointIO: where the strategy's checkpoint bytes are stored.
+ * save and remove run on global rank 0 only, load on every rank. Each
+ * returns 0 on success; any other value fails the call with DDP_E_IO on
+ * every rank, naming the callback, the path and the value. Every callback
+ * is required; the callbacks run on the calling thread.
+ */
+typedef struct ddp_checkpoint_io {
+  void *user_data;
+  int (*save)(void *user_data, const char *path, const void *data, size_t len);
+  int (*load)(void *user_data, const char *path, ddp_byte_sink *sink);
+  int (*remove)(void *user_data, const char *path);
+} ddp_checkpoint_io;
+
+/* 2 added gradient_as_bucket_view; 3 the precision, gradient clipping, the
+ * caller's cluster environment and checkpoint IO, and devices 0 ("auto") as
+ * the default. A caller built against an earlier version keeps working:
+ * libddp reads and writes only that version's fields for it, and its
+ * defaults (devices 1) are kept. */
+#define DDP_STRATEGY_OPTIONS_VERSION 3
 
 /** DDPStrategy's arguments, with Lightning's and PyTorch's defaults. Initialise with DDP_STRATEGY_OPTIONS_INIT. */
 typedef struct ddp_strategy_options {
   unsigned int version;          /**< DDP_STRATEGY_OPTIONS_VERSION */
   ddp_strategy_kind kind;        /**< DDP_STRATEGY_DDP */
   ddp_device_type accelerator;   /**< DDP_DEVICE_CPU; CUDA: each rank on cuda:LOCAL_RANK */
-  int devices;                   /**< 1: processes on this node; DDP_STRATEGY_DDP with no launcher starts the others */
+  int devices;                   /**< 0 (auto): the launcher's processes per node; with no launcher 1 (CUDA: the visible
+                                      devices). Processes on this node; DDP_STRATEGY_DDP with no launcher starts the others;
+                                      a count that disagrees with a launcher's is DDP_E_INVALID_ARGUMENT naming both */
   const char *backend;           /**< NULL: "nccl" for CUDA, else "shm" (see group.h) */
   int64_t timeout_ms;            /**< 0: 1800000 (Lightning's default_pg_timeout) */
   double bucket_cap_mb;          /**< 25 */
@@ -80,15 +131,27 @@ typedef struct ddp_strategy_options {
   const ddp_comm_hook *comm_hook; /**< NULL: all-reduce; borrowed by ddp_strategy_new (may be freed after) */
   int64_t model_averaging_period; /**< 0: off; average the parameters every this many steps (required with post-local SGD) */
   int64_t model_averaging_warmup; /**< the first step that averages; 0 with a post-local SGD hook: its start_localsgd_iter */
-  int sync_batchnorm;            /**< 0; 1 is refused (DDP_E_UNSUPPORTED): a TorchScript module's batch norms cannot be converted */
-  int static_graph;              /**< 0; 1 is refused (DDP_E_UNSUPPORTED) */
+  int sync_batchnorm;            /**< 0; 1 is refused for now (DDP_E_UNSUPPORTED) */
+  int static_graph;              /**< 0; 1 is refused for now (DDP_E_UNSUPPORTED) */
   int gradient_as_bucket_view;   /**< 0; 1: each parameter's gradient is a view of its bucket, so nothing is copied out (version 2) */
+  /* version 3 */
+  const char *precision;         /**< NULL: "32-true". Lightning's names: "bf16-mixed" (autocast to bfloat16), "16-mixed"
+                                      (CUDA: autocast to float16 with a gradient scaler; on the CPU it becomes "bf16-mixed",
+                                      as in Lightning, see ddp_strategy_precision_warning), "bf16-true", "16-true"
+                                      (parameters and inputs cast). Copied by ddp_strategy_new */
+  double gradient_clip_val;      /**< 0: off; else clip after the gradients are unscaled, before the optimizer's step */
+  ddp_clip_algorithm gradient_clip_algorithm; /**< DDP_CLIP_NORM (Lightning's default) */
+  const ddp_env *cluster_environment;         /**< NULL: detected; else these values (ddp_env_new, ddp_env_from_vars),
+                                                   copied by ddp_strategy_new. Not together with cluster_callbacks */
+  const ddp_cluster_callbacks *cluster_callbacks; /**< NULL; else called at setup_environment (the table is copied) */
+  const ddp_checkpoint_io *checkpoint_io;     /**< NULL: local files written atomically; the table is copied */
 } ddp_strategy_options;
 
-#define DDP_STRATEGY_OPTIONS_INIT \
-  {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, 1, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0, 0, 0, 0}
+#define DDP_STRATEGY_OPTIONS_INIT                                                                                   \
+  {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, 0, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0, 0, 0, 0, \
+   NULL, 0.0, DDP_CLIP_NORM, NULL, NULL, NULL}
 
-/** Fills @p opts with the defaults of @p version (1 or 2; version 1 writes only its own fields). */
+/** Fills @p opts with the defaults of @p version (1 to 3; an earlier version writes only its own fields, devices 1). */
 DDP_API ddp_status ddp_strategy_options_init(ddp_strategy_options *opts, unsigned int version);
 
 /**
@@ -123,6 +186,12 @@ DDP_API int ddp_strategy_world_size(const ddp_strategy *s);
 DDP_API int ddp_strategy_is_global_zero(const ddp_strategy *s);
 /** @return where this rank computes: the CPU, or cuda:LOCAL_RANK. */
 DDP_API ddp_device ddp_strategy_root_device(const ddp_strategy *s);
+/** @return the processes on this node: the option, or what "auto" became at setup; -1 for an invalid handle. */
+DDP_API int ddp_strategy_devices(const ddp_strategy *s);
+/** @return the precision in effect ("32-true", "bf16-mixed", ...), borrowed; "" for an invalid handle. */
+DDP_API const char *ddp_strategy_precision(const ddp_strategy *s);
+/** @return why the precision in effect differs from the one asked for (Lightning's warning), borrowed; "" when it does not. */
+DDP_API const char *ddp_strategy_precision_warning(const ddp_strategy *s);
 
 /**
  * Places @p m on the root device, gives every rank rank 0's parameters and
@@ -137,8 +206,15 @@ DDP_API ddp_status ddp_strategy_forward(ddp_strategy *s, ddp_module *m, const dd
 /** loss.backward(): the gradients are averaged over the ranks as they become ready. Collective. */
 DDP_API ddp_status ddp_strategy_backward(ddp_strategy *s, const ddp_tensor *loss);
 
-/** The optimizer's step, then the model averager's when configured. */
+/**
+ * The precision's step, then the model averager's when configured: the
+ * gradients are unscaled (16-mixed), clipped (gradient_clip_val), and the
+ * optimizer steps unless the gradient scaler found an inf or NaN in them
+ * (then the step is skipped and the scale backs off, as torch.amp.GradScaler).
+ */
 DDP_API ddp_status ddp_strategy_optimizer_step(ddp_strategy *s, ddp_optimizer *opt);
+/** The same; @p stepped (may be NULL) is 1 when the optimizer stepped, 0 when the scaler skipped it. */
+DDP_API ddp_status ddp_strategy_optimizer_step_v2(ddp_strategy *s, ddp_optimizer *opt, int *stepped);
 
 /** Lightning's block_backward_sync (no_sync): while on, gradients accumulate locally. */
 DDP_API ddp_status ddp_strategy_block_backward_sync(ddp_strategy *s, int on);
@@ -163,8 +239,19 @@ DDP_API ddp_status ddp_strategy_all_gather_uneven(ddp_strategy *s, const ddp_ten
 DDP_API ddp_status ddp_strategy_reduce_boolean_decision(ddp_strategy *s, int decision, int all, int *out);
 
 /**
+ * Lightning's all_gather(tensor, sync_grads): world x shape. With
+ * @p sync_grads = 1 and an input that requires grad (a module's output),
+ * the result has a backward that gives each rank the sum over the ranks of
+ * the gradient of its own slice (Lightning's AllGatherGrad), so a loss over
+ * the whole gathered batch trains every rank. That backward is collective:
+ * every rank must run backward through its result. @p out: new reference.
+ */
+DDP_API ddp_status ddp_strategy_all_gather_v2(ddp_strategy *s, const ddp_tensor *in, int sync_grads, ddp_tensor **out);
+
+/**
  * Global rank 0 writes the module's state, the optimizer's (may be NULL),
- * the step, the epoch and @p user bytes to @p path atomically; every rank
+ * the gradient scaler's (16-mixed), the step, the epoch and @p user bytes
+ * to @p path atomically (or through the options' checkpoint_io); every rank
  * then waits until it is written. Collective: when rank 0 cannot write,
  * every rank gets DDP_E_IO with rank 0's reason.
  */
@@ -182,6 +269,13 @@ DDP_API ddp_status ddp_strategy_save_checkpoint(ddp_strategy *s, const char *pat
  */
 DDP_API ddp_status ddp_strategy_load_checkpoint(ddp_strategy *s, const char *path, ddp_module *m, ddp_optimizer *opt,
                                                 int64_t *step, int64_t *epoch, ddp_buffer **user);
+
+/**
+ * Lightning's remove_checkpoint: global rank 0 removes @p path through the
+ * checkpoint IO (a missing local file is not an error). Collective: a
+ * failure is DDP_E_IO on every rank.
+ */
+DDP_API ddp_status ddp_strategy_remove_checkpoint(ddp_strategy *s, const char *path);
 
 /** Undoes setup (the engine, the group, the host cache); a later setup_environment starts again. */
 DDP_API ddp_status ddp_strategy_teardown(ddp_strategy *s);
