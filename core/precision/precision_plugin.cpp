@@ -70,8 +70,8 @@ PrecisionChoice resolve_precision(const std::string& flag, DeviceType accelerato
   return c;
 }
 
-PrecisionPlugin::PrecisionPlugin(PrecisionChoice choice, GradientClipping clipping)
-    : choice_(std::move(choice)), clipping_(clipping) {
+PrecisionPlugin::PrecisionPlugin(PrecisionChoice choice, GradientClipping clipping, GradScalerOptions scaler)
+    : choice_(std::move(choice)), clipping_(clipping), scaler_options_(scaler) {
   if (clipping_.value != 0) check_clip_value(clipping_.value, "gradient_clip_val");
 }
 
@@ -80,7 +80,11 @@ PrecisionPlugin::~PrecisionPlugin() = default;
 void PrecisionPlugin::convert_module(ScriptModule& module, at::Device device) {
   if (choice_.precision == Precision::Bf16True || choice_.precision == Precision::Fp16True)
     module.to(half_type(choice_.precision));
-  if (choice_.precision == Precision::Fp16Mixed) scaler_ = std::make_unique<GradScaler>(GradScalerOptions{}, device);
+  prepare(device);
+}
+
+void PrecisionPlugin::prepare(at::Device device) {
+  if (choice_.precision == Precision::Fp16Mixed) scaler_ = std::make_unique<GradScaler>(scaler_options_, device);
 }
 
 at::Tensor PrecisionPlugin::forward(ScriptModule& module, const at::Tensor& input) {

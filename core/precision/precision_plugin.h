@@ -19,11 +19,11 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "common/types.h"
+#include "precision/grad_scaler.h"
 #include "precision/gradient_clipping.h"
 
 namespace ddp::core {
 
-class GradScaler;
 class ScriptModule;
 class Optimizer;
 
@@ -47,13 +47,15 @@ struct GradientClipping {
 
 class PrecisionPlugin {
  public:
-  PrecisionPlugin(PrecisionChoice choice, GradientClipping clipping);
+  PrecisionPlugin(PrecisionChoice choice, GradientClipping clipping, GradScalerOptions scaler = {});
   ~PrecisionPlugin();
 
   const PrecisionChoice& choice() const { return choice_; }
   // The module on `device` becomes this precision's (true precisions cast
   // it); the gradient scaler, where there is one, is made on that device.
   void convert_module(ScriptModule& module, at::Device device);
+  // The part of convert_module that needs no module: the gradient scaler.
+  void prepare(at::Device device);
   // The module's forward in this precision's context. A mixed precision's
   // output leaves as float32, as Fabric's convert_output returns it, so a
   // loss computed on it is the one autocast computes (losses run in float32
@@ -75,6 +77,7 @@ class PrecisionPlugin {
  private:
   PrecisionChoice choice_;
   GradientClipping clipping_;
+  GradScalerOptions scaler_options_;
   std::unique_ptr<GradScaler> scaler_;
 };
 
