@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <map>
+#include <sys/stat.h>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
@@ -81,9 +83,60 @@ TEST(Strategy, OptionsAreCheckedByName) {
   EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_UNSUPPORTED);
   EXPECT_TRUE(has(last(), "sync_batchnorm")) << last();
   o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
-  o.devices = 0;
+  o.static_graph = 1;
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_UNSUPPORTED);
+  EXPECT_TRUE(has(last(), "static_graph")) << last();
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.devices = -1;
   EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
-  EXPECT_TRUE(has(last(), "devices")) << last();
+  EXPECT_TRUE(has(last(), "devices -1")) << last();
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.precision = "fp8-mixed";
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "precision 'fp8-mixed'") && has(last(), "bf16-mixed")) << last();
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL}) {
+    o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+    o.gradient_clip_val = bad;
+    EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT) << bad;
+    EXPECT_TRUE(has(last(), "gradient_clip_val")) << last();
+  }
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.gradient_clip_val = 1.0;
+  o.gradient_clip_algorithm = static_cast<ddp_clip_algorithm>(5);
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "gradient_clip_algorithm")) << last();
+  // Lightning's rule for fp16 AMP on the CPU: bf16-mixed, with its warning.
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.precision = "16-mixed";
+  ASSERT_EQ(ddp_strategy_new(&s, &o), DDP_OK) << last();
+  EXPECT_STREQ(ddp_strategy_precision(s), "bf16-mixed");
+  EXPECT_TRUE(has(ddp_strategy_precision_warning(s), "not supported on the CPU")) << ddp_strategy_precision_warning(s);
+  ddp_strategy_free(s);
+  o.precision = "bf16-true";
+  ASSERT_EQ(ddp_strategy_new(&s, &o), DDP_OK) << last();
+  EXPECT_STREQ(ddp_strategy_precision(s), "bf16-true");
+  EXPECT_STREQ(ddp_strategy_precision_warning(s), "");
+  ddp_strategy_free(s);
+  s = nullptr;
+  EXPECT_STREQ(ddp_strategy_precision(s), "");
+  // Half-filled callback tables are named.
+  ddp_checkpoint_io io = {nullptr, nullptr, nullptr, nullptr};
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.checkpoint_io = &io;
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "checkpoint_io's save callback is NULL")) << last();
+  ddp_env* env = nullptr;
+  ASSERT_EQ(ddp_env_new(&env, 0, 1, 0, 1, 0, "127.0.0.1", 0), DDP_OK) << last();
+  ddp_cluster_callbacks cb = {};
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.cluster_environment = env;
+  o.cluster_callbacks = &cb;
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "both set")) << last();
+  ddp_env_free(env);
+  o.cluster_callbacks = nullptr;
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);  // freed
+  EXPECT_TRUE(has(last(), "cluster_environment")) << last();
   // Lightning's rule: the post-local SGD hook needs model_averaging_period.
   ddp_comm_hook* localsgd = nullptr;
   ASSERT_EQ(ddp_comm_hook_post_localsgd(&localsgd, nullptr, 8, 1), DDP_OK) << last();
@@ -102,11 +155,14 @@ TEST(Strategy, OptionsAreCheckedByName) {
   ddp_comm_hook_free(wrapped);
   ddp_comm_hook_free(localsgd);
   EXPECT_EQ(s, nullptr);
-  EXPECT_EQ(ddp_strategy_options_init(&o, 3), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_strategy_options_init(&o, 4), DDP_E_INVALID_ARGUMENT);
   EXPECT_EQ(ddp_strategy_options_init(&o, DDP_STRATEGY_OPTIONS_VERSION), DDP_OK);
   EXPECT_EQ(o.broadcast_buffers, 1);
   EXPECT_EQ(o.bucket_cap_mb, 25.0);
   EXPECT_EQ(o.gradient_as_bucket_view, 0);
+  EXPECT_EQ(o.devices, 0);  // auto
+  EXPECT_EQ(o.precision, nullptr);
+  EXPECT_EQ(o.gradient_clip_algorithm, DDP_CLIP_NORM);
 }
 
 // A program built against version 1 of ddp_strategy_options (before
@@ -132,6 +188,26 @@ TEST(Strategy, AVersionOneCallerIsServedWithinItsOwnStruct) {
   ASSERT_EQ(ddp_strategy_options_init(&v2, DDP_STRATEGY_OPTIONS_VERSION), DDP_OK);
   v2.gradient_as_bucket_view = 1;
   ASSERT_EQ(ddp_strategy_new(&s, &v2), DDP_OK) << last();
+  ddp_strategy_free(s);
+}
+
+// A program built against version 2 (before the precision and the rest of
+// version 3) keeps its defaults, devices 1 among them, and nothing past its
+// struct is read or written.
+TEST(Strategy, AVersionTwoCallerKeepsItsDefaults) {
+  const size_t v2 = offsetof(ddp_strategy_options, precision);
+  std::vector<unsigned char> memory(v2 + 16, 0xAB);
+  auto* o = reinterpret_cast<ddp_strategy_options*>(memory.data());
+  ASSERT_EQ(ddp_strategy_options_init(o, 2), DDP_OK) << last();
+  for (size_t i = v2; i < memory.size(); ++i) ASSERT_EQ(memory[i], 0xAB) << "byte " << i << " written";
+  EXPECT_EQ(o->version, 2u);
+  EXPECT_EQ(o->devices, 1);
+  std::unique_ptr<unsigned char[]> exact(new unsigned char[v2]);
+  std::memcpy(exact.get(), memory.data(), v2);
+  ddp_strategy* s = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&s, reinterpret_cast<ddp_strategy_options*>(exact.get())), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_devices(s), 1);
+  EXPECT_STREQ(ddp_strategy_precision(s), "32-true");
   ddp_strategy_free(s);
 }
 
@@ -200,10 +276,67 @@ TEST(Strategy, DevicesThatDisagreeWithTheLauncherAreRefusedAtOnce) {
   ASSERT_EQ(ddp_strategy_new(&s, &o), DDP_OK) << last();
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(ddp_strategy_setup_environment(s), DDP_E_INVALID_ARGUMENT);
-  EXPECT_TRUE(has(last(), "devices=2") && has(last(), "torchelastic")) << last();
+  EXPECT_TRUE(has(last(), "devices=2") && has(last(), "torchelastic") && has(last(), "started 1")) << last();
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
   ddp_strategy_free(s);
+  // The default, auto, takes the launcher's count.
+  ASSERT_EQ(ddp_strategy_new(&s, nullptr), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_devices(s), 0);
+  ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_devices(s), 1);
+  EXPECT_EQ(ddp_strategy_world_size(s), 1);
+  ddp_strategy_free(s);
   for (auto& kv : vars) unsetenv(kv[0]);
+}
+
+// Lightning's cluster_environment=: the caller's callbacks replace
+// detection; a failing callback or values out of range are named, before
+// any group is joined, and setup can then be retried.
+struct FakeCluster {
+  int world = 1, rank = 0, fail_rank = 0;
+  const char* addr = "127.0.0.1";
+};
+int fake_world(void* u) { return static_cast<FakeCluster*>(u)->world; }
+int fake_rank(void* u) { auto* c = static_cast<FakeCluster*>(u); return c->fail_rank ? -7 : c->rank; }
+int fake_zero(void*) { return 0; }
+int fake_one(void*) { return 1; }
+const char* fake_addr(void* u) { return static_cast<FakeCluster*>(u)->addr; }
+
+TEST(Strategy, TheCallersClusterEnvironmentReplacesDetection) {
+  FakeCluster c;
+  ddp_cluster_callbacks cb = {&c, fake_world, fake_rank, fake_zero, fake_one, fake_zero, fake_addr, fake_zero};
+  ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+  o.cluster_callbacks = &cb;
+  ddp_strategy* s = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&s, &o), DDP_OK) << last();
+  c.fail_rank = 1;
+  EXPECT_EQ(ddp_strategy_setup_environment(s), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "global_rank failed (returned -7)")) << last();
+  c.fail_rank = 0;
+  c.rank = 3;
+  c.world = 2;
+  EXPECT_EQ(ddp_strategy_setup_environment(s), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "caller's cluster environment")) << last();
+  c.addr = nullptr;
+  EXPECT_EQ(ddp_strategy_setup_environment(s), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "main_address failed")) << last();
+  EXPECT_EQ(ddp_strategy_group(s), nullptr);
+  c = FakeCluster{};
+  ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_world_size(s), 1);
+  EXPECT_EQ(ddp_strategy_barrier(s, "after the caller's environment"), DDP_OK) << last();
+  ddp_strategy_free(s);
+  // As values: an environment of 2 on this node, while devices asks for 3.
+  ddp_env* env = nullptr;
+  ASSERT_EQ(ddp_env_new(&env, 0, 2, 0, 2, 0, "127.0.0.1", 29511), DDP_OK) << last();
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.cluster_environment = env;
+  o.devices = 3;
+  ASSERT_EQ(ddp_strategy_new(&s, &o), DDP_OK) << last();
+  ddp_env_free(env);  // copied
+  EXPECT_EQ(ddp_strategy_setup_environment(s), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "devices=3") && has(last(), "started 2")) << last();
+  ddp_strategy_free(s);
 }
 
 // The host cache's size comes from the environment: a bad one is refused by
@@ -260,3 +393,84 @@ TEST(Strategy, LossesCheckTheirInputs) {
 }
 
 }  // namespace
+
+namespace {
+
+// Lightning's checkpoint_io=: checkpoints kept in the caller's own storage
+// (here a map in memory), with failures of each callback named.
+struct MemoryStore {
+  std::map<std::string, std::string> files;
+  int fail_save = 0;
+  int removed = 0;
+};
+int store_save(void* u, const char* path, const void* data, size_t len) {
+  auto* m = static_cast<MemoryStore*>(u);
+  if (m->fail_save) return m->fail_save;
+  m->files[path] = std::string(static_cast<const char*>(data), len);
+  return 0;
+}
+int store_load(void* u, const char* path, ddp_byte_sink* sink) {
+  auto* m = static_cast<MemoryStore*>(u);
+  auto it = m->files.find(path);
+  if (it == m->files.end()) return 2;
+  // In two pieces, as a reader of a stream would.
+  size_t half = it->second.size() / 2;
+  if (ddp_byte_sink_write(sink, it->second.data(), half) != DDP_OK) return 1;
+  return ddp_byte_sink_write(sink, it->second.data() + half, it->second.size() - half) == DDP_OK ? 0 : 1;
+}
+int store_remove(void* u, const char* path) {
+  auto* m = static_cast<MemoryStore*>(u);
+  m->removed += static_cast<int>(m->files.erase(path));
+  return 0;
+}
+
+}  // namespace
+
+TEST(Strategy, CheckpointsGoThroughTheCallersCheckpointIO) {
+  const char* exporter = std::getenv("DDP_EXPORT_DIGITS");
+  if (!exporter) GTEST_SKIP() << "DDP_EXPORT_DIGITS is not set: the test module cannot be exported";
+  std::string dir = testing::TempDir() + "/strategy_io_" + std::to_string(getpid());
+  if (std::system((std::string(exporter) + " " + dir + " >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "export_digits.py could not run (scikit-learn missing?)";
+  MemoryStore store;
+  ddp_checkpoint_io io = {&store, store_save, store_load, store_remove};
+  ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+  o.checkpoint_io = &io;
+  ddp_strategy* s = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&s, &o), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
+  ddp_module* m = nullptr;
+  ASSERT_EQ(ddp_module_load(&m, (dir + "/mlp.pt").c_str()), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_module(s, m), DDP_OK) << last();
+  const char user[] = "epoch state";
+  ASSERT_EQ(ddp_strategy_save_checkpoint(s, "bucket/a.ckpt", m, nullptr, 12, 3, user, sizeof user), DDP_OK) << last();
+  ASSERT_EQ(store.files.count("bucket/a.ckpt"), 1u);
+  EXPECT_GT(store.files["bucket/a.ckpt"].size(), 1000u);
+  struct stat st {};
+  EXPECT_NE(stat("bucket/a.ckpt", &st), 0) << "written to a local file instead of the checkpoint IO";
+  int64_t step = 0, epoch = 0;
+  ddp_buffer* back = nullptr;
+  ASSERT_EQ(ddp_strategy_load_checkpoint(s, "bucket/a.ckpt", m, nullptr, &step, &epoch, &back), DDP_OK) << last();
+  EXPECT_EQ(step, 12);
+  EXPECT_EQ(epoch, 3);
+  EXPECT_EQ(std::string(static_cast<const char*>(ddp_buffer_data(back)), ddp_buffer_size(back)),
+            std::string(user, sizeof user));
+  ddp_buffer_free(back);
+  // Damaged bytes from the storage are refused as a damaged file is.
+  store.files["bucket/b.ckpt"] = store.files["bucket/a.ckpt"].substr(0, 200);
+  EXPECT_EQ(ddp_strategy_load_checkpoint(s, "bucket/b.ckpt", m, nullptr, nullptr, nullptr, nullptr), DDP_E_IO);
+  EXPECT_TRUE(has(last(), "bucket/b.ckpt")) << last();
+  EXPECT_EQ(ddp_strategy_load_checkpoint(s, "bucket/none.ckpt", m, nullptr, nullptr, nullptr, nullptr), DDP_E_IO);
+  EXPECT_TRUE(has(last(), "load callback returned 2 for 'bucket/none.ckpt'")) << last();
+  store.fail_save = 5;
+  EXPECT_EQ(ddp_strategy_save_checkpoint(s, "bucket/c.ckpt", m, nullptr, 0, 0, nullptr, 0), DDP_E_IO);
+  EXPECT_TRUE(has(last(), "could not save") && has(last(), "save callback returned 5 for 'bucket/c.ckpt'")) << last();
+  EXPECT_EQ(store.files.count("bucket/c.ckpt"), 0u);
+  ASSERT_EQ(ddp_strategy_remove_checkpoint(s, "bucket/a.ckpt"), DDP_OK) << last();
+  EXPECT_EQ(store.removed, 1);
+  EXPECT_EQ(ddp_strategy_remove_checkpoint(s, nullptr), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_byte_sink_write(nullptr, "x", 1), DDP_E_INVALID_ARGUMENT);
+  ddp_module_free(m);
+  ddp_strategy_free(s);
+  std::system(("rm -rf " + dir).c_str());
+}
