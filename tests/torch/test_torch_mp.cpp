@@ -20,5 +20,6 @@ TEST_P(TorchWorlds, AutogradHooksAverageLikePyTorch) { run_ok(GetParam(), "mlp")
 TEST_P(TorchWorlds, UnusedParameterWithFindUnused) { run_ok(GetParam(), "unused"); }
 TEST_P(TorchWorlds, Fp16HookThroughRegisterCommHook) { run_ok(GetParam(), "fp16_hook"); }
 TEST_P(TorchWorlds, GradientAsBucketViewAveragesInPlace) { run_ok(GetParam(), "bucket_view"); }
+TEST_P(TorchWorlds, AllGatherWithSyncGradsSumsEachSlicesGradient) { run_ok(GetParam(), "gather_grads"); }
 INSTANTIATE_TEST_SUITE_P(Ranks, TorchWorlds, ::testing::Values(2, 4));
 }  // namespace

@@ -55,8 +55,62 @@ void zero_grads(Net& net) {
 }
 }  // namespace
 
+// Lightning's all_gather(sync_grads=True) through the strategy: a loss over
+// the whole gathered batch, different on every rank, trains each rank's own
+// input with the sum over ranks of its slice's gradient. The reference is
+// that sum computed here from every rank's (reproducible) inputs.
+int gather_grads() {
+  torch::set_num_threads(1);
+  ddp_strategy* s = nullptr;
+  ddp::check(ddp_strategy_new(&s, nullptr), "ddp_strategy_new");
+  ddp::check(ddp_strategy_setup_environment(s), "ddp_strategy_setup_environment");
+  int rank = ddp_strategy_global_rank(s), world = ddp_strategy_world_size(s);
+  auto input_of = [](int r) { return torch::randn({3, 4}, torch::Generator(at::detail::createCPUGenerator(10 + r))); };
+  auto target_of = [world](int r) {
+    return torch::randn({world, 3, 4}, torch::Generator(at::detail::createCPUGenerator(50 + r)));
+  };
+  auto x = input_of(rank).requires_grad_(true);
+  ddp_tensor *hx = nullptr, *gathered = nullptr, *target = nullptr, *loss = nullptr;
+  ddp::check(ddp_tensor_from_aten(&hx, &x), "ddp_tensor_from_aten");
+  at::Tensor t = target_of(rank);
+  ddp::check(ddp_tensor_from_aten(&target, &t), "ddp_tensor_from_aten");
+  // Without sync_grads the result has no gradient path.
+  ddp::check(ddp_strategy_all_gather_v2(s, hx, 0, &gathered), "all_gather_v2 without sync_grads");
+  ddp::check(ddp_loss_mse(gathered, target, &loss), "ddp_loss_mse");
+  TCHECK(ddp_strategy_backward(s, loss) == DDP_E_INVALID_ARGUMENT, "a loss without a gradient path was accepted");
+  ddp_tensor_free(loss);
+  ddp_tensor_free(gathered);
+  ddp::check(ddp_strategy_all_gather_v2(s, hx, 1, &gathered), "all_gather_v2");
+  ddp::check(ddp_loss_mse(gathered, target, &loss), "ddp_loss_mse");
+  ddp::check(ddp_strategy_backward(s, loss), "ddp_strategy_backward");
+
+  std::vector<at::Tensor> xs;
+  for (int r = 0; r < world; ++r) xs.push_back(input_of(r).requires_grad_(true));
+  auto all = torch::stack(xs);
+  TCHECK(torch::equal(all.detach().flatten(), torch::from_blob(ddp_tensor_data(gathered), {world * 12})),
+         "the gathered values differ");
+  at::Tensor total = torch::zeros({});
+  for (int r = 0; r < world; ++r) total = total + torch::mse_loss(all, target_of(r));
+  total.backward();
+  TCHECK(x.grad().defined(), "no gradient reached this rank's input");
+  TCHECK(torch::allclose(x.grad(), xs[rank].grad(), 1e-5, 1e-7), "rank %d: gradient %s, want %s", rank,
+         c10::str(x.grad()).c_str(), c10::str(xs[rank].grad()).c_str());
+  // Not the local gradient alone (what a gather without sync would give).
+  auto own = input_of(rank).requires_grad_(true);
+  std::vector<at::Tensor> local = xs;
+  for (auto& v : local) v = v.detach();
+  local[rank] = own;
+  torch::mse_loss(torch::stack(local), target_of(rank)).backward();
+  TCHECK(!torch::allclose(x.grad(), own.grad(), 1e-3, 1e-5), "the gradient is only this rank's own");
+  for (ddp_tensor* h : {hx, gathered, target, loss}) ddp_tensor_free(h);
+  ddp::check(ddp_strategy_teardown(s), "ddp_strategy_teardown");
+  ddp_strategy_free(s);
+  return failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "mlp";
+  if (mode == "gather_grads") return gather_grads();
   bool with_unused = mode == "unused";
   bool fp16_hook = mode == "fp16_hook";  // PyTorch's fp16_compress_hook through register_comm_hook
   bool bucket_view = mode == "bucket_view";
