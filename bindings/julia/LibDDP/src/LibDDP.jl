@@ -330,6 +330,12 @@ mutable struct StrategyOptions
     sync_batchnorm::Cint
     static_graph::Cint
     gradient_as_bucket_view::Cint
+    precision::Cstring
+    gradient_clip_val::Cdouble
+    gradient_clip_algorithm::Cuint
+    cluster_environment::Ptr{Cvoid}
+    cluster_callbacks::Ptr{Cvoid}
+    checkpoint_io::Ptr{Cvoid}
 end
 
 """A TorchScript module saved by torch.jit.save."""
@@ -396,8 +402,9 @@ mutable struct Strategy
 end
 
 function Strategy(; devices::Integer=1, timeout_ms::Integer=0, find_unused_parameters::Bool=false)
-    o = StrategyOptions(0, 0, 0, 0, Cstring(C_NULL), 0, 0, 0, 0, 0, C_NULL, 0, 0, 0, 0, 0)
-    @check ccall((:ddp_strategy_options_init, libddp), Cint, (Ref{StrategyOptions}, Cuint), o, 2)
+    o = StrategyOptions(0, 0, 0, 0, Cstring(C_NULL), 0, 0, 0, 0, 0, C_NULL, 0, 0, 0, 0, 0,
+                        Cstring(C_NULL), 0, 0, C_NULL, C_NULL, C_NULL)
+    @check ccall((:ddp_strategy_options_init, libddp), Cint, (Ref{StrategyOptions}, Cuint), o, 3)
     o.devices = devices
     o.timeout_ms = timeout_ms
     o.find_unused_parameters = find_unused_parameters

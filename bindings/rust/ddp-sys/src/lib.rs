@@ -202,7 +202,7 @@ pub const DDP_STRATEGY_DDP: ddp_strategy_kind = 0;
 pub const DDP_STRATEGY_DDP_FORK: ddp_strategy_kind = 2;
 pub const DDP_STRATEGY_DDP_SPAWN: ddp_strategy_kind = 1;
 pub const DDP_STRATEGY_KIND_FORCE_INT: ddp_strategy_kind = 2147483647;
-pub const DDP_STRATEGY_OPTIONS_VERSION: u32 = 2;
+pub const DDP_STRATEGY_OPTIONS_VERSION: u32 = 3;
 pub type ddp_strategy_kind = c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -240,6 +240,69 @@ pub struct ddp_sgd_options {
 pub struct ddp_strategy {
     _unused: [u8; 0],
 }
+pub const DDP_CLIP_NORM: ddp_clip_algorithm = 0;
+pub const DDP_CLIP_VALUE: ddp_clip_algorithm = 1;
+pub const DDP_CLIP_ALGORITHM_FORCE_INT: ddp_clip_algorithm = 2147483647;
+pub type ddp_clip_algorithm = c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_cluster_callbacks {
+    pub user_data: *mut c_void,
+    pub world_size: Option<
+        unsafe extern "C" fn(user_data: *mut c_void) -> c_int,
+    >,
+    pub global_rank: Option<
+        unsafe extern "C" fn(user_data: *mut c_void) -> c_int,
+    >,
+    pub local_rank: Option<
+        unsafe extern "C" fn(user_data: *mut c_void) -> c_int,
+    >,
+    pub local_world_size: Option<
+        unsafe extern "C" fn(user_data: *mut c_void) -> c_int,
+    >,
+    pub node_rank: Option<
+        unsafe extern "C" fn(user_data: *mut c_void) -> c_int,
+    >,
+    pub main_address: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+        ) -> *const c_char,
+    >,
+    pub main_port: Option<
+        unsafe extern "C" fn(user_data: *mut c_void) -> c_int,
+    >,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_byte_sink {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_checkpoint_io {
+    pub user_data: *mut c_void,
+    pub save: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            path: *const c_char,
+            data: *const c_void,
+            len: usize,
+        ) -> c_int,
+    >,
+    pub load: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            path: *const c_char,
+            sink: *mut ddp_byte_sink,
+        ) -> c_int,
+    >,
+    pub remove: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            path: *const c_char,
+        ) -> c_int,
+    >,
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct ddp_strategy_options {
@@ -259,6 +322,12 @@ pub struct ddp_strategy_options {
     pub sync_batchnorm: c_int,
     pub static_graph: c_int,
     pub gradient_as_bucket_view: c_int,
+    pub precision: *const c_char,
+    pub gradient_clip_val: f64,
+    pub gradient_clip_algorithm: ddp_clip_algorithm,
+    pub cluster_environment: *const ddp_env,
+    pub cluster_callbacks: *const ddp_cluster_callbacks,
+    pub checkpoint_io: *const ddp_checkpoint_io,
 }
 
 #[link(name = "ddp")]
@@ -611,4 +680,15 @@ extern "C" {
     pub fn ddp_strategy_all_gather_uneven(s: *mut ddp_strategy, in_: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_strategy_reduce_boolean_decision(s: *mut ddp_strategy, decision: c_int, all: c_int, out: *mut c_int) -> ddp_status;
     pub fn ddp_loss_scale(loss: *const ddp_tensor, factor: f64, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_byte_sink_write(
+        sink: *mut ddp_byte_sink,
+        data: *const c_void,
+        len: usize,
+    ) -> ddp_status;
+    pub fn ddp_strategy_devices(s: *const ddp_strategy) -> c_int;
+    pub fn ddp_strategy_precision(s: *const ddp_strategy) -> *const c_char;
+    pub fn ddp_strategy_precision_warning(s: *const ddp_strategy) -> *const c_char;
+    pub fn ddp_strategy_optimizer_step_v2(s: *mut ddp_strategy, opt: *mut ddp_optimizer, stepped: *mut c_int) -> ddp_status;
+    pub fn ddp_strategy_all_gather_v2(s: *mut ddp_strategy, in_: *const ddp_tensor, sync_grads: c_int, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_strategy_remove_checkpoint(s: *mut ddp_strategy, path: *const c_char) -> ddp_status;
 }

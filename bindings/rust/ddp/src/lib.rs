@@ -494,7 +494,7 @@ pub struct Strategy(*mut sys::ddp_strategy);
 unsafe impl Send for Strategy {}
 
 impl Strategy {
-    /// A strategy with Lightning's defaults and `devices` processes on this node.
+    /// A strategy with Lightning's defaults and `devices` processes on this node (0: auto, the launcher's count).
     pub fn new(devices: i32) -> Result<Strategy> {
         let mut o = std::mem::MaybeUninit::<sys::ddp_strategy_options>::uninit();
         check(unsafe { sys::ddp_strategy_options_init(o.as_mut_ptr(), sys::DDP_STRATEGY_OPTIONS_VERSION) })?;
