@@ -312,6 +312,26 @@ mutable struct SamplerOptions
     drop_last::Cint
 end
 
+# C: ddp_cluster_callbacks
+struct ClusterCallbacks
+    user_data::Ptr{Cvoid}
+    world_size::Ptr{Cvoid}
+    global_rank::Ptr{Cvoid}
+    local_rank::Ptr{Cvoid}
+    local_world_size::Ptr{Cvoid}
+    node_rank::Ptr{Cvoid}
+    main_address::Ptr{Cvoid}
+    main_port::Ptr{Cvoid}
+end
+
+# C: ddp_checkpoint_io
+struct CheckpointIO
+    user_data::Ptr{Cvoid}
+    save::Ptr{Cvoid}
+    load::Ptr{Cvoid}
+    remove::Ptr{Cvoid}
+end
+
 # C: ddp_strategy_options
 mutable struct StrategyOptions
     version::Cuint
@@ -334,8 +354,8 @@ mutable struct StrategyOptions
     gradient_clip_val::Cdouble
     gradient_clip_algorithm::Cuint
     cluster_environment::Ptr{Cvoid}
-    cluster_callbacks::Ptr{Cvoid}
-    checkpoint_io::Ptr{Cvoid}
+    cluster_callbacks::Ptr{ClusterCallbacks}
+    checkpoint_io::Ptr{CheckpointIO}
 end
 
 """A TorchScript module saved by torch.jit.save."""

@@ -36,6 +36,8 @@ def strip_pointer(c):
 def jl_matches(jl, c, structs):
     """Whether Julia type `jl` passes/returns what C type `c` is."""
     jl, c = jl.strip(), c.strip()
+    if c.startswith("Option< unsafe extern \"C\" fn"):  # a C callback: a @cfunction pointer
+        return jl == "Ptr{Cvoid}"
     if jl == "Cstring":
         return strip_pointer(c) == "c_char"
     m = re.match(r"(Ptr|Ref)\{(.*)\}$", jl)
@@ -95,7 +97,15 @@ for cname, jname, body in re.findall(r"# C: (\w+)\n(?:mutable )?struct (\w+)\n(.
     if cfields is None:
         failures.append(f"struct {jname}: no C struct {cname}")
         continue
-    cf = [re.match(r"pub (\w+?)_?: (.*)", f).groups() for f in cfields.split("; ")]
+    # Split at the top level only: a callback field's type holds "; " itself.
+    fields, depth, cur = [], 0, ""
+    for part in cfields.split("; "):
+        cur = f"{cur}; {part}" if cur else part
+        depth += part.count("<") + part.count("(") - part.count(">") + part.count("->") - part.count(")")
+        if depth == 0:
+            fields.append(cur)
+            cur = ""
+    cf = [re.match(r"pub (\w+?)_?: (.*)", f, re.S).groups() for f in fields]
     jf = re.findall(r"^\s*(\w+)::(\S+)", body, re.M)
     if [n for n, _ in jf] != [n for n, _ in cf]:
         failures.append(f"struct {jname}: fields {[n for n, _ in jf]} != C {cname} {[n for n, _ in cf]}")
