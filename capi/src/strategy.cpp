@@ -90,11 +90,11 @@ ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
   ddp::core::StrategyOptions o;
   // An earlier version's later fields keep their defaults, and its devices
   // default was 1 (the caller's INIT wrote it).
+  // The version is read first: an unknown one says nothing of the struct's size.
+  if (opts && (opts->version < 1 || opts->version > DDP_STRATEGY_OPTIONS_VERSION))
+    fail(DDP_E_INVALID_ARGUMENT, "ddp_strategy_new: unknown options version " + std::to_string(opts->version));
   ddp_strategy_options in = DDP_STRATEGY_OPTIONS_INIT;
-  if (opts && (opts->version == 1 || opts->version == 2)) std::memcpy(&in, opts, options_bytes(opts->version));
-  else if (opts) in = *opts;
-  if (in.version < 1 || in.version > DDP_STRATEGY_OPTIONS_VERSION)
-    fail(DDP_E_INVALID_ARGUMENT, "ddp_strategy_new: unknown options version " + std::to_string(in.version));
+  if (opts) std::memcpy(&in, opts, options_bytes(opts->version));
   ddp::core::check_arg(in.kind == DDP_STRATEGY_DDP || in.kind == DDP_STRATEGY_DDP_SPAWN || in.kind == DDP_STRATEGY_DDP_FORK,
                        "ddp_strategy_new: unknown kind " + std::to_string(static_cast<int>(in.kind)));
   ddp::core::check_arg(in.accelerator == DDP_DEVICE_CPU || in.accelerator == DDP_DEVICE_CUDA,

@@ -7,6 +7,7 @@
 
 #include "comm/failure.h"
 #include "common/error.h"
+#include "tensor/tensors.h"
 
 namespace ddp::core {
 
@@ -59,8 +60,7 @@ at::Tensor ScriptModule::forward(const at::Tensor& input) {
 void ScriptModule::train(bool on) { impl_->module.train(on); }
 
 void ScriptModule::to(Device device) {
-  at::Device d = device.type == DeviceType::CUDA ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.index))
-                                                 : at::Device(at::kCPU);
+  at::Device d = to_aten_device(device);
   impl_->module.to(d);
   impl_->device = d;
 }

@@ -10,8 +10,6 @@
 namespace ddp::core {
 namespace {
 
-bool is_mixed(Precision p) { return p == Precision::Bf16Mixed || p == Precision::Fp16Mixed; }
-
 at::ScalarType half_type(Precision p) {
   return p == Precision::Bf16Mixed || p == Precision::Bf16True ? at::kBFloat16 : at::kHalf;
 }
@@ -84,6 +82,7 @@ void PrecisionPlugin::convert_module(ScriptModule& module, at::Device device) {
 }
 
 void PrecisionPlugin::prepare(at::Device device) {
+  device_type_ = device.type();
   if (choice_.precision == Precision::Fp16Mixed) scaler_ = std::make_unique<GradScaler>(scaler_options_, device);
 }
 
@@ -102,9 +101,7 @@ at::Tensor PrecisionPlugin::forward(ScriptModule& module, const at::Tensor& inpu
   at::Tensor out;
   {
     // The module moves the input to its device: autocast for that device.
-    at::DeviceType device = module.parameters().empty() ? input.device().type()
-                                                         : module.parameters().front().device().type();
-    AutocastScope autocast(device, half_type(choice_.precision));
+    AutocastScope autocast(device_type_, half_type(choice_.precision));
     out = module.forward(input);
   }
   return out.is_floating_point() ? out.to(at::kFloat) : out;

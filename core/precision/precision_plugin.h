@@ -54,7 +54,8 @@ class PrecisionPlugin {
   // The module on `device` becomes this precision's (true precisions cast
   // it); the gradient scaler, where there is one, is made on that device.
   void convert_module(ScriptModule& module, at::Device device);
-  // The part of convert_module that needs no module: the gradient scaler.
+  // The part of convert_module that needs no module: the device autocast
+  // runs for, and the gradient scaler.
   void prepare(at::Device device);
   // The module's forward in this precision's context. A mixed precision's
   // output leaves as float32, as Fabric's convert_output returns it, so a
@@ -78,6 +79,7 @@ class PrecisionPlugin {
   PrecisionChoice choice_;
   GradientClipping clipping_;
   GradScalerOptions scaler_options_;
+  at::DeviceType device_type_ = at::kCPU;  // the module's, from prepare
   std::unique_ptr<GradScaler> scaler_;
 };
 

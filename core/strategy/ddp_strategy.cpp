@@ -10,6 +10,7 @@
 #include "memory/host_cache.h"
 #include "reducer/autograd_hooks.h"
 #include "strategy/popen_launcher.h"
+#include "tensor/tensors.h"
 
 namespace ddp::core {
 
@@ -132,10 +133,7 @@ void DdpStrategy::setup_module(ScriptModule& module) {
   require_setup("setup_module");
   if (reducer_) fail(Status::State, "strategy: a module is set up already; teardown first");
   module.to(root_device());
-  Device d = root_device();
-  precision_->convert_module(module, d.type == DeviceType::CUDA
-                                         ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d.index))
-                                         : at::Device(at::kCPU));
+  precision_->convert_module(module, to_aten_device(root_device()));
   // Rank 0's buffers; the engine broadcasts rank 0's parameters itself.
   for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
   params_ = module.parameters();
@@ -188,12 +186,7 @@ void DdpStrategy::reduce(const at::Tensor& t, ReduceOp op) {
 
 at::Tensor DdpStrategy::all_gather(const at::Tensor& t, bool sync_grads) {
   require_setup("all_gather");
-  return naming_failed_rank([&] {
-    if (sync_grads) return all_gather_with_grad(group_, t);
-    auto p = core::all_gather(*group_, t.detach());
-    p->wait();
-    return p->tensors[0];
-  });
+  return naming_failed_rank([&] { return all_gather_with_grad(group_, sync_grads ? t : t.detach()); });
 }
 
 void DdpStrategy::block_backward_sync(bool on) {
@@ -219,7 +212,7 @@ std::vector<NamedTensor> under(const std::string& prefix, const std::vector<Name
 }
 }  // namespace
 
-void DdpStrategy::on_rank_zero(const std::string& what, const std::function<void()>& io) {
+void DdpStrategy::on_rank_zero(const std::string& what, const std::string& verb, const std::function<void()>& io) {
   // Rank 0's outcome ("" or why it failed) reaches every rank in place of
   // a barrier, so a failure is a status everywhere.
   std::string failure;
@@ -235,41 +228,31 @@ void DdpStrategy::on_rank_zero(const std::string& what, const std::function<void
     p->wait();
     failure.assign(p->bytes.begin(), p->bytes.end());
   });
-  if (!failure.empty()) fail(Status::IO, what + ": global rank 0 could not " + failure);
+  if (!failure.empty()) fail(Status::IO, what + ": global rank 0 could not " + verb + ": " + failure);
 }
 
 void DdpStrategy::save_checkpoint(const std::string& path, const ScriptModule& module, const Optimizer* optimizer,
                                   int64_t step, int64_t epoch, const std::vector<uint8_t>& user) {
   require_setup("save_checkpoint");
-  on_rank_zero("save_checkpoint", [&] {
-    try {
-      Checkpoint c;
-      c.step = step;
-      c.epoch = epoch;
-      c.user = user;
-      c.tensors = with_prefix(kModulePrefix, module.state());
-      if (optimizer) {
-        auto o = with_prefix(kOptimizerPrefix, optimizer->state());
-        c.tensors.insert(c.tensors.end(), o.begin(), o.end());
-      }
-      auto p = with_prefix(kPrecisionPrefix, precision_->state());
-      c.tensors.insert(c.tensors.end(), p.begin(), p.end());
-      opts_.checkpoint_io->save(encode_checkpoint(c), path);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(std::string("save: ") + e.what());
+  on_rank_zero("save_checkpoint", "save", [&] {
+    Checkpoint c;
+    c.step = step;
+    c.epoch = epoch;
+    c.user = user;
+    c.tensors = with_prefix(kModulePrefix, module.state());
+    if (optimizer) {
+      auto o = with_prefix(kOptimizerPrefix, optimizer->state());
+      c.tensors.insert(c.tensors.end(), o.begin(), o.end());
     }
+    auto p = with_prefix(kPrecisionPrefix, precision_->state());
+    c.tensors.insert(c.tensors.end(), p.begin(), p.end());
+    opts_.checkpoint_io->save(encode_checkpoint(c), path);
   });
 }
 
 void DdpStrategy::remove_checkpoint(const std::string& path) {
   require_setup("remove_checkpoint");
-  on_rank_zero("remove_checkpoint", [&] {
-    try {
-      opts_.checkpoint_io->remove(path);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(std::string("remove: ") + e.what());
-    }
-  });
+  on_rank_zero("remove_checkpoint", "remove", [&] { opts_.checkpoint_io->remove(path); });
 }
 
 Checkpoint DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer) {

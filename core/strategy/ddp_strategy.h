@@ -142,8 +142,8 @@ class DdpStrategy {
   auto naming_failed_rank(F&& step) -> decltype(step());
 
   // Runs `io` on global rank 0 only; its failure reaches every rank as
-  // Status::IO with `what` and rank 0's reason.
-  void on_rank_zero(const std::string& what, const std::function<void()>& io);
+  // Status::IO: "<what>: global rank 0 could not <verb>: <reason>".
+  void on_rank_zero(const std::string& what, const std::string& verb, const std::function<void()>& io);
   // devices "auto" for `env`, checked against it.
   int devices_for(const ClusterEnv& env, bool launched) const;
 

@@ -94,13 +94,17 @@ at::Tensor tensor_from_blob(void* data, DType dtype, const int64_t* shape, size_
   return at::from_blob(data ? data : empty_storage, s, at::TensorOptions().dtype(st));
 }
 
+at::Device to_aten_device(Device d) {
+  return d.type == DeviceType::CUDA ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d.index)) : at::Device(at::kCPU);
+}
+
 at::Tensor tensor_zeros(DType dtype, const int64_t* shape, size_t ndim, Device device) {
   auto st = to_scalar_type(dtype);
   auto s = checked_shape(shape, ndim, dtype_size(dtype));
   at::TensorOptions o = at::TensorOptions().dtype(st);
   if (device.type == DeviceType::CUDA) {
     require_cuda_runtime();
-    o = o.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.index)));
+    o = o.device(to_aten_device(device));
   } else {
     check_arg(device.type == DeviceType::CPU, "unknown device type " + std::to_string(static_cast<int>(device.type)));
   }

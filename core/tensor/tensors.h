@@ -18,6 +18,7 @@ bool valid_dtype(DType dtype);
 size_t dtype_size(DType dtype);  // 0 for an unknown value
 const char* dtype_name(DType dtype);
 Device device_of(const at::Tensor& t);
+at::Device to_aten_device(Device d);  // the inverse of device_of
 
 // The shape as a vector; throws Status::InvalidArgument for NULL with ndim
 // > 0, more than 64 dimensions, a negative size, or an element count or
