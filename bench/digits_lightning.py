@@ -97,6 +97,9 @@ def main():
     p.add_argument("--gradient-as-bucket-view", action="store_true", help="DDPStrategy(gradient_as_bucket_view=True)")
     p.add_argument("--post-localsgd", type=int, metavar="START", help="post-local SGD from step START")
     p.add_argument("--averaging-period", type=int, help="model_averaging_period, with --post-localsgd")
+    p.add_argument("--precision", default="32-true", help="Trainer's precision")
+    p.add_argument("--clip", type=float, help="Trainer's gradient_clip_val")
+    p.add_argument("--clip-algorithm", choices=["norm", "value"], default="norm", help="gradient_clip_algorithm")
     a = p.parse_args()
     torch.set_num_threads(1)
     train_x, train_y, test_x, test_y = split()
@@ -116,7 +119,8 @@ def main():
         callbacks.append(PostLocalSgdHook(state, a.world))
     trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=a.world, num_nodes=a.num_nodes,
                          max_epochs=a.epochs,
-                         accumulate_grad_batches=a.accumulate,
+                         accumulate_grad_batches=a.accumulate, precision=a.precision,
+                         gradient_clip_val=a.clip, gradient_clip_algorithm=a.clip_algorithm,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False,
                          callbacks=callbacks)

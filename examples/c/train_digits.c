@@ -15,6 +15,9 @@
  *                         [--accelerator cpu|cuda] (cuda: each rank on cuda:LOCAL_RANK, NCCL)
  *                         [--gradient-as-bucket-view] (DDP's gradient_as_bucket_view)
  *                         [--post-localsgd START --averaging-period P]
+ *                         [--precision P] (Lightning's precision: 32-true, bf16-mixed, 16-mixed, ...)
+ *                         [--clip V [--clip-algorithm norm|value]] (gradient_clip_val / _algorithm)
+ *                         [--devices-auto] (with --launcher popen: devices 0, "auto", in place of --world)
  *                                          (post-local SGD: global all-reduces for START steps,
  *                                           then within each node only, the parameters
  *                                           averaged over every rank each P steps from START)
@@ -56,6 +59,9 @@ typedef struct {
   int bucket_view;
   int64_t localsgd_start; /* -1: no post-local SGD */
   int64_t averaging_period;
+  char precision[16]; /* "": 32-true */
+  double clip;        /* 0: off */
+  int clip_by_value;
 } job_args;
 
 typedef struct {
@@ -163,6 +169,9 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   /* NULL subgroup: one per node, made on the hook's first local step. */
   if (a->localsgd_start >= 0) CHECK(ddp_comm_hook_post_localsgd(&hook, NULL, a->localsgd_start, 1));
   so.model_averaging_period = a->averaging_period;
+  so.precision = a->precision[0] ? a->precision : NULL;
+  so.gradient_clip_val = a->clip;
+  so.gradient_clip_algorithm = a->clip_by_value ? DDP_CLIP_VALUE : DDP_CLIP_NORM;
   so.comm_hook = hook;
   ddp_status made = ddp_strategy_new(&s, &so);
   ddp_comm_hook_free(hook); /* the strategy holds its own reference */
@@ -170,6 +179,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   CHECK(ddp_strategy_setup_environment(s));
   rank = ddp_strategy_global_rank(s);
   int world = ddp_strategy_world_size(s);
+  if (rank == 0 && ddp_strategy_precision_warning(s)[0]) fprintf(stderr, "warning: %s\n", ddp_strategy_precision_warning(s));
   snprintf(path, sizeof path, "%s/mlp.pt", a->dir);
   CHECK(ddp_module_load(&m, path));
   CHECK(ddp_strategy_setup_module(s, m));
@@ -326,7 +336,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   job_args a = {"", "", 20, 32, 0.05, 0.9, 0, 0, 1, "", 0, 0, -1, 0};
-  int world = 2, popen = 0;
+  int world = 2, popen = 0, devices_auto = 0;
   snprintf(a.dir, sizeof a.dir, "%s", argv[1]);
   snprintf(a.ckpt, sizeof a.ckpt, "%s/last.ckpt", argv[1]);
   for (int i = 2; i < argc; ++i) {
@@ -345,6 +355,12 @@ int main(int argc, char **argv) {
       a.cuda = !strcmp(argv[++i], "cuda");
     else if (!strcmp(argv[i], "--post-localsgd") && i + 1 < argc) a.localsgd_start = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--averaging-period") && i + 1 < argc) a.averaging_period = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--devices-auto")) devices_auto = 1;
+    else if (!strcmp(argv[i], "--precision") && i + 1 < argc) snprintf(a.precision, sizeof a.precision, "%s", argv[++i]);
+    else if (!strcmp(argv[i], "--clip") && i + 1 < argc) a.clip = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--clip-algorithm") && i + 1 < argc &&
+             (!strcmp(argv[i + 1], "norm") || !strcmp(argv[i + 1], "value")))
+      a.clip_by_value = !strcmp(argv[++i], "value");
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "popen")) popen = 1, ++i;
     else if (!strcmp(argv[i], "--launcher") && i + 1 < argc && !strcmp(argv[i + 1], "spawn")) popen = 0, ++i;
     else {
@@ -361,7 +377,7 @@ int main(int argc, char **argv) {
   if (popen) {
     /* DDPStrategy's popen: the strategy starts the other ranks from setup. */
     int is_zero = 0;
-    int code = train_rank(&a, DDP_STRATEGY_DDP, world, text, sizeof text, &is_zero);
+    int code = train_rank(&a, DDP_STRATEGY_DDP, devices_auto ? 0 : world, text, sizeof text, &is_zero);
     if (code != 0 || !is_zero) return code;
     return report(text, now_s() - t0, a.ckpt);
   }

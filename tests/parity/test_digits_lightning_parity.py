@@ -7,7 +7,10 @@ the held-out accuracy. Also with a layer forward never uses, under
 find_unused_parameters on both sides, with accumulate_grad_batches=2
 (block_backward_sync on the batches that accumulate), and with PyTorch's
 fp16 compression hook (on Lightning's DDP module, which Lightning itself
-would hook on CUDA only), and with gradient_as_bucket_view."""
+would hook on CUDA only), with gradient_as_bucket_view, with
+precision="bf16-mixed" (autocast), with "16-mixed" (which both turn into
+bf16-mixed on the CPU, with a warning), and with gradient clipping by norm
+and by value."""
 import os
 import re
 import subprocess
@@ -23,7 +26,7 @@ def run(cmd, env_extra):
     env = dict(os.environ, OMP_NUM_THREADS="1", **env_extra)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    return r.stdout
+    return r.stdout + r.stderr
 
 
 def steps(path):
@@ -40,9 +43,11 @@ def accuracy(out):
 @pytest.mark.skipif(subprocess.run([sys.executable, "-c", "import sklearn"]).returncode != 0,
                     reason="scikit-learn is not installed (scripts/bootstrap.sh installs it)")
 @pytest.mark.parametrize("variant", [[], ["--find-unused"], ["--accumulate", "2"], ["--comm-hook", "fp16"],
-                                     ["--gradient-as-bucket-view"]],
+                                     ["--gradient-as-bucket-view"], ["--precision", "bf16-mixed"],
+                                     ["--precision", "16-mixed"], ["--clip", "0.05"],
+                                     ["--clip", "0.001", "--clip-algorithm", "value"]],
                          ids=["plain", "find_unused_parameters", "accumulate_grad_batches_2", "fp16_compress_hook",
-                              "gradient_as_bucket_view"])
+                              "gradient_as_bucket_view", "bf16_mixed", "16_mixed_on_cpu", "clip_norm", "clip_value"])
 def test_per_step_losses_match_lightning(tmp_path, variant):
     data = str(tmp_path / "digits")
     export = [sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), data]
@@ -58,6 +63,8 @@ def test_per_step_losses_match_lightning(tmp_path, variant):
     print(f"{len(a)} steps, {sum(x == y for x, y in zip(a, b))} bitwise equal, worst relative difference {worst:.3g}")
     assert worst <= 1e-5, list(zip(a, b))
     assert accuracy(ours) == accuracy(theirs)
+    if "16-mixed" in variant:  # Lightning's rule on the CPU, told to the caller
+        assert "using precision 'bf16-mixed' instead" in ours, ours
 
 
 def two_nodes(cmd, env_extra):

@@ -48,6 +48,25 @@ under=$(OMP_NUM_THREADS=1 "$build/tools/ddprun" --standalone --nproc-per-node 2 
   --launcher popen --world 2 --epochs 3 --ckpt "$work/ddprun.ckpt")
 diff <(echo "$under" | sed -n 's/^\[rank0\]: //p' | figures) <(echo "$spawned" | figures) ||
   { echo "FAIL: under ddprun: $under"; exit 1; }
+# devices auto (the default): under ddprun the launcher's count, with no launcher 1 process; an
+# explicit count that disagrees with the launcher stops every rank, naming both numbers.
+for n in 2 4; do
+  auto=$(OMP_NUM_THREADS=1 "$build/tools/ddprun" --standalone --nproc-per-node $n "$build/examples/train_digits" "$work" \
+    --launcher popen --devices-auto --epochs 1 --ckpt "$work/auto$n.ckpt")
+  echo "$auto" | grep -q "^\[rank0\]: held-out accuracy .*, $n processes" || { echo "FAIL: devices auto under ddprun $n: $auto"; exit 1; }
+done
+alone=$(job --launcher popen --devices-auto --epochs 1 --ckpt "$work/alone.ckpt")
+echo "$alone" | grep -q "held-out accuracy .*, 1 processes" || { echo "FAIL: devices auto with no launcher: $alone"; exit 1; }
+set +e
+disagree=$(OMP_NUM_THREADS=1 timeout 120 "$build/tools/ddprun" --standalone --nproc-per-node 2 "$build/examples/train_digits" \
+  "$work" --launcher popen --world 3 --epochs 1 --ckpt "$work/disagree.ckpt" 2>&1)
+rc=$?
+set -e
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: devices=3 under 2 launched processes gave exit $rc"; exit 1; }
+for r in 0 1; do
+  echo "$disagree" | grep -q "^\[rank$r\]: .*devices=3 but the torchelastic environment started 2" ||
+    { echo "FAIL: rank $r did not report devices=3 against 2: $disagree"; exit 1; }
+done
 # A rank that fails: rank 0 stops with a status naming it (popen), the spawner names the root cause (spawn).
 for launcher in popen spawn; do
   set +e
@@ -73,4 +92,5 @@ done
 after=$(job --resume --epochs 3 --ckpt "$work/fail.ckpt")
 diff <(echo "$after" | figures) <(echo "$spawned" | figures | tail -3) ||
   { echo "FAIL: resuming after the failure differs: $after"; exit 1; }
+echo "digits job: devices auto as the launcher's 2 and 4 and 1 alone, a disagreeing count named on every rank"
 echo "digits job: accuracy $acc, resume exact, damaged checkpoint refused, popen = spawn, nothing started under ddprun, failing rank named, resume after the failure exact"
