@@ -219,6 +219,10 @@ ddp_device ddp_strategy_root_device(const ddp_strategy* s) {
   auto* h = live(s);
   return h ? to_c(h->strategy->root_device()) : ddp_device DDP_DEVICE_CPU_INIT;
 }
+int ddp_strategy_sync_batchnorm_layers(const ddp_strategy* s) {
+  auto* h = live(s);
+  return h ? h->strategy->sync_batchnorm_layers() : -1;
+}
 int ddp_strategy_devices(const ddp_strategy* s) { auto* h = live(s); return h ? h->strategy->devices() : -1; }
 const char* ddp_strategy_precision(const ddp_strategy* s) {
   auto* h = live(s);

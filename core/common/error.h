@@ -3,6 +3,7 @@
 // once, where it is understood, and never re-guessed from message text above.
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -19,6 +20,12 @@ class Error : public std::runtime_error {
  private:
   Status status_;
 };
+
+// An Error thrown by a libddp operator inside TorchScript code reaches the
+// module's caller wrapped in the interpreter's own exception, its status
+// lost. The operator parks it on its thread before it unwinds; the caller
+// (ScriptModule::forward) takes it back and rethrows it, status intact.
+inline thread_local std::optional<Error> parked_error;
 
 [[noreturn]] inline void fail(Status status, const std::string& message) {
   throw Error(status, message);

@@ -41,11 +41,19 @@ at::Tensor ScriptModule::forward(const at::Tensor& input) {
   // faults: 50 against 35 ms.) The flag is thread-local; the guard sets it
   // for this call only.
   torch::jit::GraphOptimizerEnabledGuard as_recorded(false);
+  parked_error.reset();
   try {
     out = impl_->module.forward({input.device() == impl_->device ? input : input.to(impl_->device)});
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
+    // A libddp operator in the graph failed (a collective's timeout, a
+    // dead peer): its own error, with its status.
+    if (parked_error) {
+      Error original = *parked_error;
+      parked_error.reset();
+      throw original;
+    }
     // The module refused this input (its shape or dtype): the caller's to
     // fix. TorchScript's message is a traceback; its last line says why.
     std::string what = short_what(e);
@@ -66,6 +74,12 @@ void ScriptModule::to(Device device) {
 }
 
 void ScriptModule::to(at::ScalarType dtype) { impl_->module.to(dtype); }
+
+void ScriptModule::rewrite(const std::function<void(torch::jit::Module&)>& rewrite) {
+  torch::jit::Module copy = impl_->module.clone(/*inplace=*/true);
+  rewrite(copy);
+  impl_->module = copy;
+}
 
 std::vector<at::Tensor> ScriptModule::parameters() const {
   std::vector<at::Tensor> out;

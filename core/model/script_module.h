@@ -5,12 +5,17 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
 #include "common/types.h"
+
+namespace torch::jit {
+struct Module;
+}
 
 namespace ddp::core {
 
@@ -28,6 +33,12 @@ class ScriptModule {
   // Casts the floating-point parameters and buffers to `dtype` (a true
   // half precision); later inputs are cast to it by the caller.
   void to(at::ScalarType dtype);
+
+  // Lets `rewrite` change the module's TorchScript methods. It works on a
+  // copy of the module's types and methods that shares its tensors, which
+  // then replaces the module: an executor made by an earlier run keeps no
+  // graph from before, and other modules of the same types are untouched.
+  void rewrite(const std::function<void(torch::jit::Module&)>& rewrite);
 
   // The trainable parameters, in registration order (the same on every rank).
   std::vector<at::Tensor> parameters() const;

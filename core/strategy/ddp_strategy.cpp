@@ -10,6 +10,7 @@
 #include "memory/host_cache.h"
 #include "reducer/autograd_hooks.h"
 #include "strategy/popen_launcher.h"
+#include "strategy/sync_batchnorm.h"
 #include "tensor/tensors.h"
 
 namespace ddp::core {
@@ -30,9 +31,6 @@ DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
                 opts_.gradient_clipping.algorithm == ClipAlgorithm::Value,
             "strategy: unknown gradient_clip_algorithm " +
                 std::to_string(static_cast<int>(opts_.gradient_clipping.algorithm)));
-  if (opts_.sync_batchnorm)
-    fail(Status::Unsupported, "strategy: sync_batchnorm is not supported yet: a TorchScript module's batch norms "
-                              "are not converted to synchronised ones");
   if (opts_.static_graph) fail(Status::Unsupported, "strategy: static_graph is not supported yet");
   precision_ = std::make_unique<PrecisionPlugin>(resolve_precision(opts_.precision, opts_.accelerator),
                                                  opts_.gradient_clipping);
@@ -134,6 +132,11 @@ void DdpStrategy::setup_module(ScriptModule& module) {
   if (reducer_) fail(Status::State, "strategy: a module is set up already; teardown first");
   module.to(root_device());
   precision_->convert_module(module, to_aten_device(root_device()));
+  if (opts_.sync_batchnorm) {
+    // Lightning converts in setup, as SyncBatchNorm.convert_sync_batchnorm.
+    sync_batchnorm_ = std::make_unique<SyncBatchNormBinding>(group_);
+    sync_batchnorm_layers_ = convert_sync_batchnorm(module, *sync_batchnorm_);
+  }
   // Rank 0's buffers; the engine broadcasts rank 0's parameters itself.
   for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
   params_ = module.parameters();
@@ -289,6 +292,8 @@ Checkpoint DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& m
 }
 
 void DdpStrategy::teardown() {
+  sync_batchnorm_.reset();
+  sync_batchnorm_layers_ = 0;
   averager_.reset();
   reducer_.reset();
   params_.clear();

@@ -24,6 +24,7 @@
 namespace ddp::core {
 
 class HostCacheUse;
+class SyncBatchNormBinding;
 class ModelAverager;
 class PopenLauncher;
 
@@ -50,8 +51,10 @@ struct StrategyOptions {
   // the Trainer's gradient_clip_val / gradient_clip_algorithm.
   std::string precision;
   GradientClipping gradient_clipping;
-  // Not honoured yet: refused by name at construction.
+  // Lightning's sync_batchnorm: setup_module converts the module's batch
+  // norms (strategy/sync_batchnorm.h).
   bool sync_batchnorm = false;
+  // Not honoured yet: refused by name at construction.
   bool static_graph = false;
   // Lightning's cluster_environment=: called once by setup_environment in
   // place of detection (its values are then checked as a launcher's are).
@@ -80,6 +83,9 @@ class DdpStrategy {
   int world_size() const;
   bool is_global_zero() const { return global_rank() == 0; }
   Device root_device() const;
+  // The batch norms setup_module made synchronised (sync_batchnorm); 0
+  // without the option, or for a module that has none.
+  int sync_batchnorm_layers() const { return sync_batchnorm_layers_; }
   // The devices in effect: the option, or what "auto" became at setup.
   int devices() const { return devices_; }
   // The precision in effect and, when it differs from the one asked for,
@@ -156,7 +162,9 @@ class DdpStrategy {
   std::unique_ptr<ModelAverager> averager_;
   std::vector<at::Tensor> params_;  // of the module set up, for the averager
   std::unique_ptr<PopenLauncher> launcher_;
-  std::unique_ptr<HostCacheUse> host_cache_;  // CPU accelerator: from setup_environment to teardown
+  std::unique_ptr<HostCacheUse> host_cache_;
+  std::unique_ptr<SyncBatchNormBinding> sync_batchnorm_;  // from setup_module to teardown
+  int sync_batchnorm_layers_ = 0;  // CPU accelerator: from setup_environment to teardown
 };
 
 }  // namespace ddp::core

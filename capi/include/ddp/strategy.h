@@ -131,7 +131,8 @@ typedef struct ddp_strategy_options {
   const ddp_comm_hook *comm_hook; /**< NULL: all-reduce; borrowed by ddp_strategy_new (may be freed after) */
   int64_t model_averaging_period; /**< 0: off; average the parameters every this many steps (required with post-local SGD) */
   int64_t model_averaging_warmup; /**< the first step that averages; 0 with a post-local SGD hook: its start_localsgd_iter */
-  int sync_batchnorm;            /**< 0; 1 is refused for now (DDP_E_UNSUPPORTED) */
+  int sync_batchnorm;            /**< 0; 1: setup_module makes every batch norm of the module synchronised over the group
+                                      (torch.nn.SyncBatchNorm's statistics, on CPU and CUDA; see ddp_strategy_setup_module) */
   int static_graph;              /**< 0; 1 is refused for now (DDP_E_UNSUPPORTED) */
   int gradient_as_bucket_view;   /**< 0; 1: each parameter's gradient is a view of its bucket, so nothing is copied out (version 2) */
   /* version 3 */
@@ -197,8 +198,25 @@ DDP_API const char *ddp_strategy_precision_warning(const ddp_strategy *s);
  * Places @p m on the root device, gives every rank rank 0's parameters and
  * buffers, and wraps it with the DDP engine (autograd hooks, the comm hook,
  * the model averager). Collective.
+ *
+ * With sync_batchnorm, every aten::batch_norm in @p m's TorchScript methods
+ * (each BatchNorm1d/2d/3d of a scripted module, or one a trace recorded)
+ * becomes libddp's synchronised batch norm: in training mode it normalises
+ * with the mean and variance of the whole group's batch (uneven batches and
+ * ranks without rows included) and moves the running statistics with the
+ * global unbiased variance; in eval mode it uses the running statistics and
+ * communicates nothing. Every rank must then run training forwards and
+ * backwards of the same layers in the same order. After teardown the module
+ * still evaluates; training it is DDP_E_STATE.
  */
 DDP_API ddp_status ddp_strategy_setup_module(ddp_strategy *s, ddp_module *m);
+
+/**
+ * @return how many batch norms setup_module made synchronised (sync_batchnorm):
+ *         0 without the option or for a module with none (nothing changes then);
+ *         -1 for an invalid handle.
+ */
+DDP_API int ddp_strategy_sync_batchnorm_layers(const ddp_strategy *s);
 
 /** Forward of @p m on @p input (moved to the root device), after rank 0's buffers are broadcast. */
 DDP_API ddp_status ddp_strategy_forward(ddp_strategy *s, ddp_module *m, const ddp_tensor *input, ddp_tensor **out);

@@ -686,6 +686,7 @@ extern "C" {
         len: usize,
     ) -> ddp_status;
     pub fn ddp_strategy_devices(s: *const ddp_strategy) -> c_int;
+    pub fn ddp_strategy_sync_batchnorm_layers(s: *const ddp_strategy) -> c_int;
     pub fn ddp_strategy_precision(s: *const ddp_strategy) -> *const c_char;
     pub fn ddp_strategy_precision_warning(s: *const ddp_strategy) -> *const c_char;
     pub fn ddp_strategy_optimizer_step_v2(s: *mut ddp_strategy, opt: *mut ddp_optimizer, stepped: *mut c_int) -> ddp_status;
