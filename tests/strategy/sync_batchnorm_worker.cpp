@@ -7,8 +7,11 @@
 // statistics; then eval (on rank 0 alone: a collective there would time
 // out) and, after teardown, a training forward, which must fail by name.
 // A model traced in training mode keeps training=True in its graph (its
-// batch norm ignores eval(), in PyTorch as here): TRACED skips the eval part.
-//   sync_batchnorm_worker MODEL.pt 1d|2d EXPECTED_LAYERS [TRACED]
+// batch norm ignores eval(), in PyTorch as here): "traced" skips the eval
+// part. "kill": rank 1 dies before the first forward, and every other rank's
+// forward must end in DDP_E_PEER_FAILED or DDP_E_TIMEOUT, not in a hang or
+// an error of another kind (the status crosses the TorchScript interpreter).
+//   sync_batchnorm_worker MODEL.pt 1d|2d EXPECTED_LAYERS [traced|kill]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -56,7 +59,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s MODEL.pt 1d|2d EXPECTED_LAYERS [TRACED]\n", argv[0]);
     return 2;
   }
-  const bool traced = argc == 5;
+  const std::string mode = argc == 5 ? argv[4] : "";
+  const bool traced = mode == "traced";
   std::string path = argv[1], kind = argv[2];
   int expected_layers = std::atoi(argv[3]);
   at::set_num_threads(1);
@@ -64,6 +68,8 @@ int main(int argc, char** argv) {
     StrategyOptions o;
     o.sync_batchnorm = true;
     o.timeout = Millis(5000);
+    // "kill": the first collective must be the batch norm's own, inside the graph.
+    o.broadcast_buffers = mode != "kill";
     DdpStrategy s(o);
     s.setup_environment();
     rank = s.global_rank();
@@ -87,6 +93,18 @@ int main(int argc, char** argv) {
     m->train(true);
     ref->train(true);
 
+    if (mode == "kill") {
+      if (rank == 1) std::_Exit(7);
+      try {
+        s.forward(*m, inputs[rank]);
+        CHECK_THAT(false, "the forward went on without rank 1");
+      } catch (const Error& e) {
+        CHECK_THAT(e.status() == Status::PeerFailed || e.status() == Status::Timeout, "status %d: %s",
+                   static_cast<int>(e.status()), e.what());
+        std::fprintf(stderr, "[rank %d] as expected: %s\n", rank, e.what());
+      }
+      return failures == 0 ? 0 : 1;
+    }
     at::Tensor x = inputs[rank].clone().requires_grad_(true);
     at::Tensor out = s.forward(*m, x);
     s.backward((out - targets[rank]).square().sum());

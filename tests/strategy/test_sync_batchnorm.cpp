@@ -41,6 +41,17 @@ TEST_P(SyncBatchNorm, BatchNorm2dEqualsOneBatchNormOnTheWholeBatch) { run_ok(Get
 TEST_P(SyncBatchNorm, ATracedModelsBatchNormIsConvertedToo) { run_ok(GetParam(), "bn1d_traced.pt", "1d", 1, true); }
 INSTANTIATE_TEST_SUITE_P(Ranks, SyncBatchNorm, ::testing::Values(2, 4));
 
+// A rank that dies before a synchronised forward: the others get a status
+// (peer failed or timeout), within the 5 s timeout, none hangs.
+TEST(SyncBatchNormFailure, ADeadRankEndsTheOthersForwardWithAStatus) {
+  if (models().empty()) GTEST_SKIP() << "the test models could not be exported (DDP_EXPORT_BN unset, or no torch)";
+  auto res = ddptest::run_ranks(3, {worker(), models() + "/bn1d.pt", "1d", "1", "kill"}, {"OMP_NUM_THREADS=1"}, 60);
+  ASSERT_FALSE(res.timed_out) << res.summary();
+  EXPECT_EQ(res.ranks[1].exit_code, 7) << res.summary();
+  EXPECT_EQ(res.ranks[0].exit_code, 0) << res.summary();
+  EXPECT_EQ(res.ranks[2].exit_code, 0) << res.summary();
+}
+
 TEST(SyncBatchNormNoOp, AModelWithoutBatchNormTrainsUnchanged) { run_ok(2, "nobn.pt", "1d", 0); }
 
 }  // namespace
