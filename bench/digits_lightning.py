@@ -98,6 +98,7 @@ def main():
     p.add_argument("--post-localsgd", type=int, metavar="START", help="post-local SGD from step START")
     p.add_argument("--averaging-period", type=int, help="model_averaging_period, with --post-localsgd")
     p.add_argument("--precision", default="32-true", help="Trainer's precision")
+    p.add_argument("--static-graph", action="store_true", help="DDPStrategy(static_graph=True)")
     p.add_argument("--clip", type=float, help="Trainer's gradient_clip_val")
     p.add_argument("--clip-algorithm", choices=["norm", "value"], default="norm", help="gradient_clip_algorithm")
     a = p.parse_args()
@@ -109,6 +110,8 @@ def main():
     strategy = pl.strategies.DDPStrategy(find_unused_parameters=True) if a.find_unused else "ddp"
     if a.gradient_as_bucket_view:
         strategy = pl.strategies.DDPStrategy(gradient_as_bucket_view=True)
+    if a.static_graph:
+        strategy = pl.strategies.DDPStrategy(static_graph=True, find_unused_parameters=a.find_unused)
     callbacks = [EpochTimer()] + ([CommHook(a.comm_hook)] if a.comm_hook else [])
     if a.post_localsgd is not None:
         from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as pl_sgd

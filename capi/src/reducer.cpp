@@ -1,5 +1,8 @@
 #include "ddp/reducer.h"
 
+#include <cstddef>
+#include <cstring>
+
 #include "common/error.h"
 #include "reducer/autograd_hooks.h"
 #include "reducer/grad_reducer.h"
@@ -12,7 +15,18 @@ ddp_reducer::~ddp_reducer() = default;
 
 extern "C" {
 
+namespace {
+// Version 1 of ddp_reducer_options ended where static_graph begins.
+constexpr size_t kReducerOptionsV1Bytes = offsetof(ddp_reducer_options, static_graph);
+}  // namespace
+
 ddp_status ddp_reducer_options_init(ddp_reducer_options* opts, unsigned int version) {
+  if (opts && version == 1) {
+    ddp_reducer_options d = DDP_REDUCER_OPTIONS_INIT;
+    d.version = 1;
+    std::memcpy(opts, &d, kReducerOptionsV1Bytes);
+    return DDP_OK;
+  }
   return init_options(opts, version, DDP_REDUCER_OPTIONS_VERSION, ddp_reducer_options DDP_REDUCER_OPTIONS_INIT, "ddp_reducer_options_init");
 }
 
@@ -25,8 +39,13 @@ ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* cons
     ddp::core::ReducerOptions o;
     bool autograd = false;  // LibTorch leaves, driven by autograd (reducer/autograd_hooks.h)
     if (opts) {
-      ddp::core::check_arg(opts->version == DDP_REDUCER_OPTIONS_VERSION,
+      ddp::core::check_arg(opts->version == 1 || opts->version == DDP_REDUCER_OPTIONS_VERSION,
                      "ddp_reducer_new: unknown options version " + std::to_string(opts->version));
+      // A version 1 caller has only that much struct: its later fields keep their defaults.
+      ddp_reducer_options in = DDP_REDUCER_OPTIONS_INIT;
+      std::memcpy(&in, opts, opts->version == 1 ? kReducerOptionsV1Bytes : sizeof in);
+      opts = &in;
+      o.static_graph = in.static_graph != 0;
       o.bucket_cap_mb = opts->bucket_cap_mb;
       o.first_bucket_mb = opts->first_bucket_mb;
       o.find_unused_parameters = opts->find_unused_parameters != 0;

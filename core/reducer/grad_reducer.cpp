@@ -39,7 +39,7 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
   check_arg(opts.bucket_cap_mb > 0 && opts.first_bucket_mb > 0, "reducer: bucket caps must be positive");
   check_arg(params.empty() || params.size() == n, "reducer: " + std::to_string(params.size()) +
                                                       " parameters for " + std::to_string(n) + " gradients");
-  std::vector<TensorInfo> infos(n);
+  infos_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const at::Tensor& ref = grads_[i].defined() ? grads_[i] : (params.empty() ? grads_[i] : params[i]);
     check_arg(ref.defined(), "reducer: gradient " + std::to_string(i) + " is undefined and no parameter gives its shape");
@@ -48,8 +48,8 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
     if (!params.empty() && grads_[i].defined())
       check_arg(params[i].numel() == grads_[i].numel(), "reducer: parameter " + std::to_string(i) +
                                                             " and its gradient differ in size");
-    infos[i] = {static_cast<size_t>(ref.numel()) * ref.element_size(), static_cast<int>(ref.scalar_type()),
-                ref.is_cuda() ? 1 + ref.get_device() : 0};
+    infos_[i] = {static_cast<size_t>(ref.numel()) * ref.element_size(), static_cast<int>(ref.scalar_type()),
+                 ref.is_cuda() ? 1 + ref.get_device() : 0};
     if (!grads_[i].defined()) grads_[i] = at::zeros_like(params[i]);  // replaced by a bucket view below
   }
 
@@ -57,42 +57,18 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
   // buckets in that order, the first one small so that communication starts early.
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = n - 1 - i;
-  auto mb = [](double v) { return static_cast<size_t>(v * 1024 * 1024); };
-  auto assignment = compute_bucket_assignment(infos, {mb(opts.first_bucket_mb), mb(opts.bucket_cap_mb)}, order);
-
-  bucket_of_.assign(n, 0);
-  position_in_bucket_.assign(n, 0);
-  for (size_t b = 0; b < assignment.buckets.size(); ++b) {
-    Bucket bucket;
-    bucket.indices = assignment.buckets[b];
-    int64_t total = 0;
-    for (size_t k = 0; k < bucket.indices.size(); ++k) {
-      size_t i = bucket.indices[k];
-      bucket_of_[i] = b;
-      position_in_bucket_[i] = k;
-      bucket.offsets.push_back(total);
-      total += grads_[i].numel();
-    }
-    bucket.flat = at::empty({total}, grads_[bucket.indices.front()].options());
-    buckets_.push_back(std::move(bucket));
+  if (opts.static_graph) {
+    // PyTorch's DDP with static_graph: one bucket (per dtype and device)
+    // until the rebuild after the second step, listed in reverse.
+    auto one = compute_bucket_assignment(infos_, {SIZE_MAX});
+    std::reverse(one.buckets.begin(), one.buckets.end());
+    assign_buckets(one);
+  } else {
+    assign_buckets(compute_bucket_assignment(infos_, bucket_caps(), order));
   }
-  if (opts.gradient_as_bucket_view) {
-    // The gradients live in the buckets: no copy in, no copy out.
-    for (size_t i = 0; i < n; ++i) {
-      at::Tensor view = slot(i);
-      view.copy_(grads_[i]);
-      grads_[i] = view;
-    }
-  }
-  check_no_aliasing();
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    BucketView& v = buckets_[b].view;
-    v.flat = buckets_[b].flat;
-    v.index = b;
-    v.is_last = b + 1 == buckets_.size();
-    v.param_indices = buckets_[b].indices;
-    v.offsets = buckets_[b].offsets;
-    for (size_t i : buckets_[b].indices) v.shapes.emplace_back(grads_[i].sizes().begin(), grads_[i].sizes().end());
+  if (opts.static_graph) {
+    static_marks_.assign(n, 0);
+    static_left_.assign(n, 0);
   }
   ready_.assign(n, 0);
   reset_step();
@@ -124,6 +100,55 @@ Reducer::~Reducer() {
     } catch (...) {
     }
     b.work.reset();
+  }
+}
+
+std::vector<size_t> Reducer::bucket_caps() const {
+  auto mb = [](double v) { return static_cast<size_t>(v * 1024 * 1024); };
+  return {mb(opts_.first_bucket_mb), mb(opts_.bucket_cap_mb)};
+}
+
+void Reducer::assign_buckets(const BucketAssignment& assignment) {
+  const size_t n = grads_.size();
+  buckets_.clear();
+  bucket_of_.assign(n, 0);
+  position_in_bucket_.assign(n, 0);
+  for (size_t b = 0; b < assignment.buckets.size(); ++b) {
+    Bucket bucket;
+    bucket.indices = assignment.buckets[b];
+    int64_t total = 0;
+    for (size_t k = 0; k < bucket.indices.size(); ++k) {
+      size_t i = bucket.indices[k];
+      bucket_of_[i] = b;
+      position_in_bucket_[i] = k;
+      bucket.offsets.push_back(total);
+      total += grads_[i].numel();
+    }
+    bucket.flat = at::empty({total}, grads_[bucket.indices.front()].options());
+    buckets_.push_back(std::move(bucket));
+  }
+  if (opts_.gradient_as_bucket_view) {
+    // The gradients live in the buckets: no copy in, no copy out. (When the
+    // buckets are rebuilt, a gradient that is its old view moves along.)
+    for (size_t i = 0; i < n; ++i) {
+      at::Tensor view = slot(i);
+      view.copy_(grads_[i]);
+      if (source_) {
+        at::Tensor g = source_->gradient(i);
+        if (g.defined() && g.is_alias_of(grads_[i])) source_->bind(i, view);
+      }
+      grads_[i] = view;
+    }
+  }
+  check_no_aliasing();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    BucketView& v = buckets_[b].view;
+    v.flat = buckets_[b].flat;
+    v.index = b;
+    v.is_last = b + 1 == buckets_.size();
+    v.param_indices = buckets_[b].indices;
+    v.offsets = buckets_[b].offsets;
+    for (size_t i : buckets_[b].indices) v.shapes.emplace_back(grads_[i].sizes().begin(), grads_[i].sizes().end());
   }
 }
 
@@ -197,7 +222,8 @@ void Reducer::abandon_on_failure(const char* op, F&& body) {
 }
 
 bool Reducer::step_in_progress() const {
-  return std::any_of(ready_.begin(), ready_.end(), [](char r) { return r != 0; });
+  bool counted = static_steps_ == 0 && std::any_of(static_marks_.begin(), static_marks_.end(), [](int m) { return m; });
+  return counted || std::any_of(ready_.begin(), ready_.end(), [](char r) { return r != 0; });
 }
 
 at::Tensor Reducer::current_grad(size_t i) {
@@ -311,6 +337,7 @@ void Reducer::mark_ready(size_t i) {
   check_arg(i < grads_.size(), "mark_ready: index " + std::to_string(i) + " >= " + std::to_string(grads_.size()) +
                                    " gradients");
   if (!sync_) return;  // no_sync: gradients accumulate locally
+  if (opts_.static_graph) return mark_ready_static(i);
   if (ready_[i]) fail(Status::State, "mark_ready: gradient " + std::to_string(i) + " was already marked ready in this step");
   if (watch_) watch_->throw_if_failed();  // an earlier step's all-reduce, left to the device, failed
   abandon_on_failure("mark_ready", [&] {
@@ -344,6 +371,18 @@ void Reducer::finish() {
     abandon_step("");
     fail(Status::State, "finish: this step was abandoned because an earlier call failed (" + why +
                           "); its gradients are not averaged. The next mark_ready starts a new step.");
+  }
+  if (opts_.static_graph) {
+    if (static_steps_ == 0) {
+      abandon_on_failure("finish", [&] { finish_static_first_step(); });
+    } else {
+      check_static_step_complete();
+      abandon_on_failure("finish", [&] {
+        finish_step();
+        if (++static_steps_ == 2) rebuild_buckets_in_ready_order();
+      });
+    }
+    return;
   }
   // An unready gradient is the caller's mistake, found before anything is
   // sent: the step stays open for the missing mark_ready.
@@ -395,7 +434,117 @@ void Reducer::finish_step() {
   reset_step();
 }
 
+// static_graph, the first step: only counts, as PyTorch's reducer does
+// (its delay_all_reduce reduces everything at the end of that backward).
+// Later steps: ready after as many marks as in the first; the gradients
+// never marked then take part as zeros, with the step's first mark.
+void Reducer::mark_ready_static(size_t i) {
+  if (watch_) watch_->throw_if_failed();
+  if (static_steps_ == 0) {
+    ++static_marks_[i];
+    return;
+  }
+  abandon_on_failure("mark_ready", [&] {
+    if (static_left_[i] == 0)
+      fail(Status::State, "static_graph: gradient " + std::to_string(i) + " was marked ready " +
+                            (static_marks_[i] == 0 ? std::string("in this step but never in the first")
+                                                   : "more often in this step than the " +
+                                                         std::to_string(static_marks_[i]) + " time(s) of the first") +
+                            ": the graph changed, which static_graph does not allow");
+    begin_step_if_needed();
+    mark_static_unused_ready();
+    if (--static_left_[i] > 0) return;
+    if (static_steps_ == 1) static_ready_order_.push_back(i);
+    ready_[i] = 1;
+    copy_in(i);
+    --buckets_[bucket_of_[i]].pending;
+    launch_ready_buckets();
+  });
+}
+
+void Reducer::mark_static_unused_ready() {
+  if (static_unused_marked_) return;
+  static_unused_marked_ = true;
+  for (size_t u : static_unused_) {
+    ready_[u] = 1;
+    slot(u).zero_();
+    --buckets_[bucket_of_[u]].pending;
+  }
+}
+
+void Reducer::finish_static_first_step() {
+  std::vector<int> marks = static_marks_;
+  static_unused_.clear();
+  begin_step_if_needed();
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (marks[i] == 0) static_unused_.push_back(i);
+    ready_[i] = 1;
+    if (marks[i] > 0) copy_in(i);
+    else slot(i).zero_();
+    --buckets_[bucket_of_[i]].pending;
+  }
+  launch_ready_buckets();
+  finish_step();
+  static_marks_ = marks;
+  static_steps_ = 1;
+  reset_step();
+}
+
+void Reducer::check_static_step_complete() {
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < static_left_.size(); ++i)
+    if (static_left_[i] > 0) missing.push_back(i);
+  if (missing.empty()) {
+    // A step that marked nothing (every gradient is an unused one).
+    abandon_on_failure("finish", [&] {
+      begin_step_if_needed();
+      mark_static_unused_ready();
+      launch_ready_buckets();
+    });
+    return;
+  }
+  // Nothing is sent for a step whose graph changed: the step is dropped
+  // and the next one starts clean.
+  abandon_step("");
+  abandoned_.clear();
+  fail(Status::State, "finish: static_graph: gradients " + list_indices(missing) +
+                          " were used in the first step but not (as often) in this one: the graph changed, which "
+                          "static_graph does not allow");
+}
+
+void Reducer::rebuild_buckets_in_ready_order() {
+  // PyTorch's rebuild after the second step: buckets filled in the order
+  // the gradients became ready in it, the unused ones last, with rank 0's
+  // order on every rank (each rank's own may differ).
+  const size_t n = grads_.size();
+  std::vector<size_t> order = static_ready_order_;
+  order.insert(order.end(), static_unused_.begin(), static_unused_.end());
+  static_ready_order_.clear();
+  at::Tensor t = at::full({static_cast<int64_t>(n)}, -1, at::TensorOptions().dtype(at::kLong));
+  for (size_t k = 0; k < n && k < order.size(); ++k) t.data_ptr<int64_t>()[k] = static_cast<int64_t>(order[k]);
+  if (group_.device().type == DeviceType::CUDA) t = t.to(at::Device(at::kCUDA, group_.device().index));
+  broadcast(group_, t, 0)->wait();
+  t = t.cpu();
+  std::vector<char> seen(n, 0);
+  order.assign(n, 0);
+  for (size_t k = 0; k < n; ++k) {
+    int64_t i = t.data_ptr<int64_t>()[k];
+    if (i < 0 || static_cast<size_t>(i) >= n || seen[i])
+      fail(Status::Internal, "static_graph: rank 0's gradient order is not a permutation of the " + std::to_string(n) +
+                                 " gradients");
+    seen[i] = 1;
+    order[k] = static_cast<size_t>(i);
+  }
+  assign_buckets(compute_bucket_assignment(infos_, bucket_caps(), order));
+  reset_step();
+}
+
 void Reducer::reset_step() {
+  if (opts_.static_graph) {
+    if (static_steps_ == 0) std::fill(static_marks_.begin(), static_marks_.end(), 0);
+    static_left_ = static_marks_;
+    static_unused_marked_ = false;
+  }
   step_begun_ = false;
   std::fill(ready_.begin(), ready_.end(), 0);
   for (auto& b : buckets_) b.pending = b.indices.size();

@@ -19,6 +19,7 @@
 #include "comm/group.h"
 #include "comm/stream_watch.h"
 #include "hooks/comm_hook.h"
+#include "reducer/bucket_assignment.h"
 
 namespace ddp::core {
 
@@ -33,6 +34,15 @@ struct ReducerOptions {
   // ran out of data can join() and shadow the others' reductions. Every rank
   // must use the same setting.
   bool join_enabled = false;
+  // PyTorch's static_graph: the first synchronised step only counts how
+  // often each gradient is marked ready, and reduces every bucket at its
+  // end (unmarked gradients as zeros). From then on the set of gradients and
+  // their counts are fixed: the ones never marked take part as zeros without
+  // being waited for, a gradient is ready once marked as often as in the
+  // first step, and a step that differs is Status::State naming the
+  // gradient. After the second step the buckets are rebuilt in the order
+  // the gradients became ready in it (rank 0's order), the unused last.
+  bool static_graph = false;
 };
 
 // Where a reducer finds each step's gradients and puts the averaged ones,
@@ -115,6 +125,16 @@ class Reducer {
   // Every rank must have built the same buckets, or their all-reduces pair
   // up different gradients: compared once, here, over the group.
   void check_layout_matches_across_ranks();
+  // [first_bucket_mb, bucket_cap_mb] in bytes.
+  std::vector<size_t> bucket_caps() const;
+  // Makes buckets_ (and the indices into them) of `assignment`.
+  void assign_buckets(const BucketAssignment& assignment);
+  // static_graph
+  void mark_ready_static(size_t i);
+  void mark_static_unused_ready();
+  void finish_static_first_step();
+  void check_static_step_complete();
+  void rebuild_buckets_in_ready_order();
 
   // The gradient of parameter i for this step: the caller's buffer, or the
   // source's (zeros when it has none).
@@ -133,6 +153,15 @@ class Reducer {
   int divisor_ = 1;  // ranks averaged over in this step
   std::string abandoned_;  // why the last step was abandoned, until finish() reports it
   std::shared_ptr<CommHook> hook_;
+  std::vector<TensorInfo> infos_;  // each gradient's bytes, dtype and device
+  // static_graph: synchronised steps finished, how often each gradient was
+  // marked in the first, how often still to come in this step, those never
+  // marked, whether this step marked them already, and the order gradients
+  // became ready in the second step.
+  int64_t static_steps_ = 0;
+  std::vector<int> static_marks_, static_left_;
+  std::vector<size_t> static_unused_, static_ready_order_;
+  bool static_unused_marked_ = false;
   // CUDA on NCCL only; declared last, so that it is destroyed (waiting for
   // what is still in flight) before the buckets.
   std::unique_ptr<StreamWatch> watch_;

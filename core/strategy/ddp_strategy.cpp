@@ -31,7 +31,6 @@ DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
                 opts_.gradient_clipping.algorithm == ClipAlgorithm::Value,
             "strategy: unknown gradient_clip_algorithm " +
                 std::to_string(static_cast<int>(opts_.gradient_clipping.algorithm)));
-  if (opts_.static_graph) fail(Status::Unsupported, "strategy: static_graph is not supported yet");
   precision_ = std::make_unique<PrecisionPlugin>(resolve_precision(opts_.precision, opts_.accelerator),
                                                  opts_.gradient_clipping);
   if (!opts_.checkpoint_io) opts_.checkpoint_io = file_checkpoint_io();
@@ -142,6 +141,7 @@ void DdpStrategy::setup_module(ScriptModule& module) {
   params_ = module.parameters();
   ReducerOptions o = opts_.ddp;
   o.broadcast_parameters = true;
+  o.static_graph = opts_.static_graph;
   reducer_ = make_autograd_reducer(*group_, params_, o);
   if (opts_.comm_hook) reducer_->set_comm_hook(opts_.comm_hook);
   if (opts_.model_averaging_period > 0)

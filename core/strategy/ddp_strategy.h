@@ -54,7 +54,7 @@ struct StrategyOptions {
   // Lightning's sync_batchnorm: setup_module converts the module's batch
   // norms (strategy/sync_batchnorm.h).
   bool sync_batchnorm = false;
-  // Not honoured yet: refused by name at construction.
+  // PyTorch's static_graph (reducer/grad_reducer.h).
   bool static_graph = false;
   // Lightning's cluster_environment=: called once by setup_environment in
   // place of detection (its values are then checked as a launcher's are).

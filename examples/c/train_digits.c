@@ -17,6 +17,7 @@
  *                         [--post-localsgd START --averaging-period P]
  *                         [--precision P] (Lightning's precision: 32-true, bf16-mixed, 16-mixed, ...)
  *                         [--clip V [--clip-algorithm norm|value]] (gradient_clip_val / _algorithm)
+ *                         [--static-graph] (DDP's static_graph)
  *                         [--devices-auto] (with --launcher popen: devices 0, "auto", in place of --world)
  *                                          (post-local SGD: global all-reduces for START steps,
  *                                           then within each node only, the parameters
@@ -62,6 +63,7 @@ typedef struct {
   char precision[16]; /* "": 32-true */
   double clip;        /* 0: off */
   int clip_by_value;
+  int static_graph;
 } job_args;
 
 typedef struct {
@@ -163,6 +165,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   so.accelerator = a->cuda ? DDP_DEVICE_CUDA : DDP_DEVICE_CPU;
   so.find_unused_parameters = a->find_unused;
   so.gradient_as_bucket_view = a->bucket_view;
+  so.static_graph = a->static_graph;
   ddp_comm_hook *hook = NULL;
   if (!strcmp(a->comm_hook, "fp16")) CHECK(ddp_comm_hook_fp16_compress(&hook));
   if (!strcmp(a->comm_hook, "bf16")) CHECK(ddp_comm_hook_bf16_compress(&hook));
@@ -356,6 +359,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--post-localsgd") && i + 1 < argc) a.localsgd_start = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--averaging-period") && i + 1 < argc) a.averaging_period = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--devices-auto")) devices_auto = 1;
+    else if (!strcmp(argv[i], "--static-graph")) a.static_graph = 1;
     else if (!strcmp(argv[i], "--precision") && i + 1 < argc) snprintf(a.precision, sizeof a.precision, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--clip") && i + 1 < argc) a.clip = atof(argv[++i]);
     else if (!strcmp(argv[i], "--clip-algorithm") && i + 1 < argc &&

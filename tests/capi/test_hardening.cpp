@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <memory>
 #include <cstdint>
 #include <thread>
 #include <string>
@@ -331,3 +334,89 @@ TEST(Hardening, LsfRankFileMustBeABoundedRegularFile) {
 }
 
 }  // namespace
+
+namespace {
+std::vector<size_t> bucket_of(ddp_reducer* r, size_t b) {
+  size_t count = 0;
+  EXPECT_EQ(ddp_reducer_bucket_indices(r, b, nullptr, 0, &count), DDP_OK);
+  std::vector<size_t> out(count);
+  EXPECT_EQ(ddp_reducer_bucket_indices(r, b, out.data(), count, &count), DDP_OK);
+  return out;
+}
+}  // namespace
+
+// static_graph on one rank with the caller's buffers: the first step
+// records, the buckets are rebuilt after the second in its ready order
+// (unused last), and a step whose graph differs is refused by name, after
+// which the next regular step works.
+TEST(Hardening, StaticGraphRecordsRebuildsAndRefusesAChangedGraph) {
+  ddp_group* g = one_rank();
+  std::vector<float> a(4, 1.0f), b(4, 2.0f), c(4, 3.0f);
+  int64_t n[1] = {4};
+  ddp_tensor* grads[3] = {nullptr, nullptr, nullptr};
+  ASSERT_EQ(ddp_tensor_from_blob(&grads[0], a.data(), DDP_FLOAT32, n, 1), DDP_OK);
+  ASSERT_EQ(ddp_tensor_from_blob(&grads[1], b.data(), DDP_FLOAT32, n, 1), DDP_OK);
+  ASSERT_EQ(ddp_tensor_from_blob(&grads[2], c.data(), DDP_FLOAT32, n, 1), DDP_OK);
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.broadcast_parameters = 0;
+  o.static_graph = 1;
+  ddp_reducer* r = nullptr;
+  ASSERT_EQ(ddp_reducer_new(&r, g, nullptr, grads, 3, &o), DDP_OK) << last();
+  EXPECT_EQ(bucket_of(r, 0), (std::vector<size_t>{0, 1, 2}));  // one bucket until the rebuild
+  // Step 1: gradient 1 is never marked (unused: zeros).
+  EXPECT_EQ(ddp_reducer_mark_ready(r, 0), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_mark_ready(r, 2), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_finish(r), DDP_OK) << last();
+  EXPECT_EQ(b[0], 0.0f);
+  EXPECT_EQ(c[0], 3.0f);
+  // Step 2: 2 before 0.
+  EXPECT_EQ(ddp_reducer_mark_ready(r, 2), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_mark_ready(r, 0), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_finish(r), DDP_OK) << last();
+  ASSERT_EQ(ddp_reducer_bucket_count(r), 1u);
+  EXPECT_EQ(bucket_of(r, 0), (std::vector<size_t>{2, 0, 1}));
+  // Step 3: the unused gradient shows up.
+  EXPECT_EQ(ddp_reducer_mark_ready(r, 1), DDP_E_STATE);
+  EXPECT_NE(last().find("gradient 1 was marked ready in this step but never in the first"), std::string::npos) << last();
+  EXPECT_EQ(ddp_reducer_finish(r), DDP_E_STATE);
+  // Step 4: a used one is missing.
+  EXPECT_EQ(ddp_reducer_mark_ready(r, 0), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_finish(r), DDP_E_STATE);
+  EXPECT_NE(last().find("gradients 2 were used in the first step"), std::string::npos) << last();
+  // Step 5: as recorded again.
+  c.assign(4, 5.0f);
+  EXPECT_EQ(ddp_reducer_mark_ready(r, 0), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_mark_ready(r, 2), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_finish(r), DDP_OK) << last();
+  EXPECT_EQ(c[0], 5.0f);
+  ddp_reducer_free(r);
+  for (auto* t : grads) ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
+// A program built against version 1 of ddp_reducer_options (before
+// static_graph) is served within its own struct.
+TEST(Hardening, AVersionOneReducerCallerIsServedWithinItsOwnStruct) {
+  const size_t v1 = offsetof(ddp_reducer_options, static_graph);
+  std::vector<unsigned char> memory(v1 + 8, 0xAB);
+  auto* o = reinterpret_cast<ddp_reducer_options*>(memory.data());
+  ASSERT_EQ(ddp_reducer_options_init(o, 1), DDP_OK) << last();
+  for (size_t i = v1; i < memory.size(); ++i) ASSERT_EQ(memory[i], 0xAB) << "byte " << i << " written";
+  EXPECT_EQ(o->version, 1u);
+  o->broadcast_parameters = 0;
+  std::unique_ptr<unsigned char[]> exact(new unsigned char[v1]);
+  std::memcpy(exact.get(), memory.data(), v1);
+  ddp_group* g = one_rank();
+  std::vector<float> a(4, 1.0f);
+  int64_t n[1] = {4};
+  ddp_tensor* t = nullptr;
+  ASSERT_EQ(ddp_tensor_from_blob(&t, a.data(), DDP_FLOAT32, n, 1), DDP_OK);
+  ddp_reducer* r = nullptr;
+  ASSERT_EQ(ddp_reducer_new(&r, g, nullptr, &t, 1, reinterpret_cast<ddp_reducer_options*>(exact.get())), DDP_OK)
+      << last();
+  EXPECT_EQ(ddp_reducer_finish(r), DDP_E_STATE);  // not static: an unmarked gradient is the caller's mistake
+  ddp_reducer_free(r);
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+  EXPECT_EQ(ddp_reducer_options_init(o, 3), DDP_E_INVALID_ARGUMENT);
+}

@@ -79,10 +79,6 @@ TEST(Strategy, OptionsAreCheckedByName) {
   EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
   EXPECT_TRUE(has(last(), "model_averaging_period")) << last();
   o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
-  o.static_graph = 1;
-  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_UNSUPPORTED);
-  EXPECT_TRUE(has(last(), "static_graph")) << last();
-  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
   o.devices = -1;
   EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
   EXPECT_TRUE(has(last(), "devices -1")) << last();

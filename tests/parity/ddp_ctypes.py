@@ -16,7 +16,7 @@ class ReducerOptions(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("bucket_cap_mb", ctypes.c_double), ("first_bucket_mb", ctypes.c_double),
                 ("find_unused_parameters", ctypes.c_int), ("gradient_as_bucket_view", ctypes.c_int),
                 ("broadcast_parameters", ctypes.c_int), ("autograd_hooks", ctypes.c_int),
-                ("join_enabled", ctypes.c_int)]
+                ("join_enabled", ctypes.c_int), ("static_graph", ctypes.c_int)]
 
 
 class PowerSGDOptions(ctypes.Structure):
@@ -108,13 +108,14 @@ class Lib:
         self.lib.ddp_env_free(env)
         return g
 
-    def reducer(self, group, params, grads, find_unused=False, broadcast=True, first_mb=1.0, cap_mb=25.0):
+    def reducer(self, group, params, grads, find_unused=False, broadcast=True, first_mb=1.0, cap_mb=25.0,
+                static_graph=False):
         """A reducer over torch tensors' memory; returns (handle, keep-alive list)."""
         ph = [self.wrap(p) for p in params] if params is not None else None
         gh = [self.wrap(g) for g in grads]
         parr = (ctypes.c_void_p * len(ph))(*[h.value for h in ph]) if ph else None
         garr = (ctypes.c_void_p * len(gh))(*[h.value for h in gh])
-        opts = ReducerOptions(1, cap_mb, first_mb, int(find_unused), 0, int(broadcast), 0, 0)
+        opts = ReducerOptions(2, cap_mb, first_mb, int(find_unused), 0, int(broadcast), 0, 0, int(static_graph))
         r = ctypes.c_void_p()
         self.check(self.lib.ddp_reducer_new(ctypes.byref(r), group, parr, garr, len(gh), ctypes.byref(opts)),
                    "reducer_new")

@@ -10,7 +10,7 @@ fp16 compression hook (on Lightning's DDP module, which Lightning itself
 would hook on CUDA only), with gradient_as_bucket_view, with
 precision="bf16-mixed" (autocast), with "16-mixed" (which both turn into
 bf16-mixed on the CPU, with a warning), and with gradient clipping by norm
-and by value."""
+and by value, and with static_graph (also with a layer forward never uses)."""
 import os
 import re
 import subprocess
@@ -45,9 +45,11 @@ def accuracy(out):
 @pytest.mark.parametrize("variant", [[], ["--find-unused"], ["--accumulate", "2"], ["--comm-hook", "fp16"],
                                      ["--gradient-as-bucket-view"], ["--precision", "bf16-mixed"],
                                      ["--precision", "16-mixed"], ["--clip", "0.05"],
-                                     ["--clip", "0.001", "--clip-algorithm", "value"]],
+                                     ["--clip", "0.001", "--clip-algorithm", "value"], ["--static-graph"],
+                                     ["--static-graph", "--find-unused"]],
                          ids=["plain", "find_unused_parameters", "accumulate_grad_batches_2", "fp16_compress_hook",
-                              "gradient_as_bucket_view", "bf16_mixed", "16_mixed_on_cpu", "clip_norm", "clip_value"])
+                              "gradient_as_bucket_view", "bf16_mixed", "16_mixed_on_cpu", "clip_norm", "clip_value",
+                              "static_graph", "static_graph_with_an_unused_layer"])
 def test_per_step_losses_match_lightning(tmp_path, variant):
     data = str(tmp_path / "digits")
     export = [sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), data]

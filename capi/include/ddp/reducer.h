@@ -29,7 +29,9 @@ DDP_EXTERN_C_BEGIN
 
 typedef struct ddp_reducer ddp_reducer;
 
-#define DDP_REDUCER_OPTIONS_VERSION 1
+/* 2 added static_graph. A caller built against version 1 keeps working:
+ * libddp reads and writes only version 1's fields for it. */
+#define DDP_REDUCER_OPTIONS_VERSION 2
 
 /** Options of ddp_reducer_new. Initialise with DDP_REDUCER_OPTIONS_INIT or ddp_reducer_options_init. */
 typedef struct ddp_reducer_options {
@@ -54,11 +56,23 @@ typedef struct ddp_reducer_options {
    * training. Every rank must use the same setting.
    */
   int join_enabled;
+  /**
+   * 1: PyTorch's static_graph (version 2). The first synchronised step only
+   * records how often each gradient is marked ready and reduces every bucket
+   * when it finishes (unmarked gradients as zeros). Later steps must mark
+   * the same gradients as often: those never marked take part as zeros
+   * without being waited for, and a gradient marked where the first step did
+   * not, or missing where it did, is DDP_E_STATE naming it (the step is then
+   * dropped). After the second step the buckets are rebuilt in the order the
+   * gradients became ready in it (rank 0's), the unused ones last, as
+   * PyTorch rebuilds them.
+   */
+  int static_graph;
 } ddp_reducer_options;
 
-#define DDP_REDUCER_OPTIONS_INIT {DDP_REDUCER_OPTIONS_VERSION, 25.0, 1.0, 0, 0, 1, 0, 0}
+#define DDP_REDUCER_OPTIONS_INIT {DDP_REDUCER_OPTIONS_VERSION, 25.0, 1.0, 0, 0, 1, 0, 0, 0}
 
-/** Fills @p opts with the defaults of @p version. */
+/** Fills @p opts with the defaults of @p version (1 or 2; version 1 writes only its own fields). */
 DDP_API ddp_status ddp_reducer_options_init(ddp_reducer_options *opts, unsigned int version);
 
 /**

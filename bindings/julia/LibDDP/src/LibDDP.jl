@@ -69,6 +69,7 @@ mutable struct ReducerOptions
     broadcast_parameters::Cint
     autograd_hooks::Cint
     join_enabled::Cint
+    static_graph::Cint
 end
 
 # C: ddp_powersgd_options
@@ -267,8 +268,8 @@ end
 """A reducer over `grads` (reduced in place: after `finish!` each holds the average)."""
 function Reducer(g::Group, grads::Vector{Vector{Float32}}; bucket_cap_mb::Real=25)
     views = [tensor_view(v) for v in grads]
-    o = ReducerOptions(0, 0, 0, 0, 0, 0, 0, 0)
-    @check ccall((:ddp_reducer_options_init, libddp), Cint, (Ref{ReducerOptions}, Cuint), o, 1)
+    o = ReducerOptions(0, 0, 0, 0, 0, 0, 0, 0, 0)
+    @check ccall((:ddp_reducer_options_init, libddp), Cint, (Ref{ReducerOptions}, Cuint), o, 2)
     o.bucket_cap_mb = bucket_cap_mb
     o.broadcast_parameters = 0
     handles = [t.ptr for t in views]

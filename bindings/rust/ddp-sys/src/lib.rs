@@ -17,7 +17,7 @@ pub const DDP_VERSION_NUMBER: u32 = 100;
 pub const DDP_GROUP_OPTIONS_VERSION: u32 = 1;
 pub const DDP_SPAWN_OPTIONS_VERSION: u32 = 1;
 pub const DDP_POWERSGD_OPTIONS_VERSION: u32 = 1;
-pub const DDP_REDUCER_OPTIONS_VERSION: u32 = 1;
+pub const DDP_REDUCER_OPTIONS_VERSION: u32 = 2;
 pub const DDP_SAMPLER_OPTIONS_VERSION: u32 = 1;
 pub type ddp_status = i32;
 pub const DDP_OK: c_int = 0;
@@ -186,6 +186,7 @@ pub struct ddp_reducer_options {
     pub broadcast_parameters: c_int,
     pub autograd_hooks: c_int,
     pub join_enabled: c_int,
+    pub static_graph: c_int,
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
