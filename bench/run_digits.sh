@@ -7,12 +7,14 @@
 # time / 23 steps) minus the same model's single-process compute time per
 # step (forward, loss, backward, SGD on a batch of 32, plain PyTorch, one
 # thread), measured in the same run.
+# DIGITS_ARGS (say "--precision bf16-mixed") is given to both contenders.
 #   bench/run_digits.sh [runs per contender, default 3]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build="${DDP_BUILD_DIR:-$here/build}"
 py="$here/.venv/bin/python"
 runs=${1:-3}
+read -r -a extra <<<"${DIGITS_ARGS:-}"
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
 "$py" "$here/examples/digits/export_digits.py" "$data" >/dev/null
@@ -29,9 +31,9 @@ timed() {  # prints "<seconds> <accuracy>"; appends epoch 2..20 times (ms) to $s
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 ours=() theirs=()
 for ((i = 1; i <= runs; i++)); do
-  read -r s acc < <(timed ours "$build/examples/train_digits" "$data" --world 2)
+  read -r s acc < <(timed ours "$build/examples/train_digits" "$data" --world 2 "${extra[@]}")
   echo "libddp    run $i: ${s} s, held-out accuracy $acc"; ours+=("$s")
-  read -r s acc < <(timed theirs "$py" "$here/bench/digits_lightning.py" "$data" --world 2)
+  read -r s acc < <(timed theirs "$py" "$here/bench/digits_lightning.py" "$data" --world 2 "${extra[@]}")
   echo "Lightning run $i: ${s} s, held-out accuracy $acc"; theirs+=("$s")
 done
 m_ours=$(printf '%s\n' "${ours[@]}" | median)

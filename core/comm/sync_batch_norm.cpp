@@ -4,6 +4,9 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 
+#include <algorithm>
+#include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "comm/collectives.h"
@@ -26,35 +29,71 @@ at::Tensor per_channel(const at::Tensor& v, const at::Tensor& x) {
   return v.view(shape);
 }
 
+// The statistics of the group's batch. The per-channel arithmetic is done
+// on the host in float64 (C numbers, a few loops: cheaper than a dozen tiny
+// tensor ops); the tensors the kernels take are in stats_type(x), on x's device.
 struct GlobalStats {
-  at::Tensor mean;      // float64, (C)
-  at::Tensor var;       // biased, float64, (C)
-  double count = 0;     // values per channel over the group
+  std::vector<double> mean, var;  // var: biased
+  double count = 0;               // values per channel over the group
+  at::Tensor mean_t, var_t;       // (C)
 };
+
+at::ScalarType stats_type(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+
+// Host numbers as a tensor of x's statistics dtype on x's device.
+at::Tensor to_device(const std::vector<double>& v, const at::Tensor& x) {
+  at::Tensor t = at::empty({static_cast<int64_t>(v.size())}, at::TensorOptions().dtype(at::kDouble));
+  std::copy(v.begin(), v.end(), t.data_ptr<double>());
+  return t.to(x.device(), stats_type(x));
+}
+
+std::vector<double> to_host(const at::Tensor& t) {
+  at::Tensor h = t.to(at::kCPU, at::kDouble).contiguous();
+  return std::vector<double>(h.data_ptr<double>(), h.data_ptr<double>() + h.numel());
+}
 
 GlobalStats gather_stats(Group& g, const at::Tensor& x) {
   const int64_t channels = x.size(1);
-  const double local_count = x.numel() == 0 ? 0.0 : static_cast<double>(x.numel() / channels);
-  auto f64 = x.options().dtype(at::kDouble);
-  at::Tensor mine = at::zeros({2 * channels + 1}, f64);
-  mine[0] = local_count;
+  const int64_t local_count = x.numel() == 0 ? 0 : x.numel() / channels;
+  // This rank's count, mean and sum of squared deviations.
+  at::Tensor mine = at::zeros({2 * channels + 1}, at::TensorOptions().dtype(at::kDouble));
+  double* m = mine.data_ptr<double>();
+  m[0] = static_cast<double>(local_count);
   if (local_count > 0) {
-    auto [var, mean] = at::var_mean(x.to(at::kDouble), reduced_dims(x), /*correction=*/0, /*keepdim=*/false);
-    mine.narrow(0, 1, channels).copy_(mean);
-    mine.narrow(0, 1 + channels, channels).copy_(var * local_count);  // the sum of squared deviations
+    auto [var, mean] = at::var_mean(x, reduced_dims(x), /*correction=*/0, /*keepdim=*/false);
+    auto mean_h = to_host(mean), var_h = to_host(var);
+    for (int64_t c = 0; c < channels; ++c) {
+      m[1 + c] = mean_h[c];
+      m[1 + channels + c] = var_h[c] * static_cast<double>(local_count);
+    }
   }
-  auto p = all_gather(g, mine);
+  auto p = all_gather(g, mine.to(x.device()));
   p->wait();
-  at::Tensor all = p->tensors[0];  // (world, 2C + 1)
-  at::Tensor counts = all.select(1, 0).unsqueeze(1);
-  at::Tensor means = all.narrow(1, 1, channels), m2s = all.narrow(1, 1 + channels, channels);
+  // Chan's combination: (world, 2C + 1) numbers.
+  at::Tensor all = p->tensors[0].to(at::kCPU).contiguous();
+  const double* a = all.data_ptr<double>();
+  const int64_t world = all.size(0), row = 2 * channels + 1;
   GlobalStats s;
-  s.count = counts.sum().item<double>();
+  for (int64_t r = 0; r < world; ++r) s.count += a[r * row];
   if (s.count <= 1)
     fail(Status::InvalidArgument, "sync_batchnorm: expected more than 1 value per channel when training, got " +
                                       std::to_string(static_cast<int64_t>(s.count)) + " over the group");
-  s.mean = (counts * means).sum(0) / s.count;
-  s.var = (m2s + counts * (means - s.mean).square()).sum(0) / s.count;
+  s.mean.resize(channels);
+  s.var.resize(channels);
+  for (int64_t c = 0; c < channels; ++c) {
+    double mean = 0;
+    for (int64_t r = 0; r < world; ++r) mean += a[r * row] * a[r * row + 1 + c];
+    mean /= s.count;
+    double m2 = 0;
+    for (int64_t r = 0; r < world; ++r) {
+      double d = a[r * row + 1 + c] - mean;
+      m2 += a[r * row + 1 + channels + c] + a[r * row] * d * d;
+    }
+    s.mean[c] = mean;
+    s.var[c] = m2 / s.count;
+  }
+  s.mean_t = to_device(s.mean, x);
+  s.var_t = to_device(s.var, x);
   return s;
 }
 
@@ -62,36 +101,62 @@ GlobalStats gather_stats(Group& g, const at::Tensor& x) {
 // group, for as long as the graph holds it.
 struct SyncBatchNormBackward : public torch::autograd::Node {
   std::shared_ptr<Group> group;
-  at::Tensor x, weight, mean, invstd;  // mean and invstd in x's dtype, (C)
-  double count = 0;
-  bool has_weight = false, has_bias = false;
+  at::Tensor x, weight, mean_t, var_t;
+  std::vector<double> mean, var, weight_h;  // host copies (weight_h: empty without a weight)
+  double eps = 0, count = 0;
+  bool has_bias = false;
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     at::Tensor dy = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(x);
-    at::Tensor xmu = x - per_channel(mean, x);
-    auto dims = reduced_dims(x);
     const int64_t channels = x.size(1);
-    at::Tensor sums = at::empty({2 * channels}, x.options());
-    sums.narrow(0, 0, channels).copy_(dy.sum(dims));
-    sums.narrow(0, channels, channels).copy_((dy * xmu).sum(dims));
-    // The weight's and bias's gradients are this rank's own (DDP averages
-    // them); the sums over the group are for the input's gradient.
-    at::Tensor grad_weight = has_weight ? sums.narrow(0, channels, channels) * invstd : at::Tensor();
-    at::Tensor grad_bias = has_bias ? sums.narrow(0, 0, channels).clone() : at::Tensor();
+    // One fused pass: dy * invstd * weight, sum(dy * (x - mean)) * invstd and
+    // sum(dy). (A rank without rows has zeros; the kernel would divide by
+    // its zero count.)
+    at::Tensor dx, dxhat_sum, dy_sum;
+    if (x.numel() > 0) {
+      std::tie(dx, dxhat_sum, dy_sum) = at::native_batch_norm_backward(dy, x, weight, mean_t, var_t, {}, {},
+                                                                       /*train=*/false, eps, {true, true, true});
+    } else {
+      dx = at::zeros_like(x);
+      dxhat_sum = at::zeros_like(mean_t);
+      dy_sum = at::zeros_like(mean_t);
+    }
+    // The two sums SyncBatchNorm reduces over the group: sum(dy) and
+    // sum(dy * (x - mean)). The weight's and bias's gradients stay this
+    // rank's own (DDP averages them).
+    std::vector<double> invstd(channels);
+    for (int64_t c = 0; c < channels; ++c) invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+    auto dy_sum_h = to_host(dy_sum), dxhat_sum_h = to_host(dxhat_sum);
+    at::Tensor sums = at::empty({2 * channels}, at::TensorOptions().dtype(at::kDouble));
+    double* s = sums.data_ptr<double>();
+    for (int64_t c = 0; c < channels; ++c) {
+      s[c] = dy_sum_h[c];
+      s[channels + c] = dxhat_sum_h[c] / invstd[c];
+    }
+    sums = sums.to(x.device());
     all_reduce(*group, sums, ReduceOp::Sum)->wait();
-    at::Tensor mean_dy = sums.narrow(0, 0, channels) / count;
-    at::Tensor mean_dy_xmu = sums.narrow(0, channels, channels) / count;
-    at::Tensor scale = has_weight ? invstd * weight : invstd;
-    at::Tensor dx = (dy - per_channel(mean_dy, x) - xmu * per_channel(invstd * invstd * mean_dy_xmu, x)) *
-                    per_channel(scale, x);
+    auto total = to_host(sums);
+    // dx = (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy * (x - mean))) * invstd * weight
+    //    = dy * invstd * weight + x * b + c, per channel.
+    std::vector<double> b(channels), cc(channels);
+    for (int64_t c = 0; c < channels; ++c) {
+      double scale = invstd[c] * (weight_h.empty() ? 1.0 : weight_h[c]);
+      double k = invstd[c] * invstd[c] * total[channels + c] / count;
+      b[c] = -k * scale;
+      cc[c] = (mean[c] * k - total[c] / count) * scale;
+    }
+    dx.addcmul_(x, per_channel(to_device(b, x).to(x.scalar_type()), x))
+        .add_(per_channel(to_device(cc, x).to(x.scalar_type()), x));
+    at::Tensor grad_weight = weight.defined() ? dxhat_sum.to(weight.scalar_type()) : at::Tensor();
+    at::Tensor grad_bias = has_bias ? dy_sum.to(weight.defined() ? weight.scalar_type() : x.scalar_type()) : at::Tensor();
     return {dx, grad_weight, grad_bias};
   }
   std::string name() const override { return "ddp::SyncBatchNormBackward"; }
   void release_variables() override {
     x.reset();
     weight.reset();
-    mean.reset();
-    invstd.reset();
+    mean_t.reset();
+    var_t.reset();
   }
 };
 
@@ -102,20 +167,22 @@ at::Tensor sync_batch_norm(const std::shared_ptr<Group>& g, const at::Tensor& in
                            double momentum, double eps) {
   check_arg(input.dim() >= 2, "sync_batchnorm: the input has " + std::to_string(input.dim()) +
                                   " dimensions; batch norm needs (N, C, ...)");
-  at::Tensor x = input.detach();
+  at::Tensor x = input.detach().contiguous();
   GlobalStats s = gather_stats(*g, x);
   at::Tensor y;
-  at::Tensor mean = s.mean.to(x.scalar_type());
-  at::Tensor invstd = (s.var + eps).rsqrt().to(x.scalar_type());
   {
     at::NoGradGuard no_grad;
-    if (running_mean.defined())
-      running_mean.mul_(1 - momentum).add_(s.mean.to(running_mean.scalar_type()), momentum);
-    if (running_var.defined())
-      running_var.mul_(1 - momentum).add_((s.var * (s.count / (s.count - 1))).to(running_var.scalar_type()), momentum);
-    at::Tensor scale = weight.defined() ? invstd * weight.detach() : invstd;
-    y = (x - per_channel(mean, x)) * per_channel(scale, x);
-    if (bias.defined()) y = y + per_channel(bias.detach(), x);
+    if (running_mean.defined() || running_var.defined()) {
+      std::vector<double> unbiased(s.var);
+      for (double& v : unbiased) v *= s.count / (s.count - 1);
+      if (running_mean.defined()) running_mean.mul_(1 - momentum).add_(to_device(s.mean, running_mean), momentum);
+      if (running_var.defined()) running_var.mul_(1 - momentum).add_(to_device(unbiased, running_var), momentum);
+    }
+    // Normalising with given statistics is batch_norm's eval kernel: one fused pass.
+    at::Tensor w = weight.defined() ? weight.detach() : at::Tensor();
+    at::Tensor b = bias.defined() ? bias.detach() : at::Tensor();
+    y = x.numel() > 0 ? at::batch_norm(x, w, b, s.mean_t, s.var_t, /*training=*/false, 0.0, eps, /*cudnn_enabled=*/true)
+                      : at::empty_like(x);
   }
   bool needs_grad = at::GradMode::is_enabled() && (input.requires_grad() || (weight.defined() && weight.requires_grad()) ||
                                                    (bias.defined() && bias.requires_grad()));
@@ -124,10 +191,13 @@ at::Tensor sync_batch_norm(const std::shared_ptr<Group>& g, const at::Tensor& in
   node->group = g;
   node->x = x;
   node->weight = weight.defined() ? weight.detach() : at::Tensor();
-  node->mean = mean;
-  node->invstd = invstd;
+  if (weight.defined()) node->weight_h = to_host(weight.detach());
+  node->mean_t = s.mean_t;
+  node->var_t = s.var_t;
+  node->mean = std::move(s.mean);
+  node->var = std::move(s.var);
+  node->eps = eps;
   node->count = s.count;
-  node->has_weight = weight.defined();
   node->has_bias = bias.defined();
   node->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
   torch::autograd::set_history(y, node);

@@ -18,6 +18,7 @@
  *                         [--precision P] (Lightning's precision: 32-true, bf16-mixed, 16-mixed, ...)
  *                         [--clip V [--clip-algorithm norm|value]] (gradient_clip_val / _algorithm)
  *                         [--static-graph] (DDP's static_graph)
+ *                         [--sync-batchnorm] (Lightning's sync_batchnorm; for a model exported with --batchnorm)
  *                         [--devices-auto] (with --launcher popen: devices 0, "auto", in place of --world)
  *                                          (post-local SGD: global all-reduces for START steps,
  *                                           then within each node only, the parameters
@@ -64,6 +65,7 @@ typedef struct {
   double clip;        /* 0: off */
   int clip_by_value;
   int static_graph;
+  int sync_batchnorm;
 } job_args;
 
 typedef struct {
@@ -166,6 +168,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   so.find_unused_parameters = a->find_unused;
   so.gradient_as_bucket_view = a->bucket_view;
   so.static_graph = a->static_graph;
+  so.sync_batchnorm = a->sync_batchnorm;
   ddp_comm_hook *hook = NULL;
   if (!strcmp(a->comm_hook, "fp16")) CHECK(ddp_comm_hook_fp16_compress(&hook));
   if (!strcmp(a->comm_hook, "bf16")) CHECK(ddp_comm_hook_bf16_compress(&hook));
@@ -186,6 +189,8 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   snprintf(path, sizeof path, "%s/mlp.pt", a->dir);
   CHECK(ddp_module_load(&m, path));
   CHECK(ddp_strategy_setup_module(s, m));
+  if (rank == 0 && a->sync_batchnorm)
+    printf("sync_batchnorm: %d batch norm(s) synchronised\n", ddp_strategy_sync_batchnorm_layers(s));
   ddp_sgd_options sgd = DDP_SGD_OPTIONS_INIT;
   sgd.lr = a->lr;
   sgd.momentum = a->momentum;
@@ -360,6 +365,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--averaging-period") && i + 1 < argc) a.averaging_period = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--devices-auto")) devices_auto = 1;
     else if (!strcmp(argv[i], "--static-graph")) a.static_graph = 1;
+    else if (!strcmp(argv[i], "--sync-batchnorm")) a.sync_batchnorm = 1;
     else if (!strcmp(argv[i], "--precision") && i + 1 < argc) snprintf(a.precision, sizeof a.precision, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--clip") && i + 1 < argc) a.clip = atof(argv[++i]);
     else if (!strcmp(argv[i], "--clip-algorithm") && i + 1 < argc &&
