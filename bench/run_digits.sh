@@ -7,7 +7,8 @@
 # time / 23 steps) minus the same model's single-process compute time per
 # step (forward, loss, backward, SGD on a batch of 32, plain PyTorch, one
 # thread), measured in the same run.
-# DIGITS_ARGS (say "--precision bf16-mixed") is given to both contenders.
+# DIGITS_ARGS (say "--precision bf16-mixed") is given to both contenders,
+# DIGITS_EXPORT_ARGS (say "--unused") to export_digits.py.
 #   bench/run_digits.sh [runs per contender, default 3]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +18,8 @@ runs=${1:-3}
 read -r -a extra <<<"${DIGITS_ARGS:-}"
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
-"$py" "$here/examples/digits/export_digits.py" "$data" >/dev/null
+read -r -a export_extra <<<"${DIGITS_EXPORT_ARGS:-}"
+"$py" "$here/examples/digits/export_digits.py" "$data" "${export_extra[@]}" >/dev/null
 steps_ms="$data/steps"
 timed() {  # prints "<seconds> <accuracy>"; appends epoch 2..20 times (ms) to $steps_ms.<tag>
   local tag=$1 t0 t1 out
