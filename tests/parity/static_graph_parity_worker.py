@@ -12,7 +12,6 @@ gradients must be equal (an unused parameter's None counts as zeros).
 CHANGE=used|unused then runs one more step whose graph differs (the unused
 layer used, or a used one left out) and expects the error naming the
 gradient on this rank."""
-import ctypes
 import os
 import sys
 
@@ -92,26 +91,14 @@ for p in params:
     p.grad = torch.zeros_like(p)
 reducer, keep = lib.reducer(group, [p.data for p in params], [p.grad for p in params],
                             first_mb=CAP_MB, cap_mb=CAP_MB, static_graph=True)
-L.ddp_last_error_message.restype = ctypes.c_char_p
 for i, p in enumerate(params):
     p.register_post_accumulate_grad_hook(lambda _p, i=i: lib.check(L.ddp_reducer_mark_ready(reducer, i), "mark_ready"))
-
-
-def layout():
-    out = []
-    for b in range(L.ddp_reducer_bucket_count(reducer)):
-        count = ctypes.c_size_t()
-        lib.check(L.ddp_reducer_bucket_indices(reducer, b, None, 0, ctypes.byref(count)), "indices")
-        idx = (ctypes.c_size_t * count.value)()
-        lib.check(L.ddp_reducer_bucket_indices(reducer, b, idx, count.value, ctypes.byref(count)), "indices")
-        out.append(list(idx))
-    return out
 
 
 opt = torch.optim.SGD(params, lr=0.1)
 failures = []
 for step, (x, y) in enumerate(batches, start=1):
-    before = layout()
+    before = lib.bucket_layout(reducer, len(params))
     loss_fn(model(x), y).backward()
     lib.check(L.ddp_reducer_finish(reducer), "finish")
     if step in CHECKED:
