@@ -102,6 +102,15 @@ int gather_grads() {
   local[rank] = own;
   torch::mse_loss(torch::stack(local), target_of(rank)).backward();
   TCHECK(!torch::allclose(x.grad(), own.grad(), 1e-3, 1e-5), "the gradient is only this rank's own");
+  // For tests/parity/test_gather_grads_parity.py: this rank's input gradient, raw float32.
+  if (const char* dir = std::getenv("GATHER_GRAD_OUT")) {
+    std::string path = std::string(dir) + "/rank" + std::to_string(rank) + ".f32";
+    if (FILE* f = std::fopen(path.c_str(), "wb")) {
+      at::Tensor g = x.grad().contiguous();
+      std::fwrite(g.data_ptr<float>(), sizeof(float), static_cast<size_t>(g.numel()), f);
+      std::fclose(f);
+    }
+  }
   for (ddp_tensor* h : {hx, gathered, target, loss}) ddp_tensor_free(h);
   ddp::check(ddp_strategy_teardown(s), "ddp_strategy_teardown");
   ddp_strategy_free(s);
