@@ -13,6 +13,23 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$py" "$src/examples/digits/export_digits.py" "$work" >/dev/null
 job() { OMP_NUM_THREADS=1 "$build/examples/train_digits" "$work" --world 2 "$@"; }
+# Runs a command that must fail, not time out; prints what it said.
+must_fail() {
+  local out rc
+  set +e
+  out=$("$@" 2>&1)
+  rc=$?
+  set -e
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: exit $rc from: $*"; return 1; }
+  echo "$out"
+}
+# Both ranks' lines in $1 match the pattern $2, RANK standing for the rank.
+each_rank_says() {
+  local r
+  for r in 0 1; do
+    echo "$1" | grep -q "${2//RANK/$r}" || { echo "FAIL: rank $r did not say '${2//RANK/$r}': $1"; exit 1; }
+  done
+}
 
 full=$(job --ckpt "$work/full.ckpt")
 echo "$full" | tail -2
@@ -57,16 +74,10 @@ for n in 2 4; do
 done
 alone=$(job --launcher popen --devices-auto --epochs 1 --ckpt "$work/alone.ckpt")
 echo "$alone" | grep -q "held-out accuracy .*, 1 processes" || { echo "FAIL: devices auto with no launcher: $alone"; exit 1; }
-set +e
-disagree=$(OMP_NUM_THREADS=1 timeout 120 "$build/tools/ddprun" --standalone --nproc-per-node 2 "$build/examples/train_digits" \
-  "$work" --launcher popen --world 3 --epochs 1 --ckpt "$work/disagree.ckpt" 2>&1)
-rc=$?
-set -e
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: devices=3 under 2 launched processes gave exit $rc"; exit 1; }
-for r in 0 1; do
-  echo "$disagree" | grep -q "^\[rank$r\]: .*devices=3 but the torchelastic environment started 2" ||
-    { echo "FAIL: rank $r did not report devices=3 against 2: $disagree"; exit 1; }
-done
+disagree=$(must_fail env OMP_NUM_THREADS=1 timeout 120 "$build/tools/ddprun" --standalone --nproc-per-node 2 \
+  "$build/examples/train_digits" "$work" --launcher popen --world 3 --epochs 1 --ckpt "$work/disagree.ckpt") ||
+  { echo "$disagree"; exit 1; }
+each_rank_says "$disagree" "^\[rankRANK\]: .*devices=3 but the torchelastic environment started 2"
 # A rank that fails: rank 0 stops with a status naming it (popen), the spawner names the root cause (spawn).
 for launcher in popen spawn; do
   set +e
@@ -79,15 +90,9 @@ for launcher in popen spawn; do
     { echo "FAIL: $launcher: the failing rank is not named: $failed"; exit 1; }
 done
 # A checkpoint rank 0 cannot write is a status on every rank, not a hang.
-set +e
-unsaved=$(timeout 120 "$build/examples/train_digits" "$work" --world 2 --epochs 1 --ckpt "$work/missing/dir/x.ckpt" 2>&1)
-rc=$?
-set -e
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: an unwritable checkpoint gave exit $rc"; exit 1; }
-for r in 0 1; do
-  echo "$unsaved" | grep -q "\[rank $r\] ddp_strategy_save_checkpoint.*global rank 0 could not save" ||
-    { echo "FAIL: rank $r did not report the failed save: $unsaved"; exit 1; }
-done
+unsaved=$(must_fail timeout 120 "$build/examples/train_digits" "$work" --world 2 --epochs 1 \
+  --ckpt "$work/missing/dir/x.ckpt") || { echo "$unsaved"; exit 1; }
+each_rank_says "$unsaved" "\[rank RANK\] ddp_strategy_save_checkpoint.*global rank 0 could not save"
 # The failed run left its epoch-1 checkpoint: resuming from it ends as the uninterrupted 3-epoch run.
 after=$(job --resume --epochs 3 --ckpt "$work/fail.ckpt")
 diff <(echo "$after" | figures) <(echo "$spawned" | figures | tail -3) ||
