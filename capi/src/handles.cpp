@@ -67,6 +67,7 @@ const char* kind_name(Kind k) {
     case Kind::Module: return "ddp_module";
     case Kind::Optimizer: return "ddp_optimizer";
     case Kind::Strategy: return "ddp_strategy";
+    case Kind::LrScheduler: return "ddp_lr_scheduler";
   }
   return "handle";
 }

@@ -43,6 +43,7 @@ struct ddp_work {
 namespace ddp::core {
 class DdpStrategy;
 class Optimizer;
+class LrScheduler;
 class ScriptModule;
 class Reducer;
 class CommHook;
@@ -69,11 +70,18 @@ struct ddp_reducer {
 // strategy made from it, whatever order the handles are freed in.
 struct ddp_module {
   std::shared_ptr<ddp::core::ScriptModule> module;
+  std::vector<std::string> names;  // borrowed by ddp_module_state_name
+  std::vector<bool> is_parameter;
   ~ddp_module();
 };
+// Shared with the schedulers made over it.
 struct ddp_optimizer {
-  std::unique_ptr<ddp::core::Optimizer> optimizer;
+  std::shared_ptr<ddp::core::Optimizer> optimizer;
   ~ddp_optimizer();
+};
+struct ddp_lr_scheduler {
+  std::shared_ptr<ddp::core::LrScheduler> scheduler;
+  ~ddp_lr_scheduler();
 };
 struct ddp_strategy {
   std::unique_ptr<ddp::core::DdpStrategy> strategy;
@@ -83,7 +91,7 @@ struct ddp_strategy {
 
 namespace ddp::capi {
 
-enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy };
+enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy, LrScheduler };
 
 // A handle is a token, not an address: each one handed out is a number this
 // process never hands out again, so a freed handle stays detectably freed
@@ -104,6 +112,7 @@ template <> constexpr Kind kind_of<ddp_model_averager>() { return Kind::ModelAve
 template <> constexpr Kind kind_of<ddp_module>() { return Kind::Module; }
 template <> constexpr Kind kind_of<ddp_optimizer>() { return Kind::Optimizer; }
 template <> constexpr Kind kind_of<ddp_strategy>() { return Kind::Strategy; }
+template <> constexpr Kind kind_of<ddp_lr_scheduler>() { return Kind::LrScheduler; }
 
 const char* kind_name(Kind k);
 

@@ -5,6 +5,7 @@
 #include <ATen/ops/mse_loss.h>
 #include <ATen/ops/mul.h>
 
+#include "checkpoint/torch_archive.h"
 #include "handles.h"
 #include "model/optimizer.h"
 #include "model/script_module.h"
@@ -90,6 +91,67 @@ size_t ddp_module_num_parameters(const ddp_module* m) {
 
 void ddp_module_free(ddp_module* m) { release(m); }
 
+ddp_status ddp_module_save(const ddp_module* m, const char* path) {
+  if (!path) return invalid("ddp_module_save: path is NULL");
+  return fence([&] { require(m, "module")->module->save(path); });
+}
+
+size_t ddp_module_state_count(const ddp_module* m) {
+  auto* h = live(m);
+  return h ? h->module->state().size() : 0;
+}
+
+ddp_status ddp_module_state_name(const ddp_module* m, size_t index, const char** name, int* is_parameter) {
+  if (!name) return invalid("ddp_module_state_name: name is NULL");
+  *name = nullptr;
+  return fence([&] {
+    auto* h = const_cast<ddp_module*>(require(m, "module"));
+    // The names are kept on the handle, so the pointers stay valid as long as it.
+    if (h->names.empty()) {
+      size_t params = h->module->parameters().size();
+      for (const auto& t : h->module->state()) {
+        h->is_parameter.push_back(h->names.size() < params);
+        h->names.push_back(t.name);
+      }
+    }
+    ddp::core::check_arg(index < h->names.size(), "ddp_module_state_name: index " + std::to_string(index) +
+                                                      " is past the module's " + std::to_string(h->names.size()) +
+                                                      " entries");
+    *name = h->names[index].c_str();
+    if (is_parameter) *is_parameter = h->is_parameter[index] ? 1 : 0;
+  });
+}
+
+ddp_status ddp_module_get(const ddp_module* m, const char* name, ddp_tensor** out) {
+  if (!out) return invalid("ddp_module_get: out is NULL");
+  *out = nullptr;
+  if (!name) return invalid("ddp_module_get: name is NULL");
+  return fence([&] { hand_out(out, wrap_tensor(require(m, "module")->module->get(name))); });
+}
+
+ddp_status ddp_module_set(ddp_module* m, const char* name, const ddp_tensor* value) {
+  if (!name) return invalid("ddp_module_set: name is NULL");
+  return fence([&] {
+    auto* h = require(m, "module");
+    h->module->set(name, require(value, "value")->t);
+  });
+}
+
+ddp_status ddp_module_save_state_dict(const ddp_module* m, const char* path) {
+  if (!path) return invalid("ddp_module_save_state_dict: path is NULL");
+  return fence([&] { ddp::core::save_state_dict_file(path, require(m, "module")->module->state()); });
+}
+
+ddp_status ddp_module_load_state_dict(ddp_module* m, const char* path, int strict) {
+  if (!path) return invalid("ddp_module_load_state_dict: path is NULL");
+  return fence([&] {
+    auto* h = require(m, "module");
+    auto saved = ddp::core::load_state_dict_file(path);
+    if (strict) h->module->check_no_extra(saved);
+    h->module->load_state(saved);
+  });
+}
+
 ddp_status ddp_optimizer_new_sgd(ddp_optimizer** out, ddp_module* m, const ddp_sgd_options* opts) {
   return make_optimizer(out, m, "ddp_optimizer_new_sgd", [&] {
     const ddp_sgd_options o = opts ? *opts : ddp_sgd_options DDP_SGD_OPTIONS_INIT;
@@ -117,6 +179,19 @@ ddp_status ddp_optimizer_new_adamw(ddp_optimizer** out, ddp_module* m, const ddp
   return make_optimizer(out, m, "ddp_optimizer_new_adamw", [&] {
     return adam_spec(opts, ddp::core::OptimizerSpec::Kind::AdamW, ddp_adam_options DDP_ADAMW_OPTIONS_INIT,
                      "ddp_optimizer_new_adamw");
+  });
+}
+
+ddp_status ddp_optimizer_lr(const ddp_optimizer* opt, double* out) {
+  if (!out) return invalid("ddp_optimizer_lr: out is NULL");
+  return fence([&] { *out = require(opt, "optimizer")->optimizer->lr(); });
+}
+
+ddp_status ddp_optimizer_set_lr(ddp_optimizer* opt, double lr) {
+  return fence([&] {
+    auto* h = require(opt, "optimizer");
+    ddp::core::check_arg(lr >= 0, "ddp_optimizer_set_lr: lr " + std::to_string(lr) + " is negative");
+    h->optimizer->set_lr(lr);
   });
 }
 

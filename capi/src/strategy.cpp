@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint_io.h"
 #include "handles.h"
 #include "hooks/comm_hook.h"
+#include "model/lr_scheduler.h"
 #include "model/optimizer.h"
 #include "model/script_module.h"
 #include "strategy/ddp_strategy.h"
@@ -23,9 +24,13 @@ namespace {
 // first field begins: a caller built against it has only that much memory.
 constexpr size_t kOptionsV1Bytes = offsetof(ddp_strategy_options, gradient_as_bucket_view);
 constexpr size_t kOptionsV2Bytes = offsetof(ddp_strategy_options, precision);
+constexpr size_t kOptionsV3Bytes = offsetof(ddp_strategy_options, state_dict_prefix);
 
 size_t options_bytes(unsigned int version) {
-  return version == 1 ? kOptionsV1Bytes : version == 2 ? kOptionsV2Bytes : sizeof(ddp_strategy_options);
+  return version == 1   ? kOptionsV1Bytes
+         : version == 2 ? kOptionsV2Bytes
+         : version == 3 ? kOptionsV3Bytes
+                        : sizeof(ddp_strategy_options);
 }
 
 // The callbacks of ddp_cluster_callbacks, each called once; a failure or a
@@ -106,6 +111,7 @@ ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
   o.devices = in.devices;
   o.launch_local_ranks = in.kind == DDP_STRATEGY_DDP;
   if (in.backend) o.backend = in.backend;
+  if (in.state_dict_prefix) o.state_dict_prefix = in.state_dict_prefix;
   if (in.timeout_ms > 0) o.timeout = ddp::core::Millis(in.timeout_ms);
   o.ddp.bucket_cap_mb = in.bucket_cap_mb;
   o.ddp.first_bucket_mb = in.first_bucket_mb;
@@ -172,10 +178,10 @@ ddp_status ddp_byte_sink_write(ddp_byte_sink* sink, const void* data, size_t len
 }
 
 ddp_status ddp_strategy_options_init(ddp_strategy_options* opts, unsigned int version) {
-  if (opts && (version == 1 || version == 2)) {
+  if (opts && version >= 1 && version < DDP_STRATEGY_OPTIONS_VERSION) {
     ddp_strategy_options d = DDP_STRATEGY_OPTIONS_INIT;
     d.version = version;
-    d.devices = 1;  // the default before version 3
+    if (version < 3) d.devices = 1;  // the default before version 3
     std::memcpy(opts, &d, options_bytes(version));
     return DDP_OK;
   }
@@ -308,36 +314,85 @@ ddp_status ddp_strategy_reduce_boolean_decision(ddp_strategy* s, int decision, i
   return st != DDP_OK ? st : ddp_reduce_boolean_decision(g, decision, all, out);
 }
 
-ddp_status ddp_strategy_save_checkpoint(ddp_strategy* s, const char* path, const ddp_module* m, const ddp_optimizer* opt,
-                                        int64_t step, int64_t epoch, const void* user, size_t user_len) {
+namespace {
+
+ddp::core::TrainingObjects objects_of(ddp_optimizer* const* opts, size_t num_opts, ddp_lr_scheduler* const* scheds,
+                                      size_t num_scheds) {
+  if (num_opts > 0 && !opts) fail(DDP_E_INVALID_ARGUMENT, "checkpoint: opts is NULL with num_opts > 0");
+  if (num_scheds > 0 && !scheds) fail(DDP_E_INVALID_ARGUMENT, "checkpoint: scheds is NULL with num_scheds > 0");
+  ddp::core::TrainingObjects o;
+  for (size_t i = 0; i < num_opts; ++i) o.optimizers.push_back(require(opts[i], "optimizer")->optimizer.get());
+  for (size_t i = 0; i < num_scheds; ++i) o.schedulers.push_back(require(scheds[i], "scheduler")->scheduler.get());
+  return o;
+}
+
+}  // namespace
+
+ddp_status ddp_strategy_save_checkpoint_v2(ddp_strategy* s, const char* path, const ddp_module* m,
+                                           ddp_optimizer* const* opts, size_t num_opts, ddp_lr_scheduler* const* scheds,
+                                           size_t num_scheds, const ddp_checkpoint_info* info) {
   if (!path) return invalid("ddp_strategy_save_checkpoint: path is NULL");
-  if (!user && user_len > 0) return invalid("ddp_strategy_save_checkpoint: user is NULL with user_len > 0");
+  if (info && info->version != DDP_CHECKPOINT_INFO_VERSION)
+    return invalid("ddp_strategy_save_checkpoint: unknown info version " + std::to_string(info->version));
+  if (info && !info->user && info->user_len > 0) return invalid("ddp_strategy_save_checkpoint: user is NULL with user_len > 0");
   return fence([&] {
     auto& st = strategy_of(s);
     const auto* mod = require(m, "module");
-    const ddp::core::Optimizer* o = opt ? require(opt, "optimizer")->optimizer.get() : nullptr;
-    auto* bytes = static_cast<const uint8_t*>(user);
-    st.save_checkpoint(path, *mod->module, o, step, epoch, std::vector<uint8_t>(bytes, bytes + user_len));
+    ddp::core::CheckpointInfo i;
+    if (info) {
+      i.step = info->step;
+      i.epoch = info->epoch;
+      i.batches_in_epoch = info->batches_in_epoch;
+      auto* bytes = static_cast<const uint8_t*>(info->user);
+      i.user.assign(bytes, bytes + info->user_len);
+    }
+    st.save_checkpoint(path, *mod->module, objects_of(opts, num_opts, scheds, num_scheds), i);
   });
 }
 
-ddp_status ddp_strategy_load_checkpoint(ddp_strategy* s, const char* path, ddp_module* m, ddp_optimizer* opt,
-                                        int64_t* step, int64_t* epoch, ddp_buffer** user) {
+ddp_status ddp_strategy_load_checkpoint_v2(ddp_strategy* s, const char* path, ddp_module* m, ddp_optimizer* const* opts,
+                                           size_t num_opts, ddp_lr_scheduler* const* scheds, size_t num_scheds,
+                                           ddp_checkpoint_info* info, ddp_buffer** user) {
   if (user) *user = nullptr;
   if (!path) return invalid("ddp_strategy_load_checkpoint: path is NULL");
   return fence([&] {
     auto& st = strategy_of(s);
     auto* mod = require(m, "module");
-    ddp::core::Optimizer* o = opt ? require(opt, "optimizer")->optimizer.get() : nullptr;
-    ddp::core::Checkpoint c = st.load_checkpoint(path, *mod->module, o);
-    if (step) *step = c.step;
-    if (epoch) *epoch = c.epoch;
+    ddp::core::CheckpointInfo c = st.load_checkpoint(path, *mod->module, objects_of(opts, num_opts, scheds, num_scheds));
+    if (info) *info = ddp_checkpoint_info{DDP_CHECKPOINT_INFO_VERSION, c.step, c.epoch, c.batches_in_epoch, nullptr, 0};
     if (user) {
       auto b = std::make_unique<ddp_buffer>();
       b->bytes = std::move(c.user);
       hand_out(user, std::move(b));
     }
   });
+}
+
+ddp_status ddp_strategy_save_checkpoint(ddp_strategy* s, const char* path, const ddp_module* m, const ddp_optimizer* opt,
+                                        int64_t step, int64_t epoch, const void* user, size_t user_len) {
+  ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+  info.step = step;
+  info.epoch = epoch;
+  info.user = user;
+  info.user_len = user_len;
+  auto* o = const_cast<ddp_optimizer*>(opt);
+  return ddp_strategy_save_checkpoint_v2(s, path, m, opt ? &o : nullptr, opt ? 1 : 0, nullptr, 0, &info);
+}
+
+ddp_status ddp_strategy_load_checkpoint(ddp_strategy* s, const char* path, ddp_module* m, ddp_optimizer* opt,
+                                        int64_t* step, int64_t* epoch, ddp_buffer** user) {
+  ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+  ddp_status rc = ddp_strategy_load_checkpoint_v2(s, path, m, opt ? &opt : nullptr, opt ? 1 : 0, nullptr, 0, &info, user);
+  if (rc == DDP_OK) {
+    if (step) *step = info.step;
+    if (epoch) *epoch = info.epoch;
+  }
+  return rc;
+}
+
+ddp_status ddp_strategy_save_module(ddp_strategy* s, const char* path, const ddp_module* m) {
+  if (!path) return invalid("ddp_strategy_save_module: path is NULL");
+  return fence([&] { strategy_of(s).save_module(path, *require(m, "module")->module); });
 }
 
 ddp_status ddp_strategy_remove_checkpoint(ddp_strategy* s, const char* path) {

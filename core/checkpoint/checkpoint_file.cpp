@@ -144,25 +144,27 @@ std::vector<uint8_t> encode_checkpoint(const Checkpoint& c) {
   return out;
 }
 
-void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
+void write_file_atomically(const std::string& path, const ContentWriter& write) {
   check_arg(!path.empty(), "save_checkpoint: the path is empty");
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   Fd f;
   f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (f.fd < 0) fail(Status::IO, "checkpoint " + path + ": cannot create " + tmp + ": " + why_errno());
   try {
-    const uint8_t* p = bytes.data();
-    size_t n = bytes.size();
-    while (n > 0) {
-      ssize_t w = ::write(f.fd, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail(Status::IO, "checkpoint " + path + ": write failed: " + why_errno());
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
+    write([&](const void* data, size_t n) {
+      const char* p = static_cast<const char*>(data);
+      while (n > 0) {
+        ssize_t w = ::write(f.fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) fail(Status::IO, "checkpoint " + path + ": write failed: " + why_errno());
+        p += w;
+        n -= static_cast<size_t>(w);
+      }
+    });
     if (::fsync(f.fd) != 0) fail(Status::IO, "checkpoint " + path + ": fsync failed: " + why_errno());
-    ::close(f.fd);
+    int fd = f.fd;
     f.fd = -1;
+    if (::close(fd) != 0) fail(Status::IO, "checkpoint " + path + ": close failed: " + why_errno());
     if (::rename(tmp.c_str(), path.c_str()) != 0)
       fail(Status::IO, "checkpoint " + path + ": cannot rename " + tmp + " onto it: " + why_errno());
   } catch (...) {
@@ -173,6 +175,10 @@ void write_file_atomically(const std::string& path, const std::vector<uint8_t>& 
   Fd dir;
   dir.fd = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir.fd >= 0) ::fsync(dir.fd);
+}
+
+void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
+  write_file_atomically(path, [&](const std::function<void(const void*, size_t)>& sink) { sink(bytes.data(), bytes.size()); });
 }
 
 std::vector<uint8_t> read_whole_file(const std::string& path) {

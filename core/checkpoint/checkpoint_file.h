@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,15 @@ struct Checkpoint {
 std::vector<uint8_t> encode_checkpoint(const Checkpoint& c);
 Checkpoint decode_checkpoint(const std::vector<uint8_t>& bytes, const std::string& name);
 
-// `bytes` to `path` atomically: a temporary file, fsync, rename, fsync of the
-// directory. Throws DDP_E_IO naming the path and the system's reason; an
-// existing file at `path` is then left as it was.
+// Writes a file's content to the sink it is given, in order (the sink
+// throws on a failed write).
+using ContentWriter = std::function<void(const std::function<void(const void*, size_t)>& sink)>;
+
+// The content `write` streams (or `bytes`) to `path` atomically: a temporary
+// file, fsync, rename, fsync of the directory. Throws DDP_E_IO naming the
+// path and the system's reason; an existing file at `path` is then left as
+// it was, and so is one when `write` throws.
+void write_file_atomically(const std::string& path, const ContentWriter& write);
 void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes);
 // The whole file; DDP_E_IO naming the path when it cannot be read.
 std::vector<uint8_t> read_whole_file(const std::string& path);

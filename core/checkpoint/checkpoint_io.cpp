@@ -1,5 +1,8 @@
 #include "checkpoint/checkpoint_io.h"
 
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,17 +14,82 @@
 namespace ddp::core {
 namespace {
 
+std::string why_errno() { return std::strerror(errno); }
+
+class BytesReader : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BytesReader(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char*) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<size_t>(n, bytes_.size() - pos);
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+// A regular file read where asked (pread), never whole.
+class FileReader : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit FileReader(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(Status::IO, "checkpoint " + path + ": cannot open: " + why_errno());
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      fail(Status::IO, "checkpoint " + path + ": not a regular file");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+  }
+  ~FileReader() override { ::close(fd_); }
+  size_t size() const override { return size_; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char*) const override {
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::pread(fd_, static_cast<char*>(buf) + got, n - got, static_cast<off_t>(pos + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;  // an error or the end: the reader names what is missing
+      got += static_cast<size_t>(r);
+    }
+    return got;
+  }
+
+ private:
+  int fd_ = -1;
+  size_t size_ = 0;
+};
+
 class FileCheckpointIO : public CheckpointIO {
  public:
   void save(const std::vector<uint8_t>& bytes, const std::string& path) override { write_file_atomically(path, bytes); }
   std::vector<uint8_t> load(const std::string& path) override { return read_whole_file(path); }
   void remove(const std::string& path) override {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-      fail(Status::IO, "checkpoint " + path + ": cannot remove: " + std::strerror(errno));
+      fail(Status::IO, "checkpoint " + path + ": cannot remove: " + why_errno());
+  }
+  void save_streamed(const ContentWriter& write, const std::string& path) override { write_file_atomically(path, write); }
+  std::shared_ptr<caffe2::serialize::ReadAdapterInterface> open(const std::string& path) override {
+    return std::make_shared<FileReader>(path);
   }
 };
 
 }  // namespace
+
+void CheckpointIO::save_streamed(const ContentWriter& write, const std::string& path) {
+  std::vector<uint8_t> bytes;
+  write([&](const void* data, size_t n) {
+    auto* p = static_cast<const uint8_t*>(data);
+    bytes.insert(bytes.end(), p, p + n);
+  });
+  save(bytes, path);
+}
+
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface> CheckpointIO::open(const std::string& path) {
+  return std::make_shared<BytesReader>(load(path));
+}
 
 std::shared_ptr<CheckpointIO> file_checkpoint_io() { return std::make_shared<FileCheckpointIO>(); }
 

@@ -3,9 +3,11 @@
 // checkpoints. Nothing of the update rules is written here.
 #pragma once
 
-#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
@@ -40,13 +42,31 @@ class Optimizer {
   // The parameters it updates (what gradient clipping and the grad scaler
   // work on), in the order it was given them.
   virtual const std::vector<at::Tensor>& parameters() const = 0;
-  // "<param index>.<buffer>" -> tensor, for every parameter with state.
-  virtual std::vector<NamedTensor> state() const = 0;
-  // Status::IO naming the first entry that does not fit the parameters.
-  virtual void check_state(const std::vector<NamedTensor>& saved) const = 0;
-  // Replaces the state with `saved`, after check_state: nothing changes
-  // unless every entry is good.
-  virtual void load_state(const std::vector<NamedTensor>& saved) = 0;
+  // The hyper-parameters it was made with (the learning rate as made).
+  virtual const OptimizerSpec& spec() const = 0;
+  // The learning rate in effect (what a scheduler sets).
+  virtual double lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+  // SGD's momentum, or Adam's beta1 (what OneCycleLR cycles).
+  virtual double momentum() const = 0;
+  virtual void set_momentum(double m) = 0;
+  // What schedulers keep in PyTorch's param_group beside the
+  // hyper-parameters ('initial_lr', OneCycleLR's 'max_lr', 'min_lr',
+  // 'max_momentum', 'base_momentum'): saved and restored with the state.
+  virtual std::map<std::string, double>& group_extras() = 0;
+
+  // torch.optim's state_dict() layout: {"state": {index: {buffer: tensor}},
+  // "param_groups": [{hyper-parameters..., "params": [indices]}]}, which
+  // Python's optimizer.load_state_dict and Lightning's checkpoints hold.
+  virtual c10::IValue state_dict() const = 0;
+  // Status::IO naming the first entry of `saved` (the layout above, from
+  // PyTorch, Lightning or libddp) that does not fit this optimizer: another
+  // kind's buffers, a parameter it does not have, a shape or dtype.
+  virtual void check_state_dict(const c10::IValue& saved) const = 0;
+  // Replaces the state and the group's hyper-parameters (the learning rate
+  // too, as PyTorch's load_state_dict) with `saved`, after check_state_dict:
+  // nothing changes unless every entry is good.
+  virtual void load_state_dict(const c10::IValue& saved) = 0;
 };
 
 }  // namespace ddp::core

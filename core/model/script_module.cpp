@@ -1,6 +1,7 @@
 #include "model/script_module.h"
 
 #include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/script.h>
 
 #include <map>
@@ -13,6 +14,10 @@ namespace ddp::core {
 
 struct ScriptModule::Impl {
   torch::jit::Module module;
+  // The module as loaded, before any rewrite (sync_batchnorm's operator is
+  // libddp's, which PyTorch cannot load): what save exports. It shares the
+  // parameters and buffers with `module`.
+  std::optional<torch::jit::Module> as_loaded;
   at::Device device{at::kCPU};  // where to() put it
 };
 
@@ -78,6 +83,7 @@ void ScriptModule::to(at::ScalarType dtype) { impl_->module.to(dtype); }
 void ScriptModule::rewrite(const std::function<void(torch::jit::Module&)>& rewrite) {
   torch::jit::Module copy = impl_->module.clone(/*inplace=*/true);
   rewrite(copy);
+  if (!impl_->as_loaded) impl_->as_loaded = impl_->module;
   impl_->module = copy;
 }
 
@@ -116,6 +122,45 @@ void ScriptModule::check_state(const std::vector<NamedTensor>& saved) const {
     if (it->second.sizes() != m.tensor.sizes() || it->second.scalar_type() != m.tensor.scalar_type())
       fail(Status::IO, "module state: '" + m.name + "' was saved with another shape or dtype");
   }
+}
+
+void ScriptModule::check_no_extra(const std::vector<NamedTensor>& saved) const {
+  auto mine = by_name(state());
+  for (const auto& s : saved)
+    if (!mine.count(s.name)) fail(Status::IO, "module state: '" + s.name + "' is not a parameter or buffer of this module");
+}
+
+at::Tensor ScriptModule::get(const std::string& name) const {
+  for (const auto& t : state())
+    if (t.name == name) return t.tensor.detach();
+  fail(Status::InvalidArgument, "module: no parameter or buffer named '" + name + "'");
+}
+
+void ScriptModule::set(const std::string& name, const at::Tensor& value) {
+  check_arg(value.defined(), "module: the value for '" + name + "' is undefined");
+  at::Tensor target = get(name);
+  check_arg(value.sizes() == target.sizes(), "module: '" + name + "' has shape " + c10::str(target.sizes()) +
+                                                 ", the value " + c10::str(value.sizes()));
+  check_arg(value.scalar_type() == target.scalar_type(), "module: '" + name + "' is " +
+                                                             c10::toString(target.scalar_type()) + ", the value " +
+                                                             c10::toString(value.scalar_type()));
+  at::NoGradGuard no_grad;
+  target.copy_(value);
+}
+
+void ScriptModule::save(const std::string& path) const {
+  write_file_atomically(path, [&](const std::function<void(const void*, size_t)>& sink) {
+    try {
+      torch::jit::ExportModule(impl_->as_loaded ? *impl_->as_loaded : impl_->module, [&](const void* data, size_t n) {
+        sink(data, n);
+        return n;
+      });
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(Status::IO, "module " + path + ": cannot be saved: " + short_what(e));
+    }
+  });
 }
 
 void ScriptModule::load_state(const std::vector<NamedTensor>& saved) {

@@ -52,6 +52,22 @@ class ScriptModule {
   // Copies `saved` into this module's state, after check_state: on a
   // mismatch nothing is changed.
   void load_state(const std::vector<NamedTensor>& saved);
+  // Status::IO naming the first entry of `saved` this module does not have
+  // (PyTorch's "unexpected key" of a strict load_state_dict).
+  void check_no_extra(const std::vector<NamedTensor>& saved) const;
+
+  // One parameter or buffer by its dotted name: the module's own tensor
+  // (detached; it shares the memory). Status::InvalidArgument naming an
+  // unknown name.
+  at::Tensor get(const std::string& name) const;
+  // Copies `value` into the parameter or buffer `name` (onto its device).
+  // Status::InvalidArgument naming the name and both shapes or dtypes when
+  // they differ; nothing changes then.
+  void set(const std::string& name, const at::Tensor& value);
+
+  // The module as a TorchScript archive (what torch.jit.save writes) at
+  // `path`, written atomically. Status::IO naming the path on failure.
+  void save(const std::string& path) const;
 
  private:
   struct Impl;

@@ -1,5 +1,7 @@
 #include "strategy/ddp_strategy.h"
 
+#include "checkpoint/lightning_checkpoint.h"
+
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include "comm/all_gather_grad.h"
@@ -197,24 +199,6 @@ void DdpStrategy::block_backward_sync(bool on) {
   reducer_->set_sync(!on);
 }
 
-namespace {
-const char kModulePrefix[] = "module.";
-const char kOptimizerPrefix[] = "optimizer.";
-const std::string kPrecisionPrefix = std::string(PrecisionPlugin::checkpoint_key()) + ".";
-
-std::vector<NamedTensor> with_prefix(const std::string& prefix, std::vector<NamedTensor> v) {
-  for (auto& t : v) t.name = prefix + t.name;
-  return v;
-}
-
-std::vector<NamedTensor> under(const std::string& prefix, const std::vector<NamedTensor>& v) {
-  std::vector<NamedTensor> out;
-  for (const auto& t : v)
-    if (t.name.compare(0, prefix.size(), prefix) == 0) out.push_back({t.name.substr(prefix.size()), t.tensor});
-  return out;
-}
-}  // namespace
-
 void DdpStrategy::on_rank_zero(const std::string& what, const std::string& verb, const std::function<void()>& io) {
   // Rank 0's outcome ("" or why it failed) reaches every rank in place of
   // a barrier, so a failure is a status everywhere.
@@ -234,23 +218,26 @@ void DdpStrategy::on_rank_zero(const std::string& what, const std::string& verb,
   if (!failure.empty()) fail(Status::IO, what + ": global rank 0 could not " + verb + ": " + failure);
 }
 
-void DdpStrategy::save_checkpoint(const std::string& path, const ScriptModule& module, const Optimizer* optimizer,
-                                  int64_t step, int64_t epoch, const std::vector<uint8_t>& user) {
+void DdpStrategy::save_checkpoint(const std::string& path, const ScriptModule& module, const TrainingObjects& objects,
+                                  const CheckpointInfo& info) {
   require_setup("save_checkpoint");
   on_rank_zero("save_checkpoint", "save", [&] {
-    Checkpoint c;
-    c.step = step;
-    c.epoch = epoch;
-    c.user = user;
-    c.tensors = with_prefix(kModulePrefix, module.state());
-    if (optimizer) {
-      auto o = with_prefix(kOptimizerPrefix, optimizer->state());
-      c.tensors.insert(c.tensors.end(), o.begin(), o.end());
-    }
-    auto p = with_prefix(kPrecisionPrefix, precision_->state());
-    c.tensors.insert(c.tensors.end(), p.begin(), p.end());
-    opts_.checkpoint_io->save(encode_checkpoint(c), path);
+    LightningCheckpoint c;
+    c.epoch = info.epoch;
+    c.global_step = info.step;
+    c.batches_in_epoch = info.batches_in_epoch;
+    c.user = info.user;
+    for (auto& t : module.state()) c.state_dict.push_back({opts_.state_dict_prefix + t.name, t.tensor});
+    for (const auto* o : objects.optimizers) c.optimizer_states.push_back(o->state_dict());
+    for (const auto* s : objects.schedulers) c.lr_schedulers.push_back(s->state_dict());
+    c.precision = precision_->state();
+    opts_.checkpoint_io->save_streamed([&](const ByteSink& sink) { write_lightning_checkpoint(c, sink); }, path);
   });
+}
+
+void DdpStrategy::save_module(const std::string& path, const ScriptModule& module) {
+  require_setup("save_module");
+  on_rank_zero("save_module", "save", [&] { module.save(path); });
 }
 
 void DdpStrategy::remove_checkpoint(const std::string& path) {
@@ -258,22 +245,43 @@ void DdpStrategy::remove_checkpoint(const std::string& path) {
   on_rank_zero("remove_checkpoint", "remove", [&] { opts_.checkpoint_io->remove(path); });
 }
 
-Checkpoint DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer) {
+namespace {
+
+// The module's names from a checkpoint's: Lightning's prefix taken off
+// where it is there (a libddp format-1 file has none).
+std::vector<NamedTensor> without_prefix(const std::string& prefix, const std::vector<NamedTensor>& v) {
+  std::vector<NamedTensor> out;
+  for (const auto& t : v)
+    out.push_back({!prefix.empty() && t.name.compare(0, prefix.size(), prefix) == 0 ? t.name.substr(prefix.size()) : t.name,
+                   t.tensor});
+  return out;
+}
+
+void check_count(size_t saved, size_t given, const char* what) {
+  if (saved != 0 && saved != given)
+    fail(Status::IO, "load_checkpoint: the checkpoint holds " + std::to_string(saved) + " " + what + ", " +
+                         std::to_string(given) + " were given");
+}
+
+}  // namespace
+
+CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& module, const TrainingObjects& objects) {
   require_setup("load_checkpoint");
   // Every rank reads and checks; only when all of them can does any rank
   // change its model (a rank left behind would train apart from the rest).
-  Checkpoint c;
-  std::vector<NamedTensor> module_state, optimizer_state, precision_state;
+  LightningCheckpoint c;
+  std::vector<NamedTensor> module_state;
   std::string failure;
   try {
-    c = decode_checkpoint(opts_.checkpoint_io->load(path), path);
-    module_state = under(kModulePrefix, c.tensors);
-    optimizer_state = under(kOptimizerPrefix, c.tensors);
-    precision_state = under(kPrecisionPrefix, c.tensors);
+    c = read_lightning_checkpoint(opts_.checkpoint_io->open(path), path);
+    module_state = without_prefix(opts_.state_dict_prefix, c.state_dict);
     module.check_state(module_state);
-    if (optimizer) optimizer->check_state(optimizer_state);
+    check_count(c.optimizer_states.size(), objects.optimizers.size(), "optimizer states");
+    check_count(c.lr_schedulers.size(), objects.schedulers.size(), "lr scheduler states");
+    for (size_t i = 0; i < c.optimizer_states.size(); ++i) objects.optimizers[i]->check_state_dict(c.optimizer_states[i]);
+    for (size_t i = 0; i < c.lr_schedulers.size(); ++i) objects.schedulers[i]->check_state_dict(c.lr_schedulers[i]);
     // A checkpoint from a run without a scaler starts the scaler afresh.
-    if (!precision_state.empty()) precision_->check_state(precision_state);
+    if (!c.precision.empty()) precision_->check_state(c.precision);
   } catch (const std::exception& e) {
     failure = e.what();
   }
@@ -285,10 +293,10 @@ Checkpoint DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& m
   if (!failure.empty()) fail(Status::IO, failure);
   if (!everyone) fail(Status::IO, "load_checkpoint: " + path + " could not be loaded on another rank; nothing was changed");
   module.load_state(module_state);
-  if (optimizer) optimizer->load_state(optimizer_state);
-  if (!precision_state.empty()) precision_->load_state(precision_state);
-  c.tensors.clear();
-  return c;
+  for (size_t i = 0; i < c.optimizer_states.size(); ++i) objects.optimizers[i]->load_state_dict(c.optimizer_states[i]);
+  for (size_t i = 0; i < c.lr_schedulers.size(); ++i) objects.schedulers[i]->load_state_dict(c.lr_schedulers[i]);
+  if (!c.precision.empty()) precision_->load_state(c.precision);
+  return {c.global_step, c.epoch, c.batches_in_epoch, std::move(c.user)};
 }
 
 void DdpStrategy::teardown() {

@@ -16,6 +16,7 @@
 #include "comm/group.h"
 #include "env/cluster_env.h"
 #include "hooks/comm_hook.h"
+#include "model/lr_scheduler.h"
 #include "model/optimizer.h"
 #include "model/script_module.h"
 #include "precision/precision_plugin.h"
@@ -62,6 +63,26 @@ struct StrategyOptions {
   std::function<ClusterEnv()> cluster_environment;
   // Lightning's checkpoint_io=; nullptr: local files written atomically.
   std::shared_ptr<CheckpointIO> checkpoint_io;
+  // What the LightningModule calls the model ("net." for `self.net =
+  // model`): checkpoints name the module's state with it, as Lightning's
+  // state_dict does, and loading takes names with or without it.
+  std::string state_dict_prefix;
+};
+
+// The counters a checkpoint carries beside the state (Lightning's epoch,
+// global_step and the fit loop's batch count) and the caller's own bytes.
+struct CheckpointInfo {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t batches_in_epoch = 0;
+  std::vector<uint8_t> user;
+};
+
+// The optimizers and schedulers a checkpoint saves and restores, in the
+// order Lightning keeps them (configure_optimizers' lists).
+struct TrainingObjects {
+  std::vector<Optimizer*> optimizers;
+  std::vector<LrScheduler*> schedulers;
 };
 
 class DdpStrategy {
@@ -120,16 +141,20 @@ class DdpStrategy {
   // locally while on; the first backward after it is turned off syncs.
   void block_backward_sync(bool on);
 
-  // Global rank 0 writes the checkpoint (atomically); every rank then learns
-  // the outcome, so that the file exists when the call returns anywhere and
-  // a failed save is Status::IO on every rank.
-  void save_checkpoint(const std::string& path, const ScriptModule& module, const Optimizer* optimizer, int64_t step,
-                       int64_t epoch, const std::vector<uint8_t>& user);
-  // Every rank reads `path`; the modules and optimizers change only when on
-  // every rank the whole file and every entry in it fit them (else
-  // Status::IO everywhere). Returns the step, epoch and user bytes (tensors
-  // left empty).
-  Checkpoint load_checkpoint(const std::string& path, ScriptModule& module, Optimizer* optimizer);
+  // Global rank 0 writes the checkpoint (Lightning's layout in PyTorch's
+  // format, checkpoint/lightning_checkpoint.h), streamed atomically; every
+  // rank then learns the outcome, so that the file exists when the call
+  // returns anywhere and a failed save is Status::IO on every rank.
+  void save_checkpoint(const std::string& path, const ScriptModule& module, const TrainingObjects& objects,
+                       const CheckpointInfo& info);
+  // Every rank reads `path` (a Lightning or libddp checkpoint); the module,
+  // optimizers and schedulers change only when on every rank the whole file
+  // and every entry in it fit them (else Status::IO everywhere). A file
+  // without optimizer (or scheduler) states leaves those as they are.
+  CheckpointInfo load_checkpoint(const std::string& path, ScriptModule& module, const TrainingObjects& objects);
+  // Global rank 0 writes the module as a TorchScript archive (atomically),
+  // which torch.jit.load opens; every rank learns the outcome.
+  void save_module(const std::string& path, const ScriptModule& module);
   // Lightning's remove_checkpoint: global rank 0 removes `path` through the
   // checkpoint IO; every rank learns the outcome.
   void remove_checkpoint(const std::string& path);

@@ -147,7 +147,7 @@ TEST(Strategy, OptionsAreCheckedByName) {
   ddp_comm_hook_free(wrapped);
   ddp_comm_hook_free(localsgd);
   EXPECT_EQ(s, nullptr);
-  EXPECT_EQ(ddp_strategy_options_init(&o, 4), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_strategy_options_init(&o, DDP_STRATEGY_OPTIONS_VERSION + 1), DDP_E_INVALID_ARGUMENT);
   EXPECT_EQ(ddp_strategy_options_init(&o, DDP_STRATEGY_OPTIONS_VERSION), DDP_OK);
   EXPECT_EQ(o.broadcast_buffers, 1);
   EXPECT_EQ(o.bucket_cap_mb, 25.0);

@@ -46,6 +46,67 @@ DDP_API size_t ddp_module_num_parameters(const ddp_module *m);
 /** Frees @p m; NULL is accepted. Free its optimizer and the strategy using it first, or after: each keeps what it needs. */
 DDP_API void ddp_module_free(ddp_module *m);
 
+/**
+ * Writes @p m as a TorchScript archive with its current weights (what
+ * torch.jit.save writes) to @p path, atomically (a temporary file renamed).
+ * torch.jit.load in Python opens it and gives the same outputs. A module set
+ * up with sync_batchnorm is written as it was loaded (plain batch norms).
+ * Under a strategy, ddp_strategy_save_module writes it from rank 0 only.
+ * @return DDP_OK; DDP_E_IO naming the path and the reason.
+ */
+DDP_API ddp_status ddp_module_save(const ddp_module *m, const char *path);
+
+/**
+ * The number of entries of the module's state: its parameters, then its
+ * buffers (running statistics and the like), in registration order, as
+ * PyTorch's state_dict() lists them; 0 for an invalid handle.
+ */
+DDP_API size_t ddp_module_state_count(const ddp_module *m);
+
+/**
+ * The dotted name of state entry @p index ("fc1.weight", "bn1.running_mean").
+ * @param[out] name borrowed: lives as long as @p m.
+ * @param[out] is_parameter may be NULL: 1 for a parameter, 0 for a buffer.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for an index past the count.
+ */
+DDP_API ddp_status ddp_module_state_name(const ddp_module *m, size_t index, const char **name, int *is_parameter);
+
+/**
+ * The parameter or buffer @p name, without a copy: a new reference to a
+ * tensor that shares the module's memory (detached from autograd); its
+ * shape and dtype come from ddp_tensor_shape and ddp_tensor_dtype. Writing
+ * into it writes the module's weight; copy it (ddp_tensor_clone) to keep a
+ * value across training steps.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming an unknown name.
+ */
+DDP_API ddp_status ddp_module_get(const ddp_module *m, const char *name, ddp_tensor **out);
+
+/**
+ * Copies @p value into the parameter or buffer @p name (onto its device).
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming the entry and both shapes or
+ *         dtypes when they differ, or an unknown name; nothing changes then.
+ */
+DDP_API ddp_status ddp_module_set(ddp_module *m, const char *name, const ddp_tensor *value);
+
+/**
+ * Writes the module's state dict (name -> tensor, parameters then buffers)
+ * as a torch.save file: `model.load_state_dict(torch.load(path,
+ * weights_only=True))` in Python takes it. Written atomically.
+ */
+DDP_API ddp_status ddp_module_save_state_dict(const ddp_module *m, const char *path);
+
+/**
+ * Reads a state dict saved by torch.save(model.state_dict(), path) (or by
+ * ddp_module_save_state_dict) into @p m. Every entry of the module must be
+ * in the file with its shape and dtype; with @p strict, the file may hold
+ * nothing else (PyTorch's strict=True). Only tensors, containers, numbers
+ * and strings are read; nothing in the file is run.
+ * @return DDP_OK; DDP_E_IO naming the first missing, unexpected or
+ *         mis-shaped entry, or what is wrong with the file; the module is
+ *         then unchanged.
+ */
+DDP_API ddp_status ddp_module_load_state_dict(ddp_module *m, const char *path, int strict);
+
 #define DDP_SGD_OPTIONS_VERSION 1
 
 /** torch.optim.SGD's arguments. Initialise with DDP_SGD_OPTIONS_INIT. */
@@ -86,11 +147,104 @@ DDP_API ddp_status ddp_optimizer_new_sgd(ddp_optimizer **out, ddp_module *m, con
 DDP_API ddp_status ddp_optimizer_new_adam(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts);
 DDP_API ddp_status ddp_optimizer_new_adamw(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts);
 
+/** The learning rate in effect (what a scheduler sets). */
+DDP_API ddp_status ddp_optimizer_lr(const ddp_optimizer *opt, double *out);
+
+/** Sets the learning rate (a schedule written by the caller). @return DDP_E_INVALID_ARGUMENT for a negative rate. */
+DDP_API ddp_status ddp_optimizer_set_lr(ddp_optimizer *opt, double lr);
+
 /** Sets the gradients of the optimizer's parameters to none (PyTorch 2's default). */
 DDP_API ddp_status ddp_optimizer_zero_grad(ddp_optimizer *opt);
 
 /** Frees @p opt; NULL is accepted. */
 DDP_API void ddp_optimizer_free(ddp_optimizer *opt);
+
+typedef struct ddp_lr_scheduler ddp_lr_scheduler;
+
+/** torch.optim.lr_scheduler's schedulers (SequentialLR: ddp_lr_scheduler_new_sequential). */
+typedef enum ddp_lr_scheduler_kind {
+  DDP_LR_STEP = 0,           /**< StepLR(step_size, gamma) */
+  DDP_LR_MULTI_STEP = 1,     /**< MultiStepLR(milestones, gamma) */
+  DDP_LR_EXPONENTIAL = 2,    /**< ExponentialLR(gamma) */
+  DDP_LR_COSINE_ANNEALING = 3, /**< CosineAnnealingLR(T_max, eta_min) */
+  DDP_LR_LINEAR = 4,         /**< LinearLR(start_factor, end_factor, total_iters): the usual warmup */
+  DDP_LR_ONE_CYCLE = 5,      /**< OneCycleLR(max_lr, total_steps, pct_start, ...) */
+  DDP_LR_REDUCE_ON_PLATEAU = 6 /**< ReduceLROnPlateau(mode, factor, patience, ...), stepped with a metric */
+} ddp_lr_scheduler_kind;
+
+#define DDP_LR_SCHEDULER_OPTIONS_VERSION 1
+
+/**
+ * A scheduler's arguments, with PyTorch's defaults; each kind reads its own.
+ * Initialise with DDP_LR_SCHEDULER_OPTIONS_INIT(kind).
+ */
+typedef struct ddp_lr_scheduler_options {
+  unsigned int version;        /**< DDP_LR_SCHEDULER_OPTIONS_VERSION */
+  ddp_lr_scheduler_kind kind;
+  int64_t step_size;           /**< StepLR: 1 */
+  const int64_t *milestones;   /**< MultiStepLR: borrowed for the call */
+  size_t num_milestones;
+  double gamma;                /**< StepLR, MultiStepLR, ExponentialLR: 0.1 */
+  int64_t t_max;               /**< CosineAnnealingLR: 1 */
+  double eta_min;              /**< CosineAnnealingLR: 0 */
+  double start_factor;         /**< LinearLR: 1/3 */
+  double end_factor;           /**< LinearLR: 1 */
+  int64_t total_iters;         /**< LinearLR: 5 */
+  double max_lr;               /**< OneCycleLR: required */
+  int64_t total_steps;         /**< OneCycleLR: required (epochs x steps_per_epoch) */
+  double pct_start;            /**< OneCycleLR: 0.3 */
+  int anneal_linear;           /**< OneCycleLR: 0 ("cos"); 1 "linear" */
+  int cycle_momentum;          /**< OneCycleLR: 1 (SGD's momentum or Adam's beta1) */
+  double base_momentum;        /**< OneCycleLR: 0.85 */
+  double max_momentum;         /**< OneCycleLR: 0.95 */
+  double div_factor;           /**< OneCycleLR: 25 */
+  double final_div_factor;     /**< OneCycleLR: 1e4 */
+  int three_phase;             /**< OneCycleLR: 0 */
+  int mode_max;                /**< ReduceLROnPlateau: 0 ("min"); 1 "max" */
+  double factor;               /**< ReduceLROnPlateau: 0.1 */
+  int64_t patience;            /**< ReduceLROnPlateau: 10 */
+  double threshold;            /**< ReduceLROnPlateau: 1e-4 */
+  int threshold_abs;           /**< ReduceLROnPlateau: 0 ("rel"); 1 "abs" */
+  int64_t cooldown;            /**< ReduceLROnPlateau: 0 */
+  double min_lr;               /**< ReduceLROnPlateau: 0 */
+  double eps;                  /**< ReduceLROnPlateau: 1e-8 */
+} ddp_lr_scheduler_options;
+
+#define DDP_LR_SCHEDULER_OPTIONS_INIT(kind)                                                                        \
+  {DDP_LR_SCHEDULER_OPTIONS_VERSION, (kind), 1, NULL, 0, 0.1, 1, 0.0, 1.0 / 3, 1.0, 5, 0.0, 0, 0.3, 0, 1, 0.85, 0.95, \
+   25.0, 1e4, 0, 0, 0.1, 10, 1e-4, 0, 0, 0.0, 1e-8}
+
+/**
+ * A scheduler over @p opt, which then has the schedule's first learning
+ * rate (as PyTorch's constructor leaves it). It keeps @p opt alive. Step it
+ * after the optimizer's step, once per epoch or once per step (Lightning's
+ * interval), as the training loop decides. The rates are PyTorch's, step for
+ * step (its own chainable formulas).
+ * @param[out] out new reference.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming a bad argument (PyTorch's checks).
+ */
+DDP_API ddp_status ddp_lr_scheduler_new(ddp_lr_scheduler **out, ddp_optimizer *opt, const ddp_lr_scheduler_options *o);
+
+/**
+ * SequentialLR: @p scheds (made over @p opt, just before) one after another,
+ * the next one taking over at each of the @p num_scheds - 1 @p milestones
+ * (e.g. LinearLR warmup, then CosineAnnealingLR). Keeps the schedulers alive.
+ */
+DDP_API ddp_status ddp_lr_scheduler_new_sequential(ddp_lr_scheduler **out, ddp_optimizer *opt,
+                                                   ddp_lr_scheduler *const *scheds, size_t num_scheds,
+                                                   const int64_t *milestones);
+
+/** scheduler.step(). @return DDP_E_INVALID_ARGUMENT for ReduceLROnPlateau (it needs a metric). */
+DDP_API ddp_status ddp_lr_scheduler_step(ddp_lr_scheduler *s);
+
+/** ReduceLROnPlateau's step(metric). @return DDP_E_INVALID_ARGUMENT for the other kinds. */
+DDP_API ddp_status ddp_lr_scheduler_step_metric(ddp_lr_scheduler *s, double metric);
+
+/** get_last_lr()[0]: the rate the last step set. */
+DDP_API ddp_status ddp_lr_scheduler_last_lr(const ddp_lr_scheduler *s, double *out);
+
+/** Frees @p s; NULL is accepted. */
+DDP_API void ddp_lr_scheduler_free(ddp_lr_scheduler *s);
 
 /**
  * Mean squared error, mean over the elements (torch.nn.functional.mse_loss).

@@ -112,7 +112,8 @@ typedef struct ddp_checkpoint_io {
  * the default. A caller built against an earlier version keeps working:
  * libddp reads and writes only that version's fields for it, and its
  * defaults (devices 1) are kept. */
-#define DDP_STRATEGY_OPTIONS_VERSION 3
+/* 4 added state_dict_prefix. */
+#define DDP_STRATEGY_OPTIONS_VERSION 4
 
 /** DDPStrategy's arguments, with Lightning's and PyTorch's defaults. Initialise with DDP_STRATEGY_OPTIONS_INIT. */
 typedef struct ddp_strategy_options {
@@ -146,13 +147,17 @@ typedef struct ddp_strategy_options {
                                                    copied by ddp_strategy_new. Not together with cluster_callbacks */
   const ddp_cluster_callbacks *cluster_callbacks; /**< NULL; else called at setup_environment (the table is copied) */
   const ddp_checkpoint_io *checkpoint_io;     /**< NULL: local files written atomically; the table is copied */
+  /* version 4 */
+  const char *state_dict_prefix; /**< NULL: none. The LightningModule's attribute holding the model, with its dot ("net."
+                                      for `self.net = model`): checkpoint state_dict names carry it, as Lightning's do, and
+                                      loading takes names with or without it. Copied by ddp_strategy_new */
 } ddp_strategy_options;
 
 #define DDP_STRATEGY_OPTIONS_INIT                                                                                   \
   {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, 0, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0, 0, 0, 0, \
-   NULL, 0.0, DDP_CLIP_NORM, NULL, NULL, NULL}
+   NULL, 0.0, DDP_CLIP_NORM, NULL, NULL, NULL, NULL}
 
-/** Fills @p opts with the defaults of @p version (1 to 3; an earlier version writes only its own fields, devices 1). */
+/** Fills @p opts with the defaults of @p version (1 to 4; an earlier version writes only its own fields, devices 1). */
 DDP_API ddp_status ddp_strategy_options_init(ddp_strategy_options *opts, unsigned int version);
 
 /**
@@ -266,27 +271,76 @@ DDP_API ddp_status ddp_strategy_reduce_boolean_decision(ddp_strategy *s, int dec
  */
 DDP_API ddp_status ddp_strategy_all_gather_v2(ddp_strategy *s, const ddp_tensor *in, int sync_grads, ddp_tensor **out);
 
+#define DDP_CHECKPOINT_INFO_VERSION 1
+
+/** The counters a checkpoint carries beside the state. Initialise with DDP_CHECKPOINT_INFO_INIT. */
+typedef struct ddp_checkpoint_info {
+  unsigned int version;     /**< DDP_CHECKPOINT_INFO_VERSION */
+  int64_t step;             /**< optimizer steps taken (Lightning's global_step) */
+  int64_t epoch;            /**< epochs completed (Lightning's epoch; a resumed run starts this epoch) */
+  int64_t batches_in_epoch; /**< batches per epoch (the fit loop's progress Lightning resumes from); 0: step / epoch */
+  const void *user;         /**< the caller's own bytes (may be NULL with user_len 0); borrowed for the call */
+  size_t user_len;
+} ddp_checkpoint_info;
+
+#define DDP_CHECKPOINT_INFO_INIT {DDP_CHECKPOINT_INFO_VERSION, 0, 0, 0, NULL, 0}
+
 /**
- * Global rank 0 writes the module's state, the optimizer's (may be NULL),
- * the gradient scaler's (16-mixed), the step, the epoch and @p user bytes
- * to @p path atomically (or through the options' checkpoint_io); every rank
- * then waits until it is written. Collective: when rank 0 cannot write,
- * every rank gets DDP_E_IO with rank 0's reason.
+ * Global rank 0 writes a checkpoint to @p path: a torch.save-format file
+ * (torch.load(path, weights_only=True) opens it) in Lightning's layout, which
+ * Trainer.fit(ckpt_path=path) resumes: epoch, global_step, the module's
+ * state_dict (names with the options' state_dict_prefix), the fit loop's
+ * progress, optimizer_states (torch.optim's layout), lr_schedulers
+ * (torch.optim.lr_scheduler's), the gradient scaler's state (16-mixed) and
+ * the user bytes under "libddp". Streamed to a temporary file and renamed
+ * (or handed to the options' checkpoint_io), so that a crash leaves the
+ * previous file or the new one. Collective: every rank waits until it is
+ * written, and when rank 0 cannot write, every rank gets DDP_E_IO with rank
+ * 0's reason.
+ * @param opts,scheds the optimizers and schedulers in Lightning's order (each
+ *        array may be NULL with its count 0); borrowed for the call.
+ * @param info NULL: all counters 0, no user bytes.
  */
+DDP_API ddp_status ddp_strategy_save_checkpoint_v2(ddp_strategy *s, const char *path, const ddp_module *m,
+                                                   ddp_optimizer *const *opts, size_t num_opts,
+                                                   ddp_lr_scheduler *const *scheds, size_t num_scheds,
+                                                   const ddp_checkpoint_info *info);
+
+/**
+ * Every rank reads @p path (written by libddp, or by Lightning or torch.save
+ * in Lightning's layout; libddp's earlier DDPCKPT files too) into @p m, the
+ * optimizers and the schedulers. Only tensors, containers, numbers and
+ * strings are read; a file naming any other Python global is DDP_E_IO naming
+ * it, and nothing in a file is ever run. Collective: a truncated, foreign or
+ * damaged file, one of another model (a missing or mis-shaped entry, named),
+ * or a different number of optimizers or schedulers, on any rank, is DDP_E_IO
+ * with a message on every rank, and leaves everything untouched on every
+ * rank. A file without optimizer (scheduler) states leaves those as they are.
+ * @param[out] info may be NULL; its user field is left NULL (see @p user).
+ * @param[out] user the user bytes, new reference (may be NULL).
+ */
+DDP_API ddp_status ddp_strategy_load_checkpoint_v2(ddp_strategy *s, const char *path, ddp_module *m,
+                                                   ddp_optimizer *const *opts, size_t num_opts,
+                                                   ddp_lr_scheduler *const *scheds, size_t num_scheds,
+                                                   ddp_checkpoint_info *info, ddp_buffer **user);
+
+/** ddp_strategy_save_checkpoint_v2 with one optimizer (may be NULL) and no scheduler. */
 DDP_API ddp_status ddp_strategy_save_checkpoint(ddp_strategy *s, const char *path, const ddp_module *m,
                                                 const ddp_optimizer *opt, int64_t step, int64_t epoch,
                                                 const void *user, size_t user_len);
 
-/**
- * Every rank reads @p path into @p m and @p opt (may be NULL). Collective: a
- * truncated, foreign or damaged file, or one saved from another model, on
- * any rank is DDP_E_IO with a message on every rank, and leaves @p m and
- * @p opt untouched on every rank.
- * @param[out] step,epoch may be NULL.
- * @param[out] user      the user bytes, new reference (may be NULL).
- */
+/** ddp_strategy_load_checkpoint_v2 with one optimizer (may be NULL) and no scheduler. */
 DDP_API ddp_status ddp_strategy_load_checkpoint(ddp_strategy *s, const char *path, ddp_module *m, ddp_optimizer *opt,
                                                 int64_t *step, int64_t *epoch, ddp_buffer **user);
+
+/**
+ * Global rank 0 writes @p m as a TorchScript archive with its current
+ * weights to @p path, atomically: torch.jit.load opens it and its forward
+ * gives libddp's outputs (a module set up with sync_batchnorm is written as
+ * loaded, with plain batch norms). Collective: a failure is DDP_E_IO naming
+ * rank 0's reason on every rank. Without a strategy: ddp_module_save.
+ */
+DDP_API ddp_status ddp_strategy_save_module(ddp_strategy *s, const char *path, const ddp_module *m);
 
 /**
  * Lightning's remove_checkpoint: global rank 0 removes @p path through the

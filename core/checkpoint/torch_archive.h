@@ -1,0 +1,48 @@
+// PyTorch's own file format: the zip container torch.save writes, with a
+// pickle (data.pkl) of tensors, containers, numbers and strings, and one
+// record per tensor storage. Written as a stream (each storage straight
+// from the tensor's memory, never the whole file in memory) and read
+// through LibTorch's reader and unpickler, which build values and never
+// run code from the file. `torch.load(path, weights_only=True)` opens what
+// write_torch_archive writes; read_torch_archive opens what torch.save
+// writes.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace caffe2::serialize {
+class ReadAdapterInterface;
+}
+
+namespace ddp::core {
+
+// Where bytes go, in order; throws to abandon the write.
+using ByteSink = std::function<void(const void* data, size_t size)>;
+
+// Pickles `root` (dicts, lists, tuples, tensors, ints, doubles, bools,
+// strings, None) and writes the archive to `sink`.
+void write_torch_archive(const c10::IValue& root, const ByteSink& sink);
+
+// Whether `head` (the first bytes of a file) starts a zip container.
+bool looks_like_torch_archive(const void* head, size_t size);
+
+// The value in the archive `in`. Throws Status::IO naming `name` and what
+// was wrong: not a zip container, a record that runs past the end of the
+// file or is compressed, a damaged record (its CRC-32), a global other than
+// the tensor rebuilders and containers torch.save uses (named), a tensor
+// that does not fit its storage. Tensors are loaded onto the CPU.
+c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> in, const std::string& name);
+
+// A state dict (name -> tensor, in order) as the file torch.save(
+// model.state_dict(), path) writes, written atomically; and back, from any
+// torch.save file of a dict of tensors (Status::IO naming what is not).
+struct NamedTensor;
+void save_state_dict_file(const std::string& path, const std::vector<NamedTensor>& state);
+std::vector<NamedTensor> load_state_dict_file(const std::string& path);
+
+}  // namespace ddp::core
