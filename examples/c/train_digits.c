@@ -20,6 +20,10 @@
  *                         [--static-graph] (DDP's static_graph)
  *                         [--sync-batchnorm] (Lightning's sync_batchnorm; for a model exported with --batchnorm)
  *                         [--devices-auto] (with --launcher popen: devices 0, "auto", in place of --world)
+ *                         [--optimizer sgd|adamw] (adamw: AdamW, lr 0.001, weight decay 0.01)
+ *                         [--warmup-cosine W] (LinearLR from 0.1x over W steps, then CosineAnnealingLR
+ *                                              to the last step, in a SequentialLR stepped per step)
+ *                         [--export PATH] (the trained model as TorchScript, for torch.jit.load)
  *                                          (post-local SGD: global all-reduces for START steps,
  *                                           then within each node only, the parameters
  *                                           averaged over every rank each P steps from START)
@@ -28,9 +32,11 @@
  * split as raw arrays and the TorchScript MLP 64-128-64-10. Settings are
  * Lightning's run of the same job: SGD (lr 0.05, momentum 0.9), batch 32 per
  * rank, DistributedSampler order (shuffle, seed 0). Rank 0 prints one line
- * per epoch, saves a checkpoint at the end of each epoch, and the held-out
- * accuracy comes back as the job's result. --resume continues from the
- * checkpoint where it stopped. With DIGITS_STEP_LOG=FILE, rank 0 writes each
+ * per epoch, saves a checkpoint at the end of each epoch (Lightning's layout,
+ * the model's names under "net." as the LightningModule of
+ * bench/digits_lightning.py has them), and the held-out accuracy comes back
+ * as the job's result. --resume continues from the checkpoint where it
+ * stopped, also from one that Lightning wrote. With DIGITS_STEP_LOG=FILE, rank 0 writes each
  * step's loss there (the Lightning parity test compares them). With
  * DIGITS_FAIL_RANK=R, rank R exits with code 3 in epoch 2 (the tests check
  * that every other rank stops with a status naming it).
@@ -66,6 +72,9 @@ typedef struct {
   int clip_by_value;
   int static_graph;
   int sync_batchnorm;
+  int adamw;
+  int64_t warmup; /* 0: no schedule; else LinearLR warmup steps before the cosine */
+  char export_path[2048];
 } job_args;
 
 typedef struct {
@@ -153,6 +162,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   ddp_strategy *s = NULL;
   ddp_module *m = NULL;
   ddp_optimizer *opt = NULL;
+  ddp_lr_scheduler *warmup = NULL, *cosine = NULL, *sched = NULL;
   int64_t *indices = NULL;
   float *bx = NULL, *scratch = NULL;
   int64_t *by = NULL;
@@ -179,6 +189,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   so.gradient_clip_val = a->clip;
   so.gradient_clip_algorithm = a->clip_by_value ? DDP_CLIP_VALUE : DDP_CLIP_NORM;
   so.comm_hook = hook;
+  so.state_dict_prefix = "net.";
   ddp_status made = ddp_strategy_new(&s, &so);
   ddp_comm_hook_free(hook); /* the strategy holds its own reference */
   CHECK(made);
@@ -191,17 +202,40 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   CHECK(ddp_strategy_setup_module(s, m));
   if (rank == 0 && a->sync_batchnorm)
     printf("sync_batchnorm: %d batch norm(s) synchronised\n", ddp_strategy_sync_batchnorm_layers(s));
-  ddp_sgd_options sgd = DDP_SGD_OPTIONS_INIT;
-  sgd.lr = a->lr;
-  sgd.momentum = a->momentum;
-  CHECK(ddp_optimizer_new_sgd(&opt, m, &sgd));
+  if (a->adamw) {
+    ddp_adam_options adamw = DDP_ADAMW_OPTIONS_INIT;
+    CHECK(ddp_optimizer_new_adamw(&opt, m, &adamw));
+  } else {
+    ddp_sgd_options sgd = DDP_SGD_OPTIONS_INIT;
+    sgd.lr = a->lr;
+    sgd.momentum = a->momentum;
+    CHECK(ddp_optimizer_new_sgd(&opt, m, &sgd));
+  }
+  int64_t per_rank = 0;
+  CHECK(ddp_sampler_num_samples(train_set.n, world, 0, &per_rank));
+  const int64_t batches = (per_rank + a->batch - 1) / a->batch;
+  const int64_t steps_per_epoch = (batches + a->accumulate - 1) / a->accumulate;
+  if (a->warmup > 0) {
+    /* Warmup, then cosine to the end: Lightning's {"interval": "step"}. */
+    ddp_lr_scheduler_options lin = DDP_LR_SCHEDULER_OPTIONS_INIT(DDP_LR_LINEAR);
+    lin.start_factor = 0.1;
+    lin.total_iters = a->warmup;
+    ddp_lr_scheduler_options cos = DDP_LR_SCHEDULER_OPTIONS_INIT(DDP_LR_COSINE_ANNEALING);
+    cos.t_max = steps_per_epoch * a->epochs - a->warmup;
+    CHECK(ddp_lr_scheduler_new(&warmup, opt, &lin));
+    CHECK(ddp_lr_scheduler_new(&cosine, opt, &cos));
+    ddp_lr_scheduler *both[2] = {warmup, cosine};
+    CHECK(ddp_lr_scheduler_new_sequential(&sched, opt, both, 2, &a->warmup));
+  }
 
-  int64_t first_epoch = 0, step = 0;
+  int64_t first_epoch = 0, opt_steps = 0;
   if (a->resume) {
-    int64_t saved_epoch = 0;
-    CHECK(ddp_strategy_load_checkpoint(s, a->ckpt, m, opt, &step, &saved_epoch, &user));
-    first_epoch = saved_epoch + 1;
-    if (rank == 0) printf("resumed from %s after epoch %lld (step %lld)\n", a->ckpt, (long long)saved_epoch, (long long)step);
+    ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+    CHECK(ddp_strategy_load_checkpoint_v2(s, a->ckpt, m, &opt, 1, sched ? &sched : NULL, sched ? 1 : 0, &info, &user));
+    first_epoch = info.epoch;
+    opt_steps = info.step;
+    if (rank == 0)
+      printf("resumed from %s after epoch %lld (step %lld)\n", a->ckpt, (long long)first_epoch - 1, (long long)opt_steps);
   }
 
   const char *log_path = getenv("DIGITS_STEP_LOG");
@@ -209,8 +243,6 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
     fprintf(stderr, "train_digits: cannot write %s\n", log_path);
     goto done;
   }
-  int64_t per_rank = 0;
-  CHECK(ddp_sampler_num_samples(train_set.n, world, 0, &per_rank));
   indices = malloc((size_t)per_rank * sizeof *indices);
   bx = malloc((size_t)a->batch * FEATURES * sizeof *bx);
   by = malloc((size_t)a->batch * sizeof *by);
@@ -251,6 +283,8 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
       if (st == DDP_OK) st = ddp_strategy_backward(s, scaled);
       if (st == DDP_OK && !sync) st = ddp_strategy_block_backward_sync(s, 0);
       if (st == DDP_OK && sync) st = ddp_strategy_optimizer_step(s, opt);
+      if (st == DDP_OK && sync && sched) st = ddp_lr_scheduler_step(sched);
+      if (st == DDP_OK && sync) ++opt_steps;
       float l = 0;
       if (st == DDP_OK) st = ddp_tensor_copy_to(loss, &l, sizeof l);
       int64_t correct = st == DDP_OK ? count_correct(logits, by, b, scratch) : 0;
@@ -264,7 +298,6 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
       sums[0] += (double)l * (double)b;
       sums[1] += (double)correct;
       sums[2] += (double)b;
-      ++step;
     }
     /* The epoch's figures over every rank (Lightning's sync_dist). */
     int64_t three[1] = {3};
@@ -278,8 +311,14 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
       printf("epoch %2lld  loss %.4f  accuracy %.4f  %.0f samples/s  (%.0f ms)\n", (long long)epoch + 1,
              sums[0] / sums[2], sums[1] / sums[2], sums[2] / seconds, seconds * 1000);
     fflush(stdout);
-    CHECK(ddp_strategy_save_checkpoint(s, a->ckpt, m, opt, step, epoch, NULL, 0));
+    /* Lightning's counters: epochs completed, optimizer steps, batches per epoch. */
+    ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+    info.step = opt_steps;
+    info.epoch = epoch + 1;
+    info.batches_in_epoch = batches;
+    CHECK(ddp_strategy_save_checkpoint_v2(s, a->ckpt, m, &opt, 1, sched ? &sched : NULL, sched ? 1 : 0, &info));
   }
+  if (a->export_path[0]) CHECK(ddp_strategy_save_module(s, a->export_path, m));
 
   /* Held-out accuracy: every rank evaluates the whole held-out set. */
   {
@@ -302,6 +341,9 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
 done:
   if (step_log) fclose(step_log);
   ddp_buffer_free(user);
+  ddp_lr_scheduler_free(sched);
+  ddp_lr_scheduler_free(cosine);
+  ddp_lr_scheduler_free(warmup);
   ddp_optimizer_free(opt);
   ddp_module_free(m);
   ddp_strategy_free(s);
@@ -366,6 +408,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--devices-auto")) devices_auto = 1;
     else if (!strcmp(argv[i], "--static-graph")) a.static_graph = 1;
     else if (!strcmp(argv[i], "--sync-batchnorm")) a.sync_batchnorm = 1;
+    else if (!strcmp(argv[i], "--optimizer") && i + 1 < argc &&
+             (!strcmp(argv[i + 1], "sgd") || !strcmp(argv[i + 1], "adamw")))
+      a.adamw = !strcmp(argv[++i], "adamw");
+    else if (!strcmp(argv[i], "--warmup-cosine") && i + 1 < argc) a.warmup = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--export") && i + 1 < argc) snprintf(a.export_path, sizeof a.export_path, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--precision") && i + 1 < argc) snprintf(a.precision, sizeof a.precision, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--clip") && i + 1 < argc) a.clip = atof(argv[++i]);
     else if (!strcmp(argv[i], "--clip-algorithm") && i + 1 < argc &&
@@ -378,8 +425,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (world < 1 || a.epochs < 0 || a.accumulate < 1) {
-    fprintf(stderr, "train_digits: --world and --accumulate must be >= 1 and --epochs >= 0\n");
+  if (world < 1 || a.epochs < 0 || a.accumulate < 1 || a.warmup < 0) {
+    fprintf(stderr, "train_digits: --world and --accumulate must be >= 1, --epochs and --warmup-cosine >= 0\n");
     return 2;
   }
   double t0 = now_s();
