@@ -63,11 +63,12 @@ class PostLocalSgdHook(pl.Callback):
 
 
 class Digits(pl.LightningModule):
-    def __init__(self, log_path, unused):
+    def __init__(self, log_path, unused, optimizer="sgd", warmup=0, total_steps=0):
         super().__init__()
         self.net = model(unused=unused)
         self.log_path = log_path
         self.losses = []
+        self.optimizer, self.warmup, self.total_steps = optimizer, warmup, total_steps
 
     def training_step(self, batch, _):
         x, y = batch
@@ -82,7 +83,19 @@ class Digits(pl.LightningModule):
                 f.write("\n".join(f"{v:.9g}" for v in self.losses) + "\n")
 
     def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+        if self.optimizer == "adamw":
+            opt = torch.optim.AdamW(self.parameters(), lr=0.001, weight_decay=0.01)
+        else:
+            opt = torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+        if not self.warmup:
+            return opt
+        # train_digits --warmup-cosine W: LinearLR from 0.1x over W steps, then
+        # CosineAnnealingLR to the last step, stepped per step.
+        S = torch.optim.lr_scheduler
+        warm = S.LinearLR(opt, start_factor=0.1, total_iters=self.warmup)
+        cos = S.CosineAnnealingLR(opt, T_max=self.total_steps - self.warmup)
+        seq = S.SequentialLR(opt, [warm, cos], milestones=[self.warmup])
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": seq, "interval": "step"}}
 
 
 def main():
@@ -101,12 +114,20 @@ def main():
     p.add_argument("--static-graph", action="store_true", help="DDPStrategy(static_graph=True)")
     p.add_argument("--clip", type=float, help="Trainer's gradient_clip_val")
     p.add_argument("--clip-algorithm", choices=["norm", "value"], default="norm", help="gradient_clip_algorithm")
+    p.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd", help="adamw: lr 0.001, weight decay 0.01")
+    p.add_argument("--warmup-cosine", type=int, default=0, metavar="W", help="LinearLR warmup, then cosine, per step")
+    p.add_argument("--stop-after", type=int, metavar="K", help="stop after K of the --epochs epochs (max_epochs=K)")
+    p.add_argument("--resume", metavar="CKPT", help="Trainer.fit(ckpt_path=CKPT)")
+    p.add_argument("--save", metavar="CKPT", help="trainer.save_checkpoint(CKPT) after fit")
     a = p.parse_args()
     torch.set_num_threads(1)
     train_x, train_y, test_x, test_y = split()
     ds = torch.utils.data.TensorDataset(torch.from_numpy(train_x), torch.from_numpy(train_y))
     loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True)
-    module = Digits(os.environ.get("DIGITS_STEP_LOG"), a.find_unused)
+    per_rank = -(-len(train_y) // (a.world * a.num_nodes))
+    steps_per_epoch = -(-(-(-per_rank // 32)) // a.accumulate)
+    module = Digits(os.environ.get("DIGITS_STEP_LOG"), a.find_unused, a.optimizer, a.warmup_cosine,
+                    steps_per_epoch * a.epochs)
     strategy = pl.strategies.DDPStrategy(find_unused_parameters=True) if a.find_unused else "ddp"
     if a.gradient_as_bucket_view:
         strategy = pl.strategies.DDPStrategy(gradient_as_bucket_view=True)
@@ -121,13 +142,15 @@ def main():
                                              model_averaging_period=a.averaging_period)
         callbacks.append(PostLocalSgdHook(state, a.world))
     trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=a.world, num_nodes=a.num_nodes,
-                         max_epochs=a.epochs,
+                         max_epochs=a.stop_after if a.stop_after is not None else a.epochs,
                          accumulate_grad_batches=a.accumulate, precision=a.precision,
                          gradient_clip_val=a.clip, gradient_clip_algorithm=a.clip_algorithm,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False,
                          callbacks=callbacks)
-    trainer.fit(module, loader)
+    trainer.fit(module, loader, ckpt_path=a.resume)
+    if a.save:
+        trainer.save_checkpoint(a.save)
     if trainer.global_rank == 0:
         with torch.no_grad():
             pred = module.net(torch.from_numpy(test_x)).argmax(1)

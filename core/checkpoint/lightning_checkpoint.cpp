@@ -216,6 +216,7 @@ LightningCheckpoint read_lightning_checkpoint(std::shared_ptr<caffe2::serialize:
   auto sd = d.find("state_dict");
   if (sd == d.end() || !sd->value().isGenericDict()) bad(name, "it has no state_dict dict");
   for (const auto& e : sd->value().toGenericDict()) {
+    if (is_attributes_entry(e.key(), e.value())) continue;
     if (!e.key().isString() || !e.value().isTensor()) bad(name, "its state_dict holds an entry that is not a named tensor");
     c.state_dict.push_back({e.key().toStringRef(), e.value().toTensor()});
   }

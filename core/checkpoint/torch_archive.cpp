@@ -4,7 +4,9 @@
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -27,7 +29,6 @@ bool allowed_global(const std::string& module, const std::string& name) {
       "FloatStorage", "DoubleStorage", "HalfStorage", "BFloat16Storage", "LongStorage", "IntStorage",
       "ShortStorage", "CharStorage",   "ByteStorage", "BoolStorage"};
   if (module == "torch._utils") return name == "_rebuild_tensor_v2";
-  if (module == "collections") return name == "OrderedDict";
   if (module == "torch") return storages.count(name) != 0;
   if (module == "torch.jit._pickle")
     return name == "build_intlist" || name == "build_doublelist" || name == "build_boollist" ||
@@ -35,14 +36,27 @@ bool allowed_global(const std::string& module, const std::string& name) {
   return false;
 }
 
-// Walks the pickle's opcodes without building anything and refuses the
-// first global that is not allowed, so that the unpickler only ever sees
-// what it can build from data. Strings pushed and memoised are shadowed so
-// that STACK_GLOBAL's operands (protocol 4) can be named too.
-void check_globals(const std::string& pkl, const std::string& name) {
+// Walks the pickle's opcodes (protocol 2, what torch.save writes and
+// LibTorch reads) without building anything, and refuses the first global
+// that is not allowed, so that the unpickler only ever sees what it can
+// build from data.
+//
+// Returns the pickle to unpickle: the same opcodes, with two rewrites that
+// LibTorch's unpickler needs for what Python writes. Each empty
+// collections.OrderedDict() (Python's state_dict, a tensor's backward hooks)
+// becomes an empty dict: LibTorch builds OrderedDict as None, expecting one
+// only for the hooks, so a state_dict would fail on its first item. And a
+// BUILD (which only an OrderedDict's attributes can reach, every class being
+// refused: a state_dict's _metadata) becomes an entry "__dict__" of the
+// dict, holding those attributes (LibTorch's BUILD expects an object). To
+// know where that state begins, the walk keeps, for each item on the
+// pickle's stack, where its opcodes begin in the output.
+std::string sanitize_pickle(const std::string& pkl, const std::string& name) {
   const auto* p = reinterpret_cast<const uint8_t*>(pkl.data());
   const size_t n = pkl.size();
   size_t i = 0;
+  std::string out;
+  out.reserve(n);
   auto need = [&](size_t k) {
     if (k > n - i) bad(name, "data.pkl ends inside an opcode");
   };
@@ -56,86 +70,130 @@ void check_globals(const std::string& pkl, const std::string& name) {
   auto line = [&]() {
     auto end = static_cast<const uint8_t*>(std::memchr(p + i, '\n', n - i));
     if (!end) bad(name, "data.pkl ends inside an opcode");
-    std::string s(reinterpret_cast<const char*>(p + i), end - (p + i));
+    std::string v(reinterpret_cast<const char*>(p + i), end - (p + i));
     i = static_cast<size_t>(end - p) + 1;
-    return s;
+    return v;
   };
-  std::vector<std::string> shadow;  // recent pushes: a string, or "" for anything else
-  std::vector<std::string> memo;
-  auto push = [&](std::string s) {
-    shadow.push_back(std::move(s));
-    if (shadow.size() > 2) shadow.erase(shadow.begin());
+  // The stack: where each item's opcodes begin in `out`; marks flagged.
+  struct Item {
+    size_t start;
+    bool mark;
   };
-  auto remember = [&](uint64_t key) {
-    if (key > n) bad(name, "data.pkl has a memo key past its size");
-    if (memo.size() <= key) memo.resize(key + 1);
-    memo[key] = shadow.empty() ? "" : shadow.back();
+  std::vector<Item> stack;
+  auto pop = [&](size_t k) {
+    if (stack.size() < k) bad(name, "data.pkl pops more than it pushed");
+    size_t start = stack.empty() || k == 0 ? out.size() : stack[stack.size() - k].start;
+    for (size_t j = 0; j < k; ++j) {
+      if (stack.back().mark) bad(name, "data.pkl uses a mark as a value");
+      stack.pop_back();
+    }
+    return start;
   };
-  auto recall = [&](uint64_t key) { push(key < memo.size() ? memo[key] : ""); };
-  auto global = [&](const std::string& module, const std::string& cls) {
-    if (!allowed_global(module, cls))
-      bad(name, "it holds a pickled " + module + "." + cls +
-                    ": only tensors, containers, numbers and strings are loaded, and nothing in the file is run");
+  auto pop_to_mark = [&]() {
+    while (!stack.empty() && !stack.back().mark) stack.pop_back();
+    if (stack.empty()) bad(name, "data.pkl has no mark where it needs one");
+    size_t start = stack.back().start;
+    stack.pop_back();
+    return start;
   };
+  std::set<uint64_t> od_memo;  // memo keys holding the OrderedDict class
+  bool od = false;                      // the OrderedDict class is on top of the stack, not emitted
   while (i < n) {
-    uint8_t op = p[i++];
+    const size_t start = i, here = out.size();
+    const uint8_t op = p[i++];
+    bool emit = true;
+    // The class OrderedDict may only be memoised, recalled, or called with no
+    // arguments: EMPTY_TUPLE REDUCE, which becomes EMPTY_DICT.
+    if (od && op != 'q' && op != 'r') {
+      if (op != ')' || i >= n || p[i] != 'R')
+        bad(name, "it holds an OrderedDict built from arguments, which libddp does not load");
+      ++i;
+      out.push_back('}');
+      stack.push_back({here, false});
+      od = false;
+      continue;
+    }
+    auto get = [&](uint64_t key) {
+      if (od_memo.count(key)) {
+        od = true;
+        emit = false;
+      } else {
+        stack.push_back({here, false});
+      }
+    };
+    auto put = [&](uint64_t key) {
+      if (od) {
+        od_memo.insert(key);
+        emit = false;
+      } else {
+        if (stack.empty()) bad(name, "data.pkl memoises an empty stack");
+      }
+    };
     switch (op) {
-      case '.': return;  // STOP
-      case 'c': {        // GLOBAL "module\nname\n"
+      case '.':  // STOP
+        out.push_back('.');
+        return out;
+      case 0x80: {  // PROTO
+        uint64_t v = fixed(1);
+        if (v != 2)
+          bad(name, "pickle protocol " + std::to_string(v) + ": libddp reads protocol 2, torch.save's default");
+        break;
+      }
+      case 'c': {  // GLOBAL "module\nname\n"
         std::string module = line();
-        global(module, line());
-        push("");
+        std::string cls = line();
+        if (module == "collections" && cls == "OrderedDict") {
+          od = true;
+          emit = false;
+          break;
+        }
+        if (!allowed_global(module, cls))
+          bad(name, "it holds a pickled " + module + "." + cls +
+                        ": only tensors, containers, numbers and strings are loaded, and nothing in the file is run");
+        stack.push_back({here, false});
         break;
       }
-      case 0x93:  // STACK_GLOBAL
-        if (shadow.size() < 2 || shadow[0].empty() || shadow[1].empty())
-          bad(name, "it holds a global whose name is not written out");
-        global(shadow[0], shadow[1]);
-        push("");
-        break;
-      case 'i':  // INST: builds an instance of any class
-        bad(name, "it holds a pickled instance (INST), which libddp does not load");
-      case 0x82: case 0x83: case 0x84:  // EXT1/2/4: the copyreg registry
-        bad(name, "it holds an extension-registry global, which libddp does not load");
-      case 'I': case 'L': case 'S': case 'F': case 'P': line(); push(""); break;
-      case 'V': push(line()); break;
-      case 'g': recall(std::stoull("0" + line())); break;
-      case 'p': remember(std::stoull("0" + line())); break;
-      case 'J': fixed(4); push(""); break;
-      case 'K': fixed(1); push(""); break;
-      case 'M': fixed(2); push(""); break;
-      case 'G': fixed(8); push(""); break;
-      case 'h': recall(fixed(1)); break;
-      case 'j': recall(fixed(4)); break;
-      case 'q': remember(fixed(1)); break;
-      case 'r': remember(fixed(4)); break;
-      case 0x94: remember(memo.size()); break;  // MEMOIZE
-      case 0x80: fixed(1); break;               // PROTO
-      case 0x95: fixed(8); break;               // FRAME
-      case 'X': case 0x8c: case 0x8d: {         // BINUNICODE, SHORT_, 8
-        uint64_t len = fixed(op == 'X' ? 4 : op == 0x8c ? 1 : 8);
-        need(len);
-        push(std::string(reinterpret_cast<const char*>(p + i), len));
-        i += len;
-        break;
-      }
-      case 'T': case 'U': case 'B': case 'C': case 0x8e: case 0x96: case 0x8a: case 0x8b: {
-        size_t width = (op == 'U' || op == 'C' || op == 0x8a) ? 1 : (op == 0x8e || op == 0x96) ? 8 : 4;
+      case 'h': get(fixed(1)); break;
+      case 'j': get(fixed(4)); break;
+      case 'q': put(fixed(1)); break;
+      case 'r': put(fixed(4)); break;
+      case '(': stack.push_back({here, true}); break;  // MARK
+      case 'N': case 0x88: case 0x89: case ')': case ']': case '}': stack.push_back({here, false}); break;
+      case 'J': fixed(4); stack.push_back({here, false}); break;
+      case 'K': fixed(1); stack.push_back({here, false}); break;
+      case 'M': fixed(2); stack.push_back({here, false}); break;
+      case 'G': fixed(8); stack.push_back({here, false}); break;
+      case 'X': case 0x8c: case 'T': case 'U': case 'B': case 'C': case 0x8a: case 0x8b: {
+        size_t width = (op == 0x8c || op == 'U' || op == 'C' || op == 0x8a) ? 1 : 4;
         uint64_t len = fixed(width);
         need(len);
         i += len;
-        push("");
+        stack.push_back({here, false});
         break;
       }
-      case '(': case '0': case '1': case '2': case 'N': case 'R': case 'a': case 'b': case 'd': case '}':
-      case 'e': case 'l': case ']': case 'o': case 's': case 't': case ')': case 'u': case 'Q': case 0x81:
-      case 0x85: case 0x86: case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90: case 0x91: case 0x92:
-      case 0x97: case 0x98:
-        push("");
+      case 't': case 'l': case 'd': stack.push_back({pop_to_mark(), false}); break;  // TUPLE, LIST, DICT
+      case 0x85: stack.push_back({pop(1), false}); break;                           // TUPLE1
+      case 0x86: stack.push_back({pop(2), false}); break;                           // TUPLE2
+      case 0x87: stack.push_back({pop(3), false}); break;                           // TUPLE3
+      case 'a': pop(1); break;                                                      // APPEND
+      case 's': pop(2); break;                                                      // SETITEM
+      case 'e': case 'u': pop_to_mark(); break;                                     // APPENDS, SETITEMS
+      case 'R': case 0x81: stack.push_back({pop(2), false}); break;                 // REDUCE, NEWOBJ
+      case 'Q': stack.push_back({pop(1), false}); break;                            // BINPERSID
+      case 'b': {  // BUILD: the attributes become the dict's entry "__dict__"
+        size_t from = pop(1);
+        static const char key[] = "X\x08\x00\x00\x00__dict__";  // BINUNICODE "__dict__"
+        out.insert(from, key, sizeof(key) - 1);
+        out.push_back('s');  // SETITEM
+        emit = false;
         break;
+      }
+      case 'i':
+        bad(name, "it holds a pickled instance (INST), which libddp does not load");
       default:
-        bad(name, "data.pkl has an unknown pickle opcode " + std::to_string(op));
+        bad(name, "data.pkl has pickle opcode " + std::to_string(op) + ", which torch.save's protocol 2 does not write");
     }
+    if (emit) out.append(pkl, start, i - start);
   }
   bad(name, "data.pkl has no STOP opcode");
 }
@@ -162,6 +220,10 @@ void write_torch_archive(const c10::IValue& root, const ByteSink& sink) {
   writer.writeEndOfFile();
 }
 
+bool is_attributes_entry(const c10::IValue& key, const c10::IValue& value) {
+  return key.isString() && key.toStringRef() == "__dict__" && value.isGenericDict();
+}
+
 bool looks_like_torch_archive(const void* head, size_t size) {
   return size >= 4 && std::memcmp(head, "PK\x03\x04", 4) == 0;
 }
@@ -180,8 +242,19 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
     }
     if (!reader.hasRecord("data.pkl")) bad(name, "it is a zip file without data.pkl (not a torch.save file)");
     auto [data, size] = reader.getRecord("data.pkl");
-    check_globals(std::string(static_cast<const char*>(data.get()), size), name);
-    return torch::jit::readArchiveAndTensors("data", "", "", std::nullopt, std::nullopt, at::Device(at::kCPU), reader);
+    const std::string pkl = sanitize_pickle(std::string(static_cast<const char*>(data.get()), size), name);
+    size_t at = 0;
+    torch::jit::Unpickler unpickler(
+        [&](char* buf, size_t n) {
+          n = std::min(n, pkl.size() - at);
+          std::memcpy(buf, pkl.data() + at, n);
+          at += n;
+          return n;
+        },
+        /*type_resolver=*/nullptr, /*obj_loader=*/nullptr,
+        [&](const std::string& key) { return std::get<0>(reader.getRecord("data/" + key)); }, at::Device(at::kCPU));
+    unpickler.set_version(reader.version());
+    return unpickler.parse_ivalue();
   } catch (const Error&) {
     throw;
   } catch (const c10::Error& e) {
@@ -202,6 +275,7 @@ std::vector<NamedTensor> load_state_dict_file(const std::string& path) {
   if (!v.isGenericDict()) bad(path, "it holds a " + v.tagKind() + ", not a state dict");
   std::vector<NamedTensor> out;
   for (const auto& e : v.toGenericDict()) {
+    if (is_attributes_entry(e.key(), e.value())) continue;
     if (!e.key().isString() || !e.value().isTensor()) bad(path, "it holds an entry that is not a named tensor");
     out.push_back({e.key().toStringRef(), e.value().toTensor()});
   }

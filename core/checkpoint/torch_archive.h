@@ -28,6 +28,11 @@ using ByteSink = std::function<void(const void* data, size_t size)>;
 // strings, None) and writes the archive to `sink`.
 void write_torch_archive(const c10::IValue& root, const ByteSink& sink);
 
+// Whether a dict entry read by read_torch_archive is the attributes of a
+// Python OrderedDict (a state_dict's _metadata), which it keeps under
+// "__dict__": not an entry of the dict itself.
+bool is_attributes_entry(const c10::IValue& key, const c10::IValue& value);
+
 // Whether `head` (the first bytes of a file) starts a zip container.
 bool looks_like_torch_archive(const void* head, size_t size);
 

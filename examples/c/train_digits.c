@@ -24,6 +24,7 @@
  *                         [--warmup-cosine W] (LinearLR from 0.1x over W steps, then CosineAnnealingLR
  *                                              to the last step, in a SequentialLR stepped per step)
  *                         [--export PATH] (the trained model as TorchScript, for torch.jit.load)
+ *                         [--stop-after K] (stop after epoch K of the --epochs the schedule is planned for)
  *                                          (post-local SGD: global all-reduces for START steps,
  *                                           then within each node only, the parameters
  *                                           averaged over every rank each P steps from START)
@@ -75,6 +76,7 @@ typedef struct {
   int adamw;
   int64_t warmup; /* 0: no schedule; else LinearLR warmup steps before the cosine */
   char export_path[2048];
+  int stop_after; /* 0: run every epoch */
 } job_args;
 
 typedef struct {
@@ -251,7 +253,8 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   if (!indices || !bx || !by || !scratch) goto done;
 
   const char *fail_rank = getenv("DIGITS_FAIL_RANK");
-  for (int64_t epoch = first_epoch; epoch < a->epochs; ++epoch) {
+  const int64_t last_epoch = a->stop_after > 0 && a->stop_after < a->epochs ? a->stop_after : a->epochs;
+  for (int64_t epoch = first_epoch; epoch < last_epoch; ++epoch) {
     double t0 = now_s();
     if (fail_rank && atoi(fail_rank) == rank && epoch == 1) {
       fprintf(stderr, "[rank %d] failing on purpose (DIGITS_FAIL_RANK)\n", rank);
@@ -412,6 +415,7 @@ int main(int argc, char **argv) {
              (!strcmp(argv[i + 1], "sgd") || !strcmp(argv[i + 1], "adamw")))
       a.adamw = !strcmp(argv[++i], "adamw");
     else if (!strcmp(argv[i], "--warmup-cosine") && i + 1 < argc) a.warmup = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) a.stop_after = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--export") && i + 1 < argc) snprintf(a.export_path, sizeof a.export_path, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--precision") && i + 1 < argc) snprintf(a.precision, sizeof a.precision, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--clip") && i + 1 < argc) a.clip = atof(argv[++i]);
