@@ -96,6 +96,19 @@ class Lib:
         L.ddp_model_averager_new.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_int64, ctypes.c_int64]
         L.ddp_model_averager_step.argtypes = [vp, ctypes.POINTER(vp), ctypes.c_size_t]
         L.ddp_model_averager_free.argtypes = [vp]
+        L.ddp_module_load.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p]
+        L.ddp_module_free.argtypes = [vp]
+        L.ddp_module_forward.argtypes = [vp, vp, ctypes.POINTER(vp)]
+        L.ddp_module_train.argtypes = [vp, ctypes.c_int]
+        L.ddp_module_state_count.argtypes = [vp]
+        L.ddp_module_state_count.restype = ctypes.c_size_t
+        L.ddp_module_state_name.argtypes = [vp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                            ctypes.POINTER(ctypes.c_int)]
+        L.ddp_module_get.argtypes = [vp, ctypes.c_char_p, ctypes.POINTER(vp)]
+        L.ddp_module_set.argtypes = [vp, ctypes.c_char_p, vp]
+        L.ddp_module_save.argtypes = [vp, ctypes.c_char_p]
+        L.ddp_module_save_state_dict.argtypes = [vp, ctypes.c_char_p]
+        L.ddp_module_load_state_dict.argtypes = [vp, ctypes.c_char_p, ctypes.c_int]
 
     def check(self, status, what):
         if status != 0:
@@ -161,3 +174,30 @@ class Lib:
         out = torch.empty(shape, dtype=dtype)
         self.check(self.lib.ddp_tensor_copy_to(h, out.data_ptr(), self.lib.ddp_tensor_nbytes(h)), "copy_to")
         return out
+
+    def module(self, path):
+        m = ctypes.c_void_p()
+        self.check(self.lib.ddp_module_load(ctypes.byref(m), path.encode()), "module_load")
+        return m
+
+    def module_state(self, m):
+        """The module's state by name, read through ddp_module_state_name and ddp_module_get."""
+        out = {}
+        for i in range(self.lib.ddp_module_state_count(m)):
+            name, is_param = ctypes.c_char_p(), ctypes.c_int()
+            self.check(self.lib.ddp_module_state_name(m, i, ctypes.byref(name), ctypes.byref(is_param)), "state_name")
+            h = ctypes.c_void_p()
+            self.check(self.lib.ddp_module_get(m, name.value, ctypes.byref(h)), "module_get")
+            out[name.value.decode()] = self.to_torch(h, torch.float32)
+            self.lib.ddp_tensor_free(h)
+        return out
+
+    def forward(self, m, x):
+        """ddp_module_forward of torch tensor x (float32); the output as a torch tensor."""
+        h, y = self.wrap(x), ctypes.c_void_p()
+        try:
+            self.check(self.lib.ddp_module_forward(m, h, ctypes.byref(y)), "module_forward")
+            return self.to_torch(y, torch.float32)
+        finally:
+            self.lib.ddp_tensor_free(h)
+            self.lib.ddp_tensor_free(y)
