@@ -13,6 +13,7 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/checkpoint_io.h"
+#include "checkpoint/zip_directory.h"
 #include "common/error.h"
 
 namespace ddp::core {
@@ -241,7 +242,18 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
         bad(name, "record " + record + " runs past the end of the file (truncated, or compressed)");
     }
     if (!reader.hasRecord("data.pkl")) bad(name, "it is a zip file without data.pkl (not a torch.save file)");
-    auto [data, size] = reader.getRecord("data.pkl");
+    // Every record loaded is checked against its CRC-32 in the zip
+    // directory: a flipped bit is refused, not trained on.
+    const auto crcs = zip_record_crcs(*in, name);
+    auto load = [&](const std::string& record) {
+      auto [data, size] = reader.getRecord(record);
+      auto it = crcs.find(record);
+      if (it == crcs.end()) bad(name, "record " + record + " is not in the zip directory");
+      if (crc32_of(0, data.get(), size) != it->second)
+        bad(name, "record " + record + " does not match its CRC-32 (the file is damaged)");
+      return std::make_pair(std::move(data), size);
+    };
+    auto [data, size] = load("data.pkl");
     const std::string pkl = sanitize_pickle(std::string(static_cast<const char*>(data.get()), size), name);
     size_t at = 0;
     torch::jit::Unpickler unpickler(
@@ -252,7 +264,7 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
           return n;
         },
         /*type_resolver=*/nullptr, /*obj_loader=*/nullptr,
-        [&](const std::string& key) { return std::get<0>(reader.getRecord("data/" + key)); }, at::Device(at::kCPU));
+        [&](const std::string& key) { return std::move(load("data/" + key).first); }, at::Device(at::kCPU));
     unpickler.set_version(reader.version());
     return unpickler.parse_ivalue();
   } catch (const Error&) {

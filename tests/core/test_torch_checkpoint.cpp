@@ -1,0 +1,220 @@
+// Checkpoints in PyTorch's format (core/checkpoint/torch_archive,
+// lightning_checkpoint): round trips; truncated, flipped, hostile and
+// foreign files, each refused with DDP_E_IO (a flipped byte may only be
+// harmless, never load a different value); a pickled global that is not
+// data refused by name; libddp's DDPCKPT files still read.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/checkpoint_io.h"
+#include "checkpoint/lightning_checkpoint.h"
+#include "common/error.h"
+
+using namespace ddp::core;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return testing::TempDir() + "/tckpt_" + std::to_string(getpid()) + "_" + name;
+}
+
+std::vector<char> read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(f), {});
+}
+
+void write_all(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+LightningCheckpoint sample() {
+  LightningCheckpoint c;
+  c.epoch = 3;
+  c.global_step = 69;
+  c.batches_in_epoch = 23;
+  c.state_dict.push_back({"net.fc1.weight", at::arange(12, at::kFloat).reshape({3, 4}) / 3});
+  c.state_dict.push_back({"net.fc1.bias", at::tensor({1.5, -2.25}, at::kDouble)});
+  c.state_dict.push_back({"net.bn.num_batches_tracked", at::scalar_tensor(99, at::kLong)});
+  c.state_dict.push_back({"net.half", at::ones({2, 2}, at::kBFloat16)});
+  c10::impl::GenericDict opt(c10::StringType::get(), c10::AnyType::get());
+  opt.insert("lr", 0.05);
+  c.optimizer_states.push_back(opt);
+  c.precision = {{"scale", at::scalar_tensor(1024.0, at::kFloat)}, {"growth_tracker", at::scalar_tensor(7, at::kInt)}};
+  c.user = {'m', 'e', 't', 'a', 0, 1, 2};
+  return c;
+}
+
+void save(const std::string& path, const LightningCheckpoint& c) {
+  write_file_atomically(path, [&](const ByteSink& sink) { write_lightning_checkpoint(c, sink); });
+}
+
+LightningCheckpoint load(const std::string& path) { return read_lightning_checkpoint(file_checkpoint_io()->open(path), path); }
+
+// Status::Ok with the checkpoint, or the error's status and message.
+Status try_load(const std::string& path, LightningCheckpoint* out = nullptr, std::string* why = nullptr) {
+  try {
+    LightningCheckpoint c = load(path);
+    if (out) *out = c;
+    return Status::Ok;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return e.status();
+  }
+}
+
+bool same(const LightningCheckpoint& a, const LightningCheckpoint& b) {
+  if (a.epoch != b.epoch || a.global_step != b.global_step || a.user != b.user ||
+      a.state_dict.size() != b.state_dict.size() || a.precision.size() != b.precision.size())
+    return false;
+  for (size_t i = 0; i < a.state_dict.size(); ++i)
+    if (a.state_dict[i].name != b.state_dict[i].name || a.state_dict[i].tensor.scalar_type() != b.state_dict[i].tensor.scalar_type() ||
+        !at::equal(a.state_dict[i].tensor, b.state_dict[i].tensor))
+      return false;
+  for (size_t i = 0; i < a.precision.size(); ++i)
+    if (!at::equal(a.precision[i].tensor, b.precision[i].tensor)) return false;
+  return true;
+}
+
+// A torch.save-like file whose data.pkl is `pkl` (no tensors).
+void write_raw(const std::string& path, const std::string& pkl) {
+  std::vector<char> bytes;
+  caffe2::serialize::PyTorchStreamWriter w([&](const void* p, size_t n) {
+    bytes.insert(bytes.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
+    return n;
+  });
+  w.writeRecord("data.pkl", pkl.data(), pkl.size());
+  w.writeEndOfFile();
+  write_all(path, bytes);
+}
+
+}  // namespace
+
+TEST(TorchCheckpoint, RoundTripKeepsLightningsKeysAndTheTensors) {
+  std::string path = temp_path("roundtrip");
+  save(path, sample());
+  LightningCheckpoint back = load(path);
+  EXPECT_TRUE(same(back, sample()));
+  EXPECT_EQ(back.batches_in_epoch, 23);
+  ASSERT_EQ(back.optimizer_states.size(), 1u);
+  EXPECT_EQ(back.optimizer_states[0].toGenericDict().at("lr").toDouble(), 0.05);
+  EXPECT_TRUE(back.lr_schedulers.empty());
+  std::remove(path.c_str());
+}
+
+TEST(TorchCheckpoint, EveryTruncationIsRefused) {
+  std::string path = temp_path("full"), cut = temp_path("cut");
+  save(path, sample());
+  auto bytes = read_all(path);
+  for (size_t n = 0; n < bytes.size(); n += (n < 200 || n + 400 > bytes.size()) ? 1 : 7) {
+    write_all(cut, std::vector<char>(bytes.begin(), bytes.begin() + static_cast<long>(n)));
+    std::string why;
+    ASSERT_EQ(try_load(cut, nullptr, &why), Status::IO) << "cut at " << n;
+    EXPECT_NE(why.find(cut), std::string::npos) << why;
+  }
+  std::remove(path.c_str());
+  std::remove(cut.c_str());
+}
+
+TEST(TorchCheckpoint, AFlippedByteIsRefusedOrHarmlessNeverADifferentValue) {
+  std::string path = temp_path("flip");
+  LightningCheckpoint original = sample();
+  save(path, original);
+  auto bytes = read_all(path);
+  size_t refused = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto damaged = bytes;
+    damaged[i] = static_cast<char>(damaged[i] ^ 0x21);
+    write_all(path, damaged);
+    LightningCheckpoint got;
+    Status s = try_load(path, &got);
+    if (s == Status::IO) {
+      ++refused;
+      continue;
+    }
+    // Padding and header fields nobody reads may change; what loads is the original.
+    ASSERT_EQ(s, Status::Ok) << "byte " << i;
+    ASSERT_TRUE(same(got, original)) << "byte " << i << " loaded a different checkpoint";
+  }
+  EXPECT_GT(refused, bytes.size() / 4);
+  std::remove(path.c_str());
+}
+
+TEST(TorchCheckpoint, APickledGlobalThatIsNotDataIsRefusedByName) {
+  std::string path = temp_path("evil");
+  // {"a": posix.system("true")} in protocol 2.
+  write_raw(path, std::string("\x80\x02}q\x00X\x01\x00\x00\x00" "acposix\nsystem\nq\x01X\x04\x00\x00\x00truq\x02\x85R\x73.", 42));
+  std::string why;
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("posix.system"), std::string::npos) << why;
+  // Protocol 4 (not what torch.save writes) is named.
+  write_raw(path, std::string("\x80\x04}.", 4));
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("protocol 4"), std::string::npos) << why;
+  // A pickle of something other than a dict.
+  write_raw(path, std::string("\x80\x02K\x05.", 5));
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  std::remove(path.c_str());
+}
+
+TEST(TorchCheckpoint, ARecordSizeLargerThanTheFileIsRefusedBeforeAllocating) {
+  std::string path = temp_path("huge");
+  save(path, sample());
+  auto bytes = read_all(path);
+  // The central directory entry of the first record: its sizes set to ~4 GiB.
+  const char sig[] = {'P', 'K', 1, 2};
+  auto it = std::search(bytes.begin(), bytes.end(), sig, sig + 4);
+  ASSERT_NE(it, bytes.end());
+  size_t at = static_cast<size_t>(it - bytes.begin());
+  for (size_t k : {20u, 24u}) std::memset(&bytes[at + k], 0xF0, 4);
+  write_all(path, bytes);
+  std::string why;
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  std::remove(path.c_str());
+}
+
+TEST(TorchCheckpoint, LibddpsEarlierFilesStillLoad) {
+  std::string path = temp_path("old");
+  Checkpoint old;
+  old.step = 230;
+  old.epoch = 9;
+  old.tensors.push_back({"module.fc1.weight", at::ones({2, 2})});
+  old.tensors.push_back({"optimizer.0.momentum_buffer", at::full({2, 2}, 3.0)});
+  old.tensors.push_back({"MixedPrecision.scale", at::scalar_tensor(8.0, at::kFloat)});
+  old.user = {1, 2, 3};
+  save_checkpoint_file(path, old);
+  LightningCheckpoint c = load(path);
+  EXPECT_EQ(c.global_step, 230);
+  EXPECT_EQ(c.epoch, 9);
+  EXPECT_EQ(c.user, old.user);
+  ASSERT_EQ(c.state_dict.size(), 1u);
+  EXPECT_EQ(c.state_dict[0].name, "fc1.weight");
+  ASSERT_EQ(c.optimizer_states.size(), 1u);
+  auto state = c.optimizer_states[0].toGenericDict().at("state").toGenericDict();
+  EXPECT_TRUE(at::equal(state.at(0).toGenericDict().at("momentum_buffer").toTensor(), at::full({2, 2}, 3.0)));
+  ASSERT_EQ(c.precision.size(), 1u);
+  std::remove(path.c_str());
+}
+
+TEST(TorchCheckpoint, ForeignFilesAreRefused) {
+  std::string path = temp_path("foreign");
+  for (std::string content : {std::string(""), std::string("hello world, not a checkpoint"), std::string("PK\x03\x04junk", 8)}) {
+    write_all(path, std::vector<char>(content.begin(), content.end()));
+    std::string why;
+    EXPECT_EQ(try_load(path, nullptr, &why), Status::IO) << content;
+    EXPECT_NE(why.find(path), std::string::npos) << why;
+  }
+  EXPECT_EQ(try_load(temp_path("does_not_exist")), Status::IO);
+  std::remove(path.c_str());
+}
