@@ -257,8 +257,10 @@ std::vector<NamedTensor> without_prefix(const std::string& prefix, const std::ve
   return out;
 }
 
+// None given loads the module alone (weights only, e.g. to fine-tune);
+// otherwise the counts must agree.
 void check_count(size_t saved, size_t given, const char* what) {
-  if (saved != 0 && saved != given)
+  if (saved != 0 && given != 0 && saved != given)
     fail(Status::IO, "load_checkpoint: the checkpoint holds " + std::to_string(saved) + " " + what + ", " +
                          std::to_string(given) + " were given");
 }
@@ -278,6 +280,8 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, ScriptModul
     module.check_state(module_state);
     check_count(c.optimizer_states.size(), objects.optimizers.size(), "optimizer states");
     check_count(c.lr_schedulers.size(), objects.schedulers.size(), "lr scheduler states");
+    if (objects.optimizers.empty()) c.optimizer_states.clear();
+    if (objects.schedulers.empty()) c.lr_schedulers.clear();
     for (size_t i = 0; i < c.optimizer_states.size(); ++i) objects.optimizers[i]->check_state_dict(c.optimizer_states[i]);
     for (size_t i = 0; i < c.lr_schedulers.size(); ++i) objects.schedulers[i]->check_state_dict(c.lr_schedulers[i]);
     // A checkpoint from a run without a scaler starts the scaler afresh.

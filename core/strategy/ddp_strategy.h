@@ -150,7 +150,8 @@ class DdpStrategy {
   // Every rank reads `path` (a Lightning or libddp checkpoint); the module,
   // optimizers and schedulers change only when on every rank the whole file
   // and every entry in it fit them (else Status::IO everywhere). A file
-  // without optimizer (or scheduler) states leaves those as they are.
+  // without optimizer (or scheduler) states leaves those as they are; no
+  // optimizers (schedulers) given loads the module without them.
   CheckpointInfo load_checkpoint(const std::string& path, ScriptModule& module, const TrainingObjects& objects);
   // Global rank 0 writes the module as a TorchScript archive (atomically),
   // which torch.jit.load opens; every rank learns the outcome.

@@ -315,7 +315,8 @@ DDP_API ddp_status ddp_strategy_save_checkpoint_v2(ddp_strategy *s, const char *
  * damaged file, one of another model (a missing or mis-shaped entry, named),
  * or a different number of optimizers or schedulers, on any rank, is DDP_E_IO
  * with a message on every rank, and leaves everything untouched on every
- * rank. A file without optimizer (scheduler) states leaves those as they are.
+ * rank. A file without optimizer (scheduler) states leaves those as they are;
+ * none given (count 0) loads the module alone (weights only, to fine-tune).
  * @param[out] info may be NULL; its user field is left NULL (see @p user).
  * @param[out] user the user bytes, new reference (may be NULL).
  */

@@ -203,7 +203,7 @@ pub const DDP_STRATEGY_DDP: ddp_strategy_kind = 0;
 pub const DDP_STRATEGY_DDP_FORK: ddp_strategy_kind = 2;
 pub const DDP_STRATEGY_DDP_SPAWN: ddp_strategy_kind = 1;
 pub const DDP_STRATEGY_KIND_FORCE_INT: ddp_strategy_kind = 2147483647;
-pub const DDP_STRATEGY_OPTIONS_VERSION: u32 = 3;
+pub const DDP_STRATEGY_OPTIONS_VERSION: u32 = 4;
 pub type ddp_strategy_kind = c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -225,6 +225,64 @@ pub struct ddp_module {
 #[derive(Debug, Copy, Clone)]
 pub struct ddp_optimizer {
     _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_lr_scheduler {
+    _unused: [u8; 0],
+}
+pub const DDP_LR_STEP: ddp_lr_scheduler_kind = 0;
+pub const DDP_LR_MULTI_STEP: ddp_lr_scheduler_kind = 1;
+pub const DDP_LR_EXPONENTIAL: ddp_lr_scheduler_kind = 2;
+pub const DDP_LR_COSINE_ANNEALING: ddp_lr_scheduler_kind = 3;
+pub const DDP_LR_LINEAR: ddp_lr_scheduler_kind = 4;
+pub const DDP_LR_ONE_CYCLE: ddp_lr_scheduler_kind = 5;
+pub const DDP_LR_REDUCE_ON_PLATEAU: ddp_lr_scheduler_kind = 6;
+pub type ddp_lr_scheduler_kind = c_uint;
+pub const DDP_LR_SCHEDULER_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_lr_scheduler_options {
+    pub version: c_uint,
+    pub kind: ddp_lr_scheduler_kind,
+    pub step_size: i64,
+    pub milestones: *const i64,
+    pub num_milestones: usize,
+    pub gamma: f64,
+    pub t_max: i64,
+    pub eta_min: f64,
+    pub start_factor: f64,
+    pub end_factor: f64,
+    pub total_iters: i64,
+    pub max_lr: f64,
+    pub total_steps: i64,
+    pub pct_start: f64,
+    pub anneal_linear: c_int,
+    pub cycle_momentum: c_int,
+    pub base_momentum: f64,
+    pub max_momentum: f64,
+    pub div_factor: f64,
+    pub final_div_factor: f64,
+    pub three_phase: c_int,
+    pub mode_max: c_int,
+    pub factor: f64,
+    pub patience: i64,
+    pub threshold: f64,
+    pub threshold_abs: c_int,
+    pub cooldown: i64,
+    pub min_lr: f64,
+    pub eps: f64,
+}
+pub const DDP_CHECKPOINT_INFO_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_checkpoint_info {
+    pub version: c_uint,
+    pub step: i64,
+    pub epoch: i64,
+    pub batches_in_epoch: i64,
+    pub user: *const c_void,
+    pub user_len: usize,
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -329,6 +387,7 @@ pub struct ddp_strategy_options {
     pub cluster_environment: *const ddp_env,
     pub cluster_callbacks: *const ddp_cluster_callbacks,
     pub checkpoint_io: *const ddp_checkpoint_io,
+    pub state_dict_prefix: *const c_char,
 }
 
 #[link(name = "ddp")]
@@ -647,6 +706,21 @@ extern "C" {
     pub fn ddp_loss_mse(input: *const ddp_tensor, target: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_module_forward(m: *mut ddp_module, input: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_module_free(m: *mut ddp_module);
+    pub fn ddp_module_save(m: *const ddp_module, path: *const c_char) -> ddp_status;
+    pub fn ddp_module_state_count(m: *const ddp_module) -> usize;
+    pub fn ddp_module_state_name(m: *const ddp_module, index: usize, name: *mut *const c_char, is_parameter: *mut c_int) -> ddp_status;
+    pub fn ddp_module_get(m: *const ddp_module, name: *const c_char, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_module_set(m: *mut ddp_module, name: *const c_char, value: *const ddp_tensor) -> ddp_status;
+    pub fn ddp_module_save_state_dict(m: *const ddp_module, path: *const c_char) -> ddp_status;
+    pub fn ddp_module_load_state_dict(m: *mut ddp_module, path: *const c_char, strict: c_int) -> ddp_status;
+    pub fn ddp_optimizer_lr(opt: *const ddp_optimizer, out: *mut f64) -> ddp_status;
+    pub fn ddp_optimizer_set_lr(opt: *mut ddp_optimizer, lr: f64) -> ddp_status;
+    pub fn ddp_lr_scheduler_new(out: *mut *mut ddp_lr_scheduler, opt: *mut ddp_optimizer, o: *const ddp_lr_scheduler_options) -> ddp_status;
+    pub fn ddp_lr_scheduler_new_sequential(out: *mut *mut ddp_lr_scheduler, opt: *mut ddp_optimizer, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, milestones: *const i64) -> ddp_status;
+    pub fn ddp_lr_scheduler_step(s: *mut ddp_lr_scheduler) -> ddp_status;
+    pub fn ddp_lr_scheduler_step_metric(s: *mut ddp_lr_scheduler, metric: f64) -> ddp_status;
+    pub fn ddp_lr_scheduler_last_lr(s: *const ddp_lr_scheduler, out: *mut f64) -> ddp_status;
+    pub fn ddp_lr_scheduler_free(s: *mut ddp_lr_scheduler);
     pub fn ddp_module_load(out: *mut *mut ddp_module, path: *const c_char) -> ddp_status;
     pub fn ddp_module_num_parameters(m: *const ddp_module) -> usize;
     pub fn ddp_module_train(m: *mut ddp_module, on: c_int) -> ddp_status;
@@ -693,4 +767,7 @@ extern "C" {
     pub fn ddp_strategy_optimizer_step_v2(s: *mut ddp_strategy, opt: *mut ddp_optimizer, stepped: *mut c_int) -> ddp_status;
     pub fn ddp_strategy_all_gather_v2(s: *mut ddp_strategy, in_: *const ddp_tensor, sync_grads: c_int, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_strategy_remove_checkpoint(s: *mut ddp_strategy, path: *const c_char) -> ddp_status;
+    pub fn ddp_strategy_save_checkpoint_v2(s: *mut ddp_strategy, path: *const c_char, m: *const ddp_module, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *const ddp_checkpoint_info) -> ddp_status;
+    pub fn ddp_strategy_load_checkpoint_v2(s: *mut ddp_strategy, path: *const c_char, m: *mut ddp_module, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *mut ddp_checkpoint_info, user: *mut *mut ddp_buffer) -> ddp_status;
+    pub fn ddp_strategy_save_module(s: *mut ddp_strategy, path: *const c_char, m: *const ddp_module) -> ddp_status;
 }
