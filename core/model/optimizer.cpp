@@ -198,7 +198,10 @@ class TorchOptimizer : public Optimizer {
     for (auto& [i, buffers] : p.by_param) {
       auto state = std::make_unique<State>();
       std::map<std::string, at::Tensor> copies;
-      for (auto& [name, t] : buffers) copies[name] = name == "step" ? t : t.to(params_[i].device()).clone();
+      // The saved tensors become the state, without a copy on the
+      // parameters' device (a checkpoint's are fresh: 800 MB less to copy
+      // for 100 M parameters under Adam).
+      for (auto& [name, t] : buffers) copies[name] = name == "step" ? t : t.to(params_[i].device()).contiguous();
       K::set(*state, copies);
       all[params_[i].unsafeGetTensorImpl()] = std::move(state);
     }

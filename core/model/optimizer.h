@@ -65,7 +65,8 @@ class Optimizer {
   virtual void check_state_dict(const c10::IValue& saved) const = 0;
   // Replaces the state and the group's hyper-parameters (the learning rate
   // too, as PyTorch's load_state_dict) with `saved`, after check_state_dict:
-  // nothing changes unless every entry is good.
+  // nothing changes unless every entry is good. The saved tensors become
+  // the state (moved to the parameters' device, not copied when there).
   virtual void load_state_dict(const c10::IValue& saved) = 0;
 };
 
