@@ -53,6 +53,7 @@ struct Kind<torch::optim::SGD> {
   static void set(State& s, const std::map<std::string, at::Tensor>& b) { s.momentum_buffer(b.at("momentum_buffer")); }
   static std::vector<std::string> required() { return {"momentum_buffer"}; }
   static std::vector<std::string> allowed() { return {"momentum_buffer"}; }
+  static std::vector<std::string> group_keys() { return {"lr", "momentum", "dampening", "nesterov"}; }
   static double momentum(const Options& o) { return o.momentum(); }
   static void set_momentum(Options& o, double m) { o.momentum(m); }
   // PyTorch 2.11's SGD param_group, in its order.
@@ -94,6 +95,7 @@ struct AdamKind {
   }
   static std::vector<std::string> required() { return {"step", "exp_avg", "exp_avg_sq"}; }
   static std::vector<std::string> allowed() { return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
+  static std::vector<std::string> group_keys() { return {"lr", "betas", "eps", "amsgrad"}; }
   static double momentum(const Options& o) { return std::get<0>(o.betas()); }
   static void set_momentum(Options& o, double m) { o.betas({m, std::get<1>(o.betas())}); }
   static void put_group(c10::impl::GenericDict& g, const Options& o) {
@@ -270,6 +272,11 @@ class TorchOptimizer : public Optimizer {
     if (params == g.end() || !params->value().isList() || params->value().toListRef().size() != params_.size())
       fail(Status::IO, "optimizer state: param_groups[0]['params'] does not list " + std::to_string(params_.size()) +
                            " parameters (a checkpoint of another model?)");
+    // Another kind's group (SGD's into Adam) would load numbers into the
+    // wrong places: its hyper-parameters name the kind.
+    for (const auto& key : K::group_keys())
+      if (g.find(key) == g.end())
+        fail(Status::IO, "optimizer state: param_groups[0] lacks '" + key + "' (another optimizer's state?)");
     K::take_group(g, out.options);
     for (const char* key : {"initial_lr", "max_lr", "min_lr", "max_momentum", "base_momentum"})
       if (g.find(key) != g.end()) out.extras[key] = group_number(g, key, 0);
