@@ -12,5 +12,6 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 cmake --build "$build" -j "${DDP_JOBS:-2}"
 cd "$build"
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  LSAN_OPTIONS="suppressions=$here/scripts/lsan.supp"
 ctest --output-on-failure --timeout 600 -LE "parity|packaging|bindings" "$@"

@@ -1,6 +1,8 @@
 // Learning-rate schedulers: argument translation, then core/model.
 #include "ddp/model.h"
 
+#include <cstring>
+
 #include "handles.h"
 #include "model/lr_scheduler.h"
 #include "model/optimizer.h"
@@ -16,7 +18,12 @@ ddp::core::SchedulerSpec spec_of(const ddp_lr_scheduler_options& o) {
     fail(DDP_E_INVALID_ARGUMENT, "ddp_lr_scheduler_new: unknown options version " + std::to_string(o.version));
   using K = ddp::core::SchedulerSpec::Kind;
   ddp::core::SchedulerSpec s;
-  switch (o.kind) {
+  // Read as the int a caller may have put there: an out-of-range value in
+  // the enum itself would be undefined behaviour.
+  int kind = 0;
+  static_assert(sizeof kind == sizeof o.kind, "ddp_lr_scheduler_kind is an int");
+  std::memcpy(&kind, &o.kind, sizeof kind);
+  switch (kind) {
     case DDP_LR_STEP: s.kind = K::Step; break;
     case DDP_LR_MULTI_STEP: s.kind = K::MultiStep; break;
     case DDP_LR_EXPONENTIAL: s.kind = K::Exponential; break;
@@ -24,7 +31,7 @@ ddp::core::SchedulerSpec spec_of(const ddp_lr_scheduler_options& o) {
     case DDP_LR_LINEAR: s.kind = K::Linear; break;
     case DDP_LR_ONE_CYCLE: s.kind = K::OneCycle; break;
     case DDP_LR_REDUCE_ON_PLATEAU: s.kind = K::ReduceOnPlateau; break;
-    default: fail(DDP_E_INVALID_ARGUMENT, "ddp_lr_scheduler_new: unknown kind " + std::to_string(static_cast<int>(o.kind)));
+    default: fail(DDP_E_INVALID_ARGUMENT, "ddp_lr_scheduler_new: unknown kind " + std::to_string(kind));
   }
   if (o.num_milestones > 0 && !o.milestones) fail(DDP_E_INVALID_ARGUMENT, "ddp_lr_scheduler_new: milestones is NULL");
   if (o.num_milestones > 100000) fail(DDP_E_INVALID_ARGUMENT, "ddp_lr_scheduler_new: too many milestones");

@@ -234,6 +234,10 @@ bool looks_like_torch_archive(const void* head, size_t size) {
 c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> in, const std::string& name) {
   const uint64_t file_size = in->size();
   try {
+    // The zip directory is read here first: a damaged one is refused before
+    // LibTorch's reader sees it (its constructor leaks miniz's state when it
+    // throws).
+    const auto crcs = zip_record_crcs(*in, name);
     caffe2::serialize::PyTorchStreamReader reader(in);
     // Every record is stored (not compressed) and lies inside the file, so
     // no size in the directory can make us allocate more than the file holds.
@@ -250,7 +254,6 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
     // (the check then costs little more than the reading), and handed to the
     // unpickler from memory. `records` outlives `checks`, whose futures wait
     // for their threads before the memory they read goes.
-    const auto crcs = zip_record_crcs(*in, name);
     auto expected = [&](const std::string& record) {
       auto it = crcs.find(record);
       if (it == crcs.end()) bad(name, "record " + record + " is not in the zip directory");

@@ -42,6 +42,12 @@ class Saved {
     if (!v.isInt()) wrong(key, v, "an int");
     return v.toInt();
   }
+  // A period or count that the formulas divide by.
+  int64_t positive(const std::string& key) const {
+    int64_t v = integer(key);
+    if (v <= 0) fail(Status::IO, "lr scheduler state: " + key + " " + std::to_string(v) + " is not positive");
+    return v;
+  }
   bool flag(const std::string& key) const {
     const auto& v = at(key);
     if (!v.isBool()) wrong(key, v, "a bool");
@@ -135,9 +141,8 @@ class StepLR : public Chainable {
     d.insert("gamma", spec_.gamma);
   }
   void own_load(const Saved& s, bool apply) override {
-    int64_t step_size = s.integer("step_size");
+    int64_t step_size = s.positive("step_size");
     double gamma = s.number("gamma");
-    if (step_size <= 0) fail(Status::IO, "lr scheduler state: step_size " + std::to_string(step_size) + " is not positive");
     if (apply) spec_.step_size = step_size, spec_.gamma = gamma;
   }
 };
@@ -219,9 +224,8 @@ class CosineAnnealingLR : public Chainable {
     d.insert("eta_min", spec_.eta_min);
   }
   void own_load(const Saved& s, bool apply) override {
-    int64_t t_max = s.integer("T_max");
+    int64_t t_max = s.positive("T_max");
     double eta_min = s.number("eta_min");
-    if (t_max <= 0) fail(Status::IO, "lr scheduler state: T_max " + std::to_string(t_max) + " is not positive");
     if (apply) spec_.t_max = t_max, spec_.eta_min = eta_min;
   }
 };
@@ -249,8 +253,7 @@ class LinearLR : public Chainable {
   }
   void own_load(const Saved& s, bool apply) override {
     double start = s.number("start_factor"), end = s.number("end_factor");
-    int64_t total = s.integer("total_iters");
-    if (total <= 0) fail(Status::IO, "lr scheduler state: total_iters " + std::to_string(total) + " is not positive");
+    int64_t total = s.positive("total_iters");
     if (apply) spec_.start_factor = start, spec_.end_factor = end, spec_.total_iters = total;
   }
 };
@@ -324,7 +327,7 @@ class OneCycleLR : public Chainable {
     d.insert("use_beta1", optimizer_->spec().kind != OptimizerSpec::Kind::Sgd);
   }
   void own_load(const Saved& s, bool apply) override {
-    int64_t total = s.integer("total_steps");
+    int64_t total = s.positive("total_steps");
     std::string anneal = s.text("_anneal_func_type");
     if (anneal != "cos" && anneal != "linear") fail(Status::IO, "lr scheduler state: _anneal_func_type '" + anneal + "'");
     bool cycle = s.flag("cycle_momentum");

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
+#include "file_bytes.h"
 #include "common/error.h"
 
 using ddp::core::Checkpoint;
@@ -26,16 +27,6 @@ using ddp::core::save_checkpoint_file;
 namespace {
 
 std::string temp_path(const std::string& name) { return testing::TempDir() + "/ckpt_" + std::to_string(getpid()) + "_" + name; }
-
-std::vector<char> read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<char>(std::istreambuf_iterator<char>(f), {});
-}
-
-void write_all(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 uint32_t crc32(const char* p, size_t n) {
   uint32_t c = 0xffffffffu;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
+#include "file_bytes.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/lightning_checkpoint.h"
 #include "common/error.h"
@@ -27,16 +28,6 @@ namespace {
 
 std::string temp_path(const std::string& name) {
   return testing::TempDir() + "/tckpt_" + std::to_string(getpid()) + "_" + name;
-}
-
-std::vector<char> read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<char>(std::istreambuf_iterator<char>(f), {});
-}
-
-void write_all(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 LightningCheckpoint sample() {
