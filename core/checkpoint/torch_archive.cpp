@@ -44,14 +44,15 @@ bool allowed_global(const std::string& module, const std::string& name) {
 // that is not allowed, so that the unpickler only ever sees what it can
 // build from data.
 //
-// Returns the pickle to unpickle: the same opcodes, with two rewrites that
+// Returns the pickle to unpickle: the same opcodes, with three rewrites that
 // LibTorch's unpickler needs for what Python writes. Each empty
 // collections.OrderedDict() (Python's state_dict, a tensor's backward hooks)
 // becomes an empty dict: LibTorch builds OrderedDict as None, expecting one
 // only for the hooks, so a state_dict would fail on its first item. And a
 // BUILD (which only an OrderedDict's attributes can reach, every class being
 // refused: a state_dict's _metadata) becomes an entry "__dict__" of the
-// dict, holding those attributes (LibTorch's BUILD expects an object). To
+// dict, holding those attributes (LibTorch's BUILD expects an object). A
+// collections.Counter(dict) (MultiStepLR's milestones) becomes its dict. To
 // know where that state begins, the walk keeps, for each item on the
 // pickle's stack, where its opcodes begin in the output.
 std::string sanitize_pickle(const std::string& pkl, const std::string& name) {
@@ -100,7 +101,14 @@ std::string sanitize_pickle(const std::string& pkl, const std::string& name) {
     return start;
   };
   std::set<uint64_t> od_memo;  // memo keys holding the OrderedDict class
-  bool od = false;                      // the OrderedDict class is on top of the stack, not emitted
+  bool od = false;              // the OrderedDict class is on top of the stack, not emitted
+  // collections.Counter(dict) (MultiStepLR's milestones) becomes the dict:
+  // the class is not emitted, its one-tuple of arguments and the call
+  // neither. Each pending call: the stack depth where the class would be,
+  // and whether its arguments are complete.
+  std::set<uint64_t> counter_memo;
+  bool counter_class = false;  // the class was just pushed (a PUT may follow)
+  std::vector<std::pair<size_t, bool>> counter_calls;
   while (i < n) {
     const size_t start = i, here = out.size();
     const uint8_t op = p[i++];
@@ -116,8 +124,17 @@ std::string sanitize_pickle(const std::string& pkl, const std::string& name) {
       od = false;
       continue;
     }
+    const bool after_counter_class = counter_class;
+    counter_class = false;
+    auto counter = [&]() {
+      counter_calls.push_back({stack.size(), false});
+      counter_class = true;
+      emit = false;
+    };
     auto get = [&](uint64_t key) {
-      if (od_memo.count(key)) {
+      if (counter_memo.count(key)) {
+        counter();
+      } else if (od_memo.count(key)) {
         od = true;
         emit = false;
       } else {
@@ -125,7 +142,11 @@ std::string sanitize_pickle(const std::string& pkl, const std::string& name) {
       }
     };
     auto put = [&](uint64_t key) {
-      if (od) {
+      if (after_counter_class) {
+        counter_memo.insert(key);
+        counter_class = true;
+        emit = false;
+      } else if (od) {
         od_memo.insert(key);
         emit = false;
       } else {
@@ -148,6 +169,10 @@ std::string sanitize_pickle(const std::string& pkl, const std::string& name) {
         if (module == "collections" && cls == "OrderedDict") {
           od = true;
           emit = false;
+          break;
+        }
+        if (module == "collections" && cls == "Counter") {
+          counter();
           break;
         }
         if (!allowed_global(module, cls))
@@ -175,13 +200,29 @@ std::string sanitize_pickle(const std::string& pkl, const std::string& name) {
         break;
       }
       case 't': case 'l': case 'd': stack.push_back({pop_to_mark(), false}); break;  // TUPLE, LIST, DICT
-      case 0x85: stack.push_back({pop(1), false}); break;                           // TUPLE1
+      case 0x85:  // TUPLE1; a Counter's arguments stay the dict they hold
+        if (!counter_calls.empty() && !counter_calls.back().second && stack.size() == counter_calls.back().first + 1) {
+          counter_calls.back().second = true;
+          emit = false;
+          break;
+        }
+        stack.push_back({pop(1), false});
+        break;
       case 0x86: stack.push_back({pop(2), false}); break;                           // TUPLE2
       case 0x87: stack.push_back({pop(3), false}); break;                           // TUPLE3
       case 'a': pop(1); break;                                                      // APPEND
       case 's': pop(2); break;                                                      // SETITEM
       case 'e': case 'u': pop_to_mark(); break;                                     // APPENDS, SETITEMS
-      case 'R': case 0x81: stack.push_back({pop(2), false}); break;                 // REDUCE, NEWOBJ
+      case 'R': case 0x81:  // REDUCE, NEWOBJ; a Counter's call leaves its dict
+        if (!counter_calls.empty() && stack.size() == counter_calls.back().first + 1) {
+          if (!counter_calls.back().second || op != 'R')
+            bad(name, "it holds a Counter built other than from a dict, which libddp does not load");
+          counter_calls.pop_back();
+          emit = false;
+          break;
+        }
+        stack.push_back({pop(2), false});
+        break;
       case 'Q': stack.push_back({pop(1), false}); break;                            // BINPERSID
       case 'b': {  // BUILD: the attributes become the dict's entry "__dict__"
         size_t from = pop(1);

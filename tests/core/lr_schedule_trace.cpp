@@ -3,7 +3,9 @@
 // after construction and after each step (%.17g), and at step RESTORE saves
 // the optimizer's and scheduler's state_dict to FILE (a torch.save file),
 // builds both afresh, loads them back (Lightning's order: optimizer first)
-// and goes on. Python's torch.optim.lr_scheduler does the same.
+// and goes on. Python's torch.optim.lr_scheduler does the same. With
+// LR_TRACE_RESUME_FROM=FILE, the state loaded at RESTORE is FILE's (what
+// PyTorch saved at that step) instead of its own.
 //
 //   lr_schedule_trace KIND STEPS RESTORE FILE [sgd|adamw] [key=value ...]
 // KIND: step multistep exponential cosine linear onecycle sequential plateau
@@ -108,7 +110,9 @@ int main(int argc, char** argv) {
         d.insert("optimizer", r.opt->state_dict());
         d.insert("scheduler", r.sched->state_dict());
         write_file_atomically(file, [&](const ByteSink& sink) { write_torch_archive(d, sink); });
-        c10::IValue back = read_torch_archive(file_checkpoint_io()->open(file), file);
+        const char* theirs = std::getenv("LR_TRACE_RESUME_FROM");
+        const std::string from = theirs ? theirs : file;
+        c10::IValue back = read_torch_archive(file_checkpoint_io()->open(from), from);
         r = make(kind, kv, adamw);
         r.opt->load_state_dict(back.toGenericDict().at("optimizer"));
         r.sched->load_state_dict(back.toGenericDict().at("scheduler"));

@@ -2,8 +2,9 @@
 same wheel: build/tests/lr_schedule_trace prints the rate after construction
 and after each of 1,000 steps, with a save and restore of the optimizer's and
 scheduler's state_dict (a torch.save file) in the middle. Every rate must
-equal PyTorch's uninterrupted run to 1e-12 relative; and PyTorch, given the
-state libddp saved in the middle, must go on with the same rates."""
+equal PyTorch's uninterrupted run to 1e-12 relative; PyTorch, given the
+state libddp saved in the middle, must go on with the same rates; and so
+must libddp given the state PyTorch saved (MultiStepLR's Counter included)."""
 import os
 import subprocess
 
@@ -64,10 +65,12 @@ def step(kind, s, k):
         s.step()
 
 
-def reference(kind, kv, adamw, resume_from=None):
+def reference(kind, kv, adamw, resume_from=None, save_to=None):
     opt, s = python_run(kind, kv, adamw)
     lrs = [opt.param_groups[0]["lr"]]
     for k in range(STEPS):
+        if k == RESTORE and save_to:
+            torch.save({"optimizer": opt.state_dict(), "scheduler": s.state_dict()}, save_to)
         if k == RESTORE and resume_from:
             saved = torch.load(resume_from, weights_only=True)
             opt, s = python_run(kind, kv, adamw)
@@ -87,12 +90,19 @@ def close(a, b):
 def test_rates_equal_pytorch_through_a_restore(tmp_path, case, optimizer):
     kind, kv = CASES[case]
     mid = str(tmp_path / "mid.pt")
-    out = subprocess.run([TRACE, kind, str(STEPS), str(RESTORE), mid, optimizer] + [f"{k}={v}" for k, v in kv.items()],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    ours = [float(line) for line in out.stdout.split()]
-    theirs = reference(kind, kv, optimizer == "adamw")
+    theirs_mid = str(tmp_path / "theirs_mid.pt")
+    theirs = reference(kind, kv, optimizer == "adamw", save_to=theirs_mid)
+
+    def trace(env=None):
+        out = subprocess.run([TRACE, kind, str(STEPS), str(RESTORE), mid, optimizer] + [f"{k}={v}" for k, v in kv.items()],
+                             capture_output=True, text=True, timeout=120, env=dict(os.environ, **(env or {})))
+        assert out.returncode == 0, out.stderr
+        return [float(line) for line in out.stdout.split()]
+
+    ours = trace()
     bad = [k for k, (x, y) in enumerate(zip(ours, theirs)) if abs(x - y) > 1e-12 * max(abs(x), abs(y))]
     assert len(ours) == STEPS + 1 and not bad, f"first differing step {bad[:1]}: {[ours[k] for k in bad[:3]]} vs {[theirs[k] for k in bad[:3]]}"
-    # PyTorch resumes from the state libddp saved at RESTORE.
+    # PyTorch resumes from the state libddp saved at RESTORE, and libddp
+    # from the state PyTorch saved there.
     assert close(reference(kind, kv, optimizer == "adamw", resume_from=mid), theirs)
+    assert close(trace({"LR_TRACE_RESUME_FROM": theirs_mid}), theirs)
