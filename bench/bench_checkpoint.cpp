@@ -4,14 +4,19 @@
 // with every record's CRC checked, then the optimizer's state checked and
 // loaded and the parameters copied in. bench/run_checkpoint.sh runs it beside
 // torch.save / torch.load of the same state (bench_checkpoint_torch.py).
-// Prints one line per phase: seconds, and the peak resident memory above
-// what was resident before it (VmHWM, reset through /proc/self/clear_refs).
+// Prints one line per phase: seconds, the peak resident memory above what
+// was resident before it (VmHWM, reset through /proc/self/clear_refs: it
+// counts the pages of a mapped file too), and the peak of anonymous memory
+// above it (RssAnon sampled every millisecond: what the process itself
+// holds, without the page cache of a mapped file).
 //   bench_checkpoint PATH [parameters, default 100000000]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,10 +48,23 @@ long reset_peak() {
 template <typename F>
 void phase(const char* name, F&& body) {
   long before = reset_peak();
+  long anon_before = status_kb("RssAnon:");
+  std::atomic<bool> done{false};
+  std::atomic<long> anon_peak{anon_before};
+  std::thread sampler([&] {
+    while (!done) {
+      long a = status_kb("RssAnon:");
+      if (a > anon_peak) anon_peak = a;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
   auto t0 = std::chrono::steady_clock::now();
   body();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%s %.3f s, peak +%.1f MB\n", name, s, (status_kb("VmHWM:") - before) / 1024.0);
+  done = true;
+  sampler.join();
+  std::printf("%s %.3f s, peak +%.1f MB, anon +%.1f MB\n", name, s, (status_kb("VmHWM:") - before) / 1024.0,
+              (anon_peak - anon_before) / 1024.0);
   std::fflush(stdout);
 }
 

@@ -20,13 +20,29 @@ def status_kb(field):
 
 
 def phase(name, body):
+    import threading
+
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     before = status_kb("VmRSS:")
+    anon_before = status_kb("RssAnon:")
+    peak = [anon_before]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], status_kb("RssAnon:"))
+            time.sleep(0.001)
+
+    t = threading.Thread(target=sample)
+    t.start()
     t0 = time.monotonic()
     body()
     s = time.monotonic() - t0
-    print(f"{name} {s:.3f} s, peak +{(status_kb('VmHWM:') - before) / 1024:.1f} MB", flush=True)
+    done.set()
+    t.join()
+    print(f"{name} {s:.3f} s, peak +{(status_kb('VmHWM:') - before) / 1024:.1f} MB, "
+          f"anon +{(peak[0] - anon_before) / 1024:.1f} MB", flush=True)
 
 
 def main():

@@ -2,6 +2,7 @@
 
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,7 +33,7 @@ class BytesReader : public caffe2::serialize::ReadAdapterInterface {
 };
 
 // A regular file read where asked (pread), never whole.
-class FileReader : public caffe2::serialize::ReadAdapterInterface {
+class FileReader : public MappableSource {
  public:
   explicit FileReader(const std::string& path) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -45,6 +46,13 @@ class FileReader : public caffe2::serialize::ReadAdapterInterface {
     size_ = static_cast<size_t>(st.st_size);
   }
   ~FileReader() override { ::close(fd_); }
+  std::shared_ptr<uint8_t> map() const override {
+    if (size_ == 0) fail(Status::IO, "checkpoint: an empty file cannot be mapped");
+    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, 0);
+    if (p == MAP_FAILED) fail(Status::IO, std::string("checkpoint: cannot map the file: ") + why_errno());
+    size_t n = size_;
+    return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [n](uint8_t* q) { ::munmap(q, n); });
+  }
   size_t size() const override { return size_; }
   size_t read(uint64_t pos, void* buf, size_t n, const char*) const override {
     size_t got = 0;

@@ -306,9 +306,20 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
     std::map<std::string, at::DataPtr> records;
     {
       std::vector<std::pair<std::string, std::future<bool>>> checks;
+      auto* mappable = dynamic_cast<MappableSource*>(in.get());
+      std::shared_ptr<uint8_t> mapping = mappable ? mappable->map() : nullptr;
       for (const auto& record : reader.getAllRecords()) {
         if (record.compare(0, 5, "data/") != 0) continue;
-        auto [data, size] = reader.getRecord(record);
+        at::DataPtr data;
+        size_t size = reader.getRecordSize(record);
+        if (mapping) {
+          // Stored records lie whole in the file (checked above).
+          uint8_t* where = mapping.get() + reader.getRecordOffset(record);
+          data = at::DataPtr(where, new std::shared_ptr<uint8_t>(mapping),
+                             [](void* ctx) { delete static_cast<std::shared_ptr<uint8_t>*>(ctx); }, at::kCPU);
+        } else {
+          data = std::get<0>(reader.getRecord(record));
+        }
         const void* p = data.get();
         checks.emplace_back(record, std::async(std::launch::async, [p, size = size, want = expected(record)] {
                               return crc32_of(0, p, size) == want;

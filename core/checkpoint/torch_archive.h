@@ -9,17 +9,24 @@
 #pragma once
 
 #include <ATen/core/ivalue.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace caffe2::serialize {
-class ReadAdapterInterface;
-}
-
 namespace ddp::core {
+
+// A source whose content can be mapped into memory (a local file): the
+// tensors read from it then point into the mapping instead of being copied,
+// so a load holds no second copy of the file in memory. The mapping is
+// private and writable (copy on write): the file never changes.
+class MappableSource : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  // The whole content; mapped as long as a returned pointer lives.
+  virtual std::shared_ptr<uint8_t> map() const = 0;
+};
 
 // Where bytes go, in order; throws to abandon the write.
 using ByteSink = std::function<void(const void* data, size_t size)>;
@@ -40,7 +47,9 @@ bool looks_like_torch_archive(const void* head, size_t size);
 // was wrong: not a zip container, a record that runs past the end of the
 // file or is compressed, a damaged record (its CRC-32), a global other than
 // the tensor rebuilders and containers torch.save uses (named), a tensor
-// that does not fit its storage. Tensors are loaded onto the CPU.
+// that does not fit its storage. Tensors are loaded onto the CPU; from a
+// MappableSource they live in its mapping (copy what is kept: a file
+// truncated by someone else while mapped would fault on access).
 c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> in, const std::string& name);
 
 // A state dict (name -> tensor, in order) as the file torch.save(

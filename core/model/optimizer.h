@@ -65,8 +65,9 @@ class Optimizer {
   virtual void check_state_dict(const c10::IValue& saved) const = 0;
   // Replaces the state and the group's hyper-parameters (the learning rate
   // too, as PyTorch's load_state_dict) with `saved`, after check_state_dict:
-  // nothing changes unless every entry is good. The saved tensors become
-  // the state (moved to the parameters' device, not copied when there).
+  // nothing changes unless every entry is good. The values are copied into
+  // the state's existing buffers where they fit (no second state in
+  // memory), else into new ones; `saved` is never kept.
   virtual void load_state_dict(const c10::IValue& saved) = 0;
 };
 
