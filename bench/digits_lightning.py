@@ -118,6 +118,7 @@ def main():
     p.add_argument("--warmup-cosine", type=int, default=0, metavar="W", help="LinearLR warmup, then cosine, per step")
     p.add_argument("--stop-after", type=int, metavar="K", help="stop after K of the --epochs epochs (max_epochs=K)")
     p.add_argument("--resume", metavar="CKPT", help="Trainer.fit(ckpt_path=CKPT)")
+    p.add_argument("--frozen", action="store_true", help="fc1 with requires_grad=False (export_digits.py --frozen)")
     p.add_argument("--save", metavar="CKPT", help="trainer.save_checkpoint(CKPT) after fit")
     a = p.parse_args()
     torch.set_num_threads(1)
@@ -128,6 +129,8 @@ def main():
     steps_per_epoch = -(-(-(-per_rank // 32)) // a.accumulate)
     module = Digits(os.environ.get("DIGITS_STEP_LOG"), a.find_unused, a.optimizer, a.warmup_cosine,
                     steps_per_epoch * a.epochs)
+    if a.frozen:
+        module.net.fc1.requires_grad_(False)
     strategy = pl.strategies.DDPStrategy(find_unused_parameters=True) if a.find_unused else "ddp"
     if a.gradient_as_bucket_view:
         strategy = pl.strategies.DDPStrategy(gradient_as_bucket_view=True)

@@ -138,9 +138,17 @@ void DdpStrategy::setup_module(ScriptModule& module) {
     sync_batchnorm_ = std::make_unique<SyncBatchNormBinding>(group_);
     sync_batchnorm_layers_ = convert_sync_batchnorm(module, *sync_batchnorm_);
   }
-  // Rank 0's buffers; the engine broadcasts rank 0's parameters itself.
+  // As PyTorch's DDP: only the parameters that require grad are the
+  // engine's (it broadcasts rank 0's); frozen ones (fine-tuning with a
+  // frozen backbone) and the buffers get rank 0's values here.
+  params_.clear();
+  for (auto& p : module.parameters()) {
+    if (p.requires_grad()) params_.push_back(p);
+    else broadcast(*group_, p, 0)->wait();
+  }
   for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
-  params_ = module.parameters();
+  if (params_.empty())
+    fail(Status::InvalidArgument, "setup_module: no parameter of the module requires grad (DDP has nothing to synchronise)");
   ReducerOptions o = opts_.ddp;
   o.broadcast_parameters = true;
   o.static_graph = opts_.static_graph;

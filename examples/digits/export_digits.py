@@ -3,11 +3,13 @@ digits.csv.gz the package ships), split 80/20 with a fixed seed, written as
 raw little-endian arrays for the C program, and the MLP 64-128-64-10 as
 TorchScript with seeded initial weights.
 
-    export_digits.py OUT_DIR [--unused] [--batchnorm]
+    export_digits.py OUT_DIR [--unused] [--batchnorm] [--frozen]
 writes OUT_DIR/{train_x.f32, train_y.i64, test_x.f32, test_y.i64, mlp.pt}.
 --unused adds a layer that forward never uses (the case for
 find_unused_parameters); the other weights stay the same. --batchnorm puts
-a BatchNorm1d after each hidden layer (the model for sync_batchnorm)."""
+a BatchNorm1d after each hidden layer (the model for sync_batchnorm).
+--frozen exports fc1 with requires_grad=False (fine-tuning with a frozen
+first layer)."""
 import os
 import sys
 
@@ -60,14 +62,18 @@ def model(seed=0, unused=False, batchnorm=False):
     return MLPWithBatchNorm(unused) if batchnorm else MLP(unused)
 
 
-def main(out, unused=False, batchnorm=False):
+def main(out, unused=False, batchnorm=False, frozen=False):
     os.makedirs(out, exist_ok=True)
     train_x, train_y, test_x, test_y = split()
     for name, a in [("train_x.f32", train_x), ("train_y.i64", train_y), ("test_x.f32", test_x), ("test_y.i64", test_y)]:
         a.tofile(os.path.join(out, name))
-    torch.jit.script(model(unused=unused, batchnorm=batchnorm)).save(os.path.join(out, "mlp.pt"))
+    net = model(unused=unused, batchnorm=batchnorm)
+    if frozen:
+        net.fc1.requires_grad_(False)
+    torch.jit.script(net).save(os.path.join(out, "mlp.pt"))
     print(f"digits: {len(train_y)} training and {len(test_y)} held-out samples, MLP 64-128-64-10 in {out}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], unused="--unused" in sys.argv[2:], batchnorm="--batchnorm" in sys.argv[2:])
+    main(sys.argv[1], unused="--unused" in sys.argv[2:], batchnorm="--batchnorm" in sys.argv[2:],
+         frozen="--frozen" in sys.argv[2:])

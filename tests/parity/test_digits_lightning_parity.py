@@ -10,7 +10,9 @@ fp16 compression hook (on Lightning's DDP module, which Lightning itself
 would hook on CUDA only), with gradient_as_bucket_view, with
 precision="bf16-mixed" (autocast), with "16-mixed" (which both turn into
 bf16-mixed on the CPU, with a warning), and with gradient clipping by norm
-and by value, and with static_graph (also with a layer forward never uses)."""
+and by value, and with static_graph (also with a layer forward never uses), and with the
+first layer frozen (requires_grad=False: not the DDP engine's, as in
+PyTorch's DDP)."""
 import os
 import re
 import subprocess
@@ -46,16 +48,18 @@ def accuracy(out):
                                      ["--gradient-as-bucket-view"], ["--precision", "bf16-mixed"],
                                      ["--precision", "16-mixed"], ["--clip", "0.05"],
                                      ["--clip", "0.001", "--clip-algorithm", "value"], ["--static-graph"],
-                                     ["--static-graph", "--find-unused"]],
+                                     ["--static-graph", "--find-unused"], ["--frozen"]],
                          ids=["plain", "find_unused_parameters", "accumulate_grad_batches_2", "fp16_compress_hook",
                               "gradient_as_bucket_view", "bf16_mixed", "16_mixed_on_cpu", "clip_norm", "clip_value",
-                              "static_graph", "static_graph_with_an_unused_layer"])
+                              "static_graph", "static_graph_with_an_unused_layer", "frozen_first_layer"])
 def test_per_step_losses_match_lightning(tmp_path, variant):
     data = str(tmp_path / "digits")
     export = [sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), data]
-    subprocess.run(export + (["--unused"] if "--find-unused" in variant else []), check=True, capture_output=True)
+    subprocess.run(export + (["--unused"] if "--find-unused" in variant else [])
+                   + (["--frozen"] if "--frozen" in variant else []), check=True, capture_output=True)
     train_digits = os.path.join(os.environ["DDP_BUILD"], "examples", "train_digits")
-    ours = run([train_digits, data, "--world", "2", "--epochs", str(EPOCHS)] + variant,
+    # A frozen layer is the exported model's (train_digits takes no flag for it).
+    ours = run([train_digits, data, "--world", "2", "--epochs", str(EPOCHS)] + [a for a in variant if a != "--frozen"],
                {"DIGITS_STEP_LOG": str(tmp_path / "ours")})
     theirs = run([sys.executable, os.path.join(SRC, "bench", "digits_lightning.py"), data, "--world", "2", "--epochs",
                   str(EPOCHS)] + variant, {"DIGITS_STEP_LOG": str(tmp_path / "lightning")})
