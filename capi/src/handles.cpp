@@ -68,6 +68,8 @@ const char* kind_name(Kind k) {
     case Kind::Optimizer: return "ddp_optimizer";
     case Kind::Strategy: return "ddp_strategy";
     case Kind::LrScheduler: return "ddp_lr_scheduler";
+    case Kind::Outputs: return "ddp_outputs";
+    case Kind::Metric: return "ddp_metric";
   }
   return "handle";
 }
@@ -86,6 +88,20 @@ std::unique_ptr<ddp_tensor> wrap_tensor(at::Tensor t) {
   h->shape.assign(t.sizes().begin(), t.sizes().end());
   h->t = std::move(t);
   return h;
+}
+
+std::unique_ptr<ddp_outputs> wrap_outputs(ddp::core::ModuleOutputs o) {
+  auto h = std::make_unique<ddp_outputs>();
+  h->outputs = std::move(o);
+  return h;
+}
+
+std::vector<at::Tensor> tensors_of(const ddp_tensor* const* handles, size_t n) {
+  if (n > 0 && !handles) fail(DDP_E_INVALID_ARGUMENT, "inputs is NULL with " + std::to_string(n) + " of them");
+  std::vector<at::Tensor> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(require(handles[i], ("input " + std::to_string(i)).c_str())->t);
+  return out;
 }
 
 }  // namespace ddp::capi

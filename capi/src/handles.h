@@ -14,6 +14,7 @@
 #include "comm/group.h"
 #include "env/cluster_env.h"
 #include "fence.h"
+#include "model/script_module.h"
 
 struct ddp_tensor {
   at::Tensor t;
@@ -48,6 +49,7 @@ class ScriptModule;
 class Reducer;
 class CommHook;
 class ModelAverager;
+class LoggedMetric;
 }
 struct ddp_model_averager {
   std::shared_ptr<ddp::core::Group> group;
@@ -83,6 +85,13 @@ struct ddp_lr_scheduler {
   std::shared_ptr<ddp::core::LrScheduler> scheduler;
   ~ddp_lr_scheduler();
 };
+struct ddp_outputs {
+  ddp::core::ModuleOutputs outputs;
+};
+struct ddp_metric {
+  std::unique_ptr<ddp::core::LoggedMetric> metric;
+  ~ddp_metric();
+};
 struct ddp_strategy {
   std::unique_ptr<ddp::core::DdpStrategy> strategy;
   ddp_group* group = nullptr;  // the borrowed handle ddp_strategy_group hands out, made at setup
@@ -91,7 +100,10 @@ struct ddp_strategy {
 
 namespace ddp::capi {
 
-enum class Kind { Tensor, Buffer, Env, Group, Work, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy, LrScheduler };
+enum class Kind {
+  Tensor, Buffer, Env, Group, Work, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy, LrScheduler,
+  Outputs, Metric
+};
 
 // A handle is a token, not an address: each one handed out is a number this
 // process never hands out again, so a freed handle stays detectably freed
@@ -113,6 +125,8 @@ template <> constexpr Kind kind_of<ddp_module>() { return Kind::Module; }
 template <> constexpr Kind kind_of<ddp_optimizer>() { return Kind::Optimizer; }
 template <> constexpr Kind kind_of<ddp_strategy>() { return Kind::Strategy; }
 template <> constexpr Kind kind_of<ddp_lr_scheduler>() { return Kind::LrScheduler; }
+template <> constexpr Kind kind_of<ddp_outputs>() { return Kind::Outputs; }
+template <> constexpr Kind kind_of<ddp_metric>() { return Kind::Metric; }
 
 const char* kind_name(Kind k);
 
@@ -148,5 +162,8 @@ void release(T* p) {
 }
 
 std::unique_ptr<ddp_tensor> wrap_tensor(at::Tensor t);
+std::unique_ptr<ddp_outputs> wrap_outputs(ddp::core::ModuleOutputs o);
+// The tensors behind `n` handles (each live; NULL `handles` only with n 0).
+std::vector<at::Tensor> tensors_of(const ddp_tensor* const* handles, size_t n);
 
 }  // namespace ddp::capi

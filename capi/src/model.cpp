@@ -1,12 +1,11 @@
 // Modules, optimizers and losses: argument checks, then core/model and ATen.
 #include "ddp/model.h"
 
-#include <ATen/ops/cross_entropy_loss.h>
-#include <ATen/ops/mse_loss.h>
 #include <ATen/ops/mul.h>
 
 #include "checkpoint/torch_archive.h"
 #include "handles.h"
+#include "model/losses.h"
 #include "model/optimizer.h"
 #include "model/script_module.h"
 
@@ -45,14 +44,35 @@ ddp::core::OptimizerSpec adam_spec(const ddp_adam_options* opts, ddp::core::Opti
   return s;
 }
 
-template <typename F>
-ddp_status loss(const ddp_tensor* input, const ddp_tensor* target, ddp_tensor** out, const char* fn, F&& compute) {
+ddp::core::LossSpec loss_spec(const ddp_loss_options& o) {
+  using Spec = ddp::core::LossSpec;
+  if (o.version != DDP_LOSS_OPTIONS_VERSION)
+    fail(DDP_E_INVALID_ARGUMENT, "ddp_loss_compute: unknown options version " + std::to_string(o.version));
+  if (o.kind < DDP_LOSS_MSE || o.kind > DDP_LOSS_KL_DIV)
+    fail(DDP_E_INVALID_ARGUMENT, "ddp_loss_compute: loss kind " + std::to_string(static_cast<int>(o.kind)) + " is unknown");
+  if (o.reduction < DDP_REDUCTION_MEAN || o.reduction > DDP_REDUCTION_BATCHMEAN)
+    fail(DDP_E_INVALID_ARGUMENT,
+         "ddp_loss_compute: reduction " + std::to_string(static_cast<int>(o.reduction)) + " is unknown");
+  Spec s;
+  s.kind = static_cast<Spec::Kind>(o.kind);
+  s.reduction = static_cast<Spec::Reduction>(o.reduction);
+  if (o.weight) s.weight = require(o.weight, "weight")->t;
+  if (o.pos_weight) s.pos_weight = require(o.pos_weight, "pos_weight")->t;
+  s.ignore_index = o.ignore_index;
+  s.label_smoothing = o.label_smoothing;
+  s.beta = o.beta;
+  s.delta = o.delta;
+  s.log_target = o.log_target != 0;
+  return s;
+}
+
+ddp_status loss(const ddp_loss_options& opts, const ddp_tensor* input, const ddp_tensor* target, ddp_tensor** out,
+                const char* fn) {
   if (!out) return invalid(std::string(fn) + ": out is NULL");
   *out = nullptr;
   return fence([&] {
-    const at::Tensor& x = require(input, "input")->t;
-    at::Tensor y = require(target, "target")->t.to(x.device());
-    hand_out(out, wrap_tensor(compute(x, y)));
+    hand_out(out, wrap_tensor(ddp::core::compute_loss(loss_spec(opts), require(input, "input")->t,
+                                                      require(target, "target")->t)));
   });
 }
 
@@ -77,6 +97,67 @@ ddp_status ddp_module_forward(ddp_module* m, const ddp_tensor* input, ddp_tensor
   return fence([&] {
     auto* mod = require(m, "module");
     hand_out(out, wrap_tensor(mod->module->forward(require(input, "input")->t)));
+  });
+}
+
+ddp_status ddp_module_call(ddp_module* m, const char* method, const ddp_tensor* const* inputs, size_t num_inputs,
+                           ddp_outputs** out) {
+  if (!out) return invalid("ddp_module_call: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto* mod = require(m, "module");
+    hand_out(out, wrap_outputs(mod->module->call(method ? method : "forward", tensors_of(inputs, num_inputs))));
+  });
+}
+
+size_t ddp_outputs_count(const ddp_outputs* o) {
+  auto* h = live(o);
+  return h ? h->outputs.tensors.size() : 0;
+}
+
+ddp_status ddp_outputs_at(const ddp_outputs* o, size_t index, ddp_tensor** out) {
+  if (!out) return invalid("ddp_outputs_at: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    const auto& t = require(o, "outputs")->outputs.tensors;
+    ddp::core::check_arg(index < t.size(), "ddp_outputs_at: index " + std::to_string(index) + " is past the " +
+                                               std::to_string(t.size()) + " outputs");
+    hand_out(out, wrap_tensor(t[index]));
+  });
+}
+
+ddp_status ddp_outputs_get(const ddp_outputs* o, const char* key, ddp_tensor** out) {
+  if (!out) return invalid("ddp_outputs_get: out is NULL");
+  *out = nullptr;
+  if (!key) return invalid("ddp_outputs_get: key is NULL");
+  return fence([&] {
+    const auto& r = require(o, "outputs")->outputs;
+    ddp::core::check_arg(!r.keys.empty() || r.tensors.empty(),
+                         std::string("ddp_outputs_get: the output is not a dict, so it has no key '") + key + "'");
+    std::string have;
+    for (size_t i = 0; i < r.keys.size(); ++i) {
+      if (r.keys[i] == key) return hand_out(out, wrap_tensor(r.tensors[i]));
+      have += (i ? ", '" : "'") + r.keys[i] + "'";
+    }
+    fail(DDP_E_INVALID_ARGUMENT, std::string("ddp_outputs_get: the output has no key '") + key + "' (it has " +
+                                     (have.empty() ? "none" : have) + ")");
+  });
+}
+
+const char* ddp_outputs_key(const ddp_outputs* o, size_t index) {
+  auto* h = live(o);
+  return h && index < h->outputs.keys.size() ? h->outputs.keys[index].c_str() : nullptr;
+}
+
+void ddp_outputs_free(ddp_outputs* o) { release(o); }
+
+ddp_status ddp_module_grad(const ddp_module* m, const char* name, ddp_tensor** out) {
+  if (!out) return invalid("ddp_module_grad: out is NULL");
+  *out = nullptr;
+  if (!name) return invalid("ddp_module_grad: name is NULL");
+  return fence([&] {
+    at::Tensor g = require(m, "module")->module->grad(name);
+    if (g.defined()) hand_out(out, wrap_tensor(g.contiguous()));
   });
 }
 
@@ -202,21 +283,21 @@ ddp_status ddp_optimizer_zero_grad(ddp_optimizer* opt) {
 void ddp_optimizer_free(ddp_optimizer* opt) { release(opt); }
 
 ddp_status ddp_loss_mse(const ddp_tensor* input, const ddp_tensor* target, ddp_tensor** out) {
-  return loss(input, target, out, "ddp_loss_mse",
-              [](const at::Tensor& x, const at::Tensor& y) {
-                ddp::core::check_arg(x.sizes() == y.sizes(), "ddp_loss_mse: input and target differ in shape");
-                return at::mse_loss(x, y);
-              });
+  return loss(ddp_loss_options DDP_LOSS_OPTIONS_INIT(DDP_LOSS_MSE), input, target, out, "ddp_loss_mse");
 }
 
 ddp_status ddp_loss_cross_entropy(const ddp_tensor* input, const ddp_tensor* target, ddp_tensor** out) {
-  return loss(input, target, out, "ddp_loss_cross_entropy",
-              [](const at::Tensor& x, const at::Tensor& y) {
-                ddp::core::check_arg(x.dim() == 2, "ddp_loss_cross_entropy: input must be batch x classes");
-                ddp::core::check_arg(y.scalar_type() == at::kLong && y.dim() == 1 && y.size(0) == x.size(0),
-                                     "ddp_loss_cross_entropy: target must be one int64 class index per row");
-                return at::cross_entropy_loss(x, y);
-              });
+  return loss(ddp_loss_options DDP_LOSS_OPTIONS_INIT(DDP_LOSS_CROSS_ENTROPY), input, target, out,
+              "ddp_loss_cross_entropy");
+}
+
+ddp_status ddp_loss_compute(const ddp_loss_options* opts, const ddp_tensor* input, const ddp_tensor* target,
+                            ddp_tensor** out) {
+  if (!opts) {
+    if (out) *out = nullptr;
+    return invalid("ddp_loss_compute: opts is NULL (DDP_LOSS_OPTIONS_INIT(kind) names the loss)");
+  }
+  return loss(*opts, input, target, out, "ddp_loss_compute");
 }
 
 ddp_status ddp_loss_scale(const ddp_tensor* loss, double factor, ddp_tensor** out) {

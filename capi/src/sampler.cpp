@@ -2,6 +2,8 @@
 #include "ddp/sampler.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 
 #include "data/distributed_sampler.h"
 #include "fence.h"
@@ -13,11 +15,12 @@ namespace {
 ddp::core::SamplerOptions options_of(const ddp_sampler_options* opts) {
   ddp::core::SamplerOptions o;
   if (!opts) return o;
-  if (opts->version != DDP_SAMPLER_OPTIONS_VERSION)
+  if (opts->version < 1 || opts->version > DDP_SAMPLER_OPTIONS_VERSION)
     fail(DDP_E_INVALID_ARGUMENT, "ddp_sampler_indices: unknown options version " + std::to_string(opts->version));
   o.shuffle = opts->shuffle != 0;
   o.seed = opts->seed;
   o.drop_last = opts->drop_last != 0;
+  if (opts->version >= 2) o.unrepeated = opts->unrepeated != 0;
   return o;
 }
 
@@ -26,6 +29,13 @@ ddp::core::SamplerOptions options_of(const ddp_sampler_options* opts) {
 extern "C" {
 
 ddp_status ddp_sampler_options_init(ddp_sampler_options* opts, unsigned int version) {
+  if (opts && version == 1) {
+    // A version 1 struct ends before `unrepeated`.
+    ddp_sampler_options d = DDP_SAMPLER_OPTIONS_INIT;
+    d.version = 1;
+    std::memcpy(static_cast<void*>(opts), &d, offsetof(ddp_sampler_options, unrepeated));
+    return DDP_OK;
+  }
   return init_options(opts, version, DDP_SAMPLER_OPTIONS_VERSION, ddp_sampler_options DDP_SAMPLER_OPTIONS_INIT, "ddp_sampler_options_init");
 }
 

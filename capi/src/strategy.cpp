@@ -253,6 +253,17 @@ ddp_status ddp_strategy_forward(ddp_strategy* s, ddp_module* m, const ddp_tensor
   });
 }
 
+ddp_status ddp_strategy_call(ddp_strategy* s, ddp_module* m, const char* method, const ddp_tensor* const* inputs,
+                             size_t num_inputs, ddp_outputs** out) {
+  if (!out) return invalid("ddp_strategy_call: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto& st = strategy_of(s);
+    auto* mod = require(m, "module");
+    hand_out(out, wrap_outputs(st.call(*mod->module, method ? method : "forward", tensors_of(inputs, num_inputs))));
+  });
+}
+
 ddp_status ddp_strategy_backward(ddp_strategy* s, const ddp_tensor* loss) {
   return fence([&] { strategy_of(s).backward(require(loss, "loss")->t); });
 }

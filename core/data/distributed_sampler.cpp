@@ -28,17 +28,24 @@ int64_t sampler_num_samples(int64_t dataset_size, int num_replicas, bool drop_la
   return (dataset_size + num_replicas - 1) / num_replicas;
 }
 
+int64_t unrepeated_num_samples(int64_t dataset_size, int num_replicas, int rank) {
+  check_shape(dataset_size, num_replicas);
+  return rank >= dataset_size ? 0 : (dataset_size - rank + num_replicas - 1) / num_replicas;  // len(range(rank, n, R))
+}
+
 std::vector<int64_t> sampler_indices(int64_t dataset_size, int num_replicas, int rank, int64_t epoch,
                                      const SamplerOptions& opts) {
   check_shape(dataset_size, num_replicas);
   check_arg(rank >= 0 && rank < num_replicas, "sampler: rank " + std::to_string(rank) + " is outside [0, " +
                                                   std::to_string(num_replicas) + ")");
-  const int64_t per_rank = sampler_num_samples(dataset_size, num_replicas, opts.drop_last);
-  const int64_t total = per_rank * num_replicas;
+  const int64_t per_rank = opts.unrepeated ? unrepeated_num_samples(dataset_size, num_replicas, rank)
+                                           : sampler_num_samples(dataset_size, num_replicas, opts.drop_last);
+  // Unrepeated: the list is the dataset itself, neither padded nor trimmed.
+  const int64_t total = opts.unrepeated ? dataset_size : per_rank * num_replicas;
   std::vector<int64_t> all(static_cast<size_t>(dataset_size));
   if (opts.shuffle && dataset_size > 0) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>();
-    gen.set_current_seed(generator_seed(opts.seed + epoch));
+    gen.set_current_seed(generator_seed(opts.unrepeated ? epoch : opts.seed + epoch));
     at::Tensor perm = at::randperm(dataset_size, gen, at::TensorOptions().dtype(at::kLong));
     const int64_t* p = perm.data_ptr<int64_t>();
     all.assign(p, p + dataset_size);

@@ -14,10 +14,17 @@ struct SamplerOptions {
   bool shuffle = true;
   int64_t seed = 0;
   bool drop_last = false;
+  // Lightning's UnrepeatedDistributedSampler (evaluation and prediction):
+  // every index exactly once over the ranks, no padding, so the ranks'
+  // counts may differ by one; drop_last is ignored. Its shuffle is seeded
+  // with the epoch alone (Lightning's code ignores the seed there).
+  bool unrepeated = false;
 };
 
 // The number of indices each rank gets.
 int64_t sampler_num_samples(int64_t dataset_size, int num_replicas, bool drop_last);
+// The number rank `rank` gets from the unrepeated sampler.
+int64_t unrepeated_num_samples(int64_t dataset_size, int num_replicas, int rank);
 
 // Rank `rank`'s indices for `epoch`, in order.
 std::vector<int64_t> sampler_indices(int64_t dataset_size, int num_replicas, int rank, int64_t epoch,

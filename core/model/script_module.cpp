@@ -34,7 +34,55 @@ std::unique_ptr<ScriptModule> ScriptModule::load(const std::string& path) {
   return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
 }
 
-at::Tensor ScriptModule::forward(const at::Tensor& input) {
+namespace {
+
+std::string type_of(const c10::IValue& v) { return v.isNone() ? "None" : v.type()->str(); }
+
+// The tensors of what a method returned (see ModuleOutputs).
+ModuleOutputs flatten_outputs(const c10::IValue& out, const std::string& method) {
+  ModuleOutputs r;
+  auto element = [&](const c10::IValue& v, const std::string& where) {
+    check_arg(v.isTensor(), "module " + method + ": output " + where + " is a " + type_of(v) + ", not a tensor");
+    r.tensors.push_back(v.toTensor());
+  };
+  if (out.isTensor()) {
+    r.tensors.push_back(out.toTensor());
+  } else if (out.isTuple() || out.isList()) {
+    const auto elems = out.isTuple() ? out.toTupleRef().elements().vec() : out.toListRef().vec();
+    for (size_t i = 0; i < elems.size(); ++i) element(elems[i], std::to_string(i));
+  } else if (out.isGenericDict()) {
+    for (const auto& kv : out.toGenericDict()) {
+      check_arg(kv.key().isString(),
+                "module " + method + ": the output is a dict keyed by " + type_of(kv.key()) + ", not by strings");
+      r.keys.push_back(kv.key().toStringRef());
+      element(kv.value(), "'" + r.keys.back() + "'");
+    }
+  } else {
+    fail(Status::InvalidArgument, "module " + method + ": the module returned a " + type_of(out) +
+                                      ", not a tensor, a tuple, list or string-keyed dict of tensors");
+  }
+  return r;
+}
+
+}  // namespace
+
+ModuleOutputs ScriptModule::call(const std::string& method, const std::vector<at::Tensor>& inputs) {
+  auto m = impl_->module.find_method(method);
+  check_arg(m.has_value(), "module: no method named '" + method + "'");
+  // The schema's first argument is self; the defaults may fill the tail.
+  const auto& args = m->function().getSchema().arguments();
+  const size_t takes = args.empty() ? 0 : args.size() - 1;
+  size_t required = takes;
+  while (required > 0 && args[required].default_value()) --required;
+  check_arg(inputs.size() >= required && inputs.size() <= takes,
+            "module " + method + ": " + std::to_string(inputs.size()) + " inputs given, the method takes " +
+                (required == takes ? std::to_string(takes) : std::to_string(required) + " to " + std::to_string(takes)));
+  std::vector<c10::IValue> stack;
+  stack.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_arg(inputs[i].defined(), "module " + method + ": input " + std::to_string(i) + " is undefined");
+    stack.emplace_back(inputs[i].device() == impl_->device ? inputs[i] : inputs[i].to(impl_->device));
+  }
   c10::IValue out;
   // TorchScript's optimising executor turns the graph into differentiable
   // subgraphs with its own symbolic backward (relu's as a mask product, for
@@ -48,7 +96,7 @@ at::Tensor ScriptModule::forward(const at::Tensor& input) {
   torch::jit::GraphOptimizerEnabledGuard as_recorded(false);
   parked_error.reset();
   try {
-    out = impl_->module.forward({input.device() == impl_->device ? input : input.to(impl_->device)});
+    out = (*m)(std::move(stack));
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -64,10 +112,17 @@ at::Tensor ScriptModule::forward(const at::Tensor& input) {
     std::string what = short_what(e);
     while (!what.empty() && what.back() == '\n') what.pop_back();
     auto nl = what.rfind('\n');
-    fail(Status::InvalidArgument, "module forward: " + (nl == std::string::npos ? what : what.substr(nl + 1)));
+    fail(Status::InvalidArgument, "module " + method + ": " + (nl == std::string::npos ? what : what.substr(nl + 1)));
   }
-  check_arg(out.isTensor(), "module forward: the module returned a " + out.tagKind() + ", not a tensor");
-  return out.toTensor();
+  return flatten_outputs(out, method);
+}
+
+at::Tensor ScriptModule::forward(const at::Tensor& input) {
+  ModuleOutputs out = call("forward", {input});
+  check_arg(out.tensors.size() == 1 && out.keys.empty(),
+            "module forward: the module returned " + std::to_string(out.tensors.size()) +
+                " tensors, not one (read several outputs with the multi-output forward)");
+  return out.tensors[0];
 }
 
 void ScriptModule::train(bool on) { impl_->module.train(on); }
@@ -134,6 +189,12 @@ at::Tensor ScriptModule::get(const std::string& name) const {
   for (const auto& t : state())
     if (t.name == name) return t.tensor.detach();
   fail(Status::InvalidArgument, "module: no parameter or buffer named '" + name + "'");
+}
+
+at::Tensor ScriptModule::grad(const std::string& name) const {
+  for (const auto& p : impl_->module.named_parameters())
+    if (p.name == name) return p.value.grad();
+  fail(Status::InvalidArgument, "module: no parameter named '" + name + "'");
 }
 
 void ScriptModule::set(const std::string& name, const at::Tensor& value) {

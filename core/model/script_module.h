@@ -19,6 +19,14 @@ struct Module;
 
 namespace ddp::core {
 
+// What a module's method returned, as tensors: one tensor; a tuple or list
+// of tensors (by index); or a dict from strings to tensors (by key, in the
+// dict's order; `keys` is empty otherwise).
+struct ModuleOutputs {
+  std::vector<at::Tensor> tensors;
+  std::vector<std::string> keys;
+};
+
 class ScriptModule {
  public:
   // Throws Status::IO naming the path when it is not a loadable TorchScript file.
@@ -28,6 +36,13 @@ class ScriptModule {
   // An input on another device than the module's is moved there first (a
   // batch built on the host, as Lightning's batch_to_device moves it).
   at::Tensor forward(const at::Tensor& input);
+  // The module's method `method` ("forward", or any other the module
+  // exports) on `inputs`, each moved to the module's device.
+  // Status::InvalidArgument naming a method the module does not have, an
+  // input count outside what the method takes (its defaults fill the
+  // rest), the module's own refusal of an input, or an output that is not
+  // one of ModuleOutputs' shapes.
+  ModuleOutputs call(const std::string& method, const std::vector<at::Tensor>& inputs);
   void train(bool on);
   void to(Device device);
   // Casts the floating-point parameters and buffers to `dtype` (a true
@@ -60,6 +75,9 @@ class ScriptModule {
   // (detached; it shares the memory). Status::InvalidArgument naming an
   // unknown name.
   at::Tensor get(const std::string& name) const;
+  // The gradient of parameter `name` (undefined when it has none).
+  // Status::InvalidArgument naming an unknown parameter.
+  at::Tensor grad(const std::string& name) const;
   // Copies `value` into the parameter or buffer `name` (onto its device).
   // Status::InvalidArgument naming the name and both shapes or dtypes when
   // they differ; nothing changes then.

@@ -87,24 +87,39 @@ void PrecisionPlugin::prepare(at::Device device) {
 }
 
 at::Tensor PrecisionPlugin::forward(ScriptModule& module, const at::Tensor& input) {
+  ModuleOutputs out = call(module, "forward", {input});
+  check_arg(out.tensors.size() == 1 && out.keys.empty(),
+            "module forward: the module returned " + std::to_string(out.tensors.size()) +
+                " tensors, not one (read several outputs with the multi-output forward)");
+  return out.tensors[0];
+}
+
+ModuleOutputs PrecisionPlugin::call(ScriptModule& module, const std::string& method,
+                                    const std::vector<at::Tensor>& inputs) {
   switch (choice_.precision) {
     case Precision::Fp32True:
-      return module.forward(input);
+      return module.call(method, inputs);
     case Precision::Bf16True:
-    case Precision::Fp16True:
+    case Precision::Fp16True: {
       // HalfPrecision.convert_input: floating inputs in the parameters' dtype.
-      return module.forward(input.is_floating_point() ? input.to(half_type(choice_.precision)) : input);
+      std::vector<at::Tensor> cast;
+      for (const auto& t : inputs)
+        cast.push_back(t.defined() && t.is_floating_point() ? t.to(half_type(choice_.precision)) : t);
+      return module.call(method, cast);
+    }
     case Precision::Bf16Mixed:
     case Precision::Fp16Mixed:
       break;
   }
-  at::Tensor out;
+  ModuleOutputs out;
   {
-    // The module moves the input to its device: autocast for that device.
+    // The module moves the inputs to its device: autocast for that device.
     AutocastScope autocast(device_type_, half_type(choice_.precision));
-    out = module.forward(input);
+    out = module.call(method, inputs);
   }
-  return out.is_floating_point() ? out.to(at::kFloat) : out;
+  for (auto& t : out.tensors)
+    if (t.is_floating_point()) t = t.to(at::kFloat);
+  return out;
 }
 
 at::Tensor PrecisionPlugin::pre_backward(const at::Tensor& loss) const {

@@ -19,12 +19,12 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "common/types.h"
+#include "model/script_module.h"
 #include "precision/grad_scaler.h"
 #include "precision/gradient_clipping.h"
 
 namespace ddp::core {
 
-class ScriptModule;
 class Optimizer;
 
 enum class Precision { Fp32True, Bf16Mixed, Fp16Mixed, Bf16True, Fp16True };
@@ -62,6 +62,8 @@ class PrecisionPlugin {
   // loss computed on it is the one autocast computes (losses run in float32
   // under autocast).
   at::Tensor forward(ScriptModule& module, const at::Tensor& input);
+  // The same for any method with any number of inputs and outputs.
+  ModuleOutputs call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs);
   // The loss backward runs on (scaled by the gradient scaler).
   at::Tensor pre_backward(const at::Tensor& loss) const;
   // Unscales, clips, runs `step` unless the scaler found a gradient that is

@@ -2,6 +2,7 @@
 
 #include "checkpoint/lightning_checkpoint.h"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include "comm/all_gather_grad.h"
@@ -11,6 +12,7 @@
 #include "hooks/post_localsgd.h"
 #include "memory/host_cache.h"
 #include "reducer/autograd_hooks.h"
+#include "strategy/logged_metric.h"
 #include "strategy/popen_launcher.h"
 #include "strategy/sync_batchnorm.h"
 #include "tensor/tensors.h"
@@ -159,11 +161,29 @@ void DdpStrategy::setup_module(ScriptModule& module) {
 }
 
 at::Tensor DdpStrategy::forward(ScriptModule& module, const at::Tensor& input) {
+  ModuleOutputs out = call(module, "forward", {input});
+  check_arg(out.tensors.size() == 1 && out.keys.empty(),
+            "strategy forward: the module returned " + std::to_string(out.tensors.size()) +
+                " tensors, not one (read several outputs with the multi-output forward)");
+  return out.tensors[0];
+}
+
+bool DdpStrategy::forward_syncs_buffers() const {
+  // PyTorch's DDP syncs buffers for a forward whose gradients will be
+  // synchronised: autograd recording and no no_sync. PyTorch decides from
+  // the previous forward's state (so its first no_grad forward after
+  // training still broadcasts); this decides from the call's own, so an
+  // evaluation forward is never a collective and ranks may evaluate
+  // different numbers of batches.
+  return opts_.broadcast_buffers && group_->size() > 1 && at::GradMode::is_enabled() && (!reducer_ || reducer_->sync());
+}
+
+ModuleOutputs DdpStrategy::call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs) {
   require_setup("forward");
   return naming_failed_rank([&] {
-    if (opts_.broadcast_buffers && group_->size() > 1)
+    if (forward_syncs_buffers())
       for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
-    return precision_->forward(module, input);  // moved to root_device, where setup placed the module
+    return precision_->call(module, method, inputs);  // moved to root_device, where setup placed the module
   });
 }
 
@@ -200,6 +220,11 @@ void DdpStrategy::reduce(const at::Tensor& t, ReduceOp op) {
 at::Tensor DdpStrategy::all_gather(const at::Tensor& t, bool sync_grads) {
   require_setup("all_gather");
   return naming_failed_rank([&] { return all_gather_with_grad(group_, sync_grads ? t : t.detach()); });
+}
+
+double DdpStrategy::compute_metric(const LoggedMetric& metric) {
+  require_setup("metric compute");
+  return naming_failed_rank([&] { return metric.compute(group_.get(), to_aten_device(root_device())); });
 }
 
 void DdpStrategy::block_backward_sync(bool on) {

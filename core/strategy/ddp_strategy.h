@@ -25,6 +25,7 @@
 namespace ddp::core {
 
 class HostCacheUse;
+class LoggedMetric;
 class SyncBatchNormBinding;
 class ModelAverager;
 class PopenLauncher;
@@ -118,9 +119,15 @@ class DdpStrategy {
   // parameters and buffers, and wraps it with the DDP engine (autograd hooks
   // and the comm hook). Collective.
   void setup_module(ScriptModule& module);
-  // Forward of `input` (moved to the root device), after rank 0's buffers
-  // were broadcast (broadcast_buffers), in the precision's context.
+  // Forward of `input` (moved to the root device) in the precision's
+  // context, after rank 0's buffers were broadcast (broadcast_buffers)
+  // when the forward's gradients will be synchronised: autograd recording
+  // (not no_grad or inference mode) and no block_backward_sync. So an
+  // evaluation forward is never a collective.
   at::Tensor forward(ScriptModule& module, const at::Tensor& input);
+  // The same for the module's method `method` with several inputs and
+  // outputs (ScriptModule::call).
+  ModuleOutputs call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs);
   // loss.backward() (the loss scaled by the precision's gradient scaler):
   // the engine all-reduces the gradients as they become ready, unless
   // block_backward_sync is on.
@@ -137,6 +144,9 @@ class DdpStrategy {
   // a backward that hands each rank the sum over ranks of its slice's
   // gradient (comm/all_gather_grad.h).
   at::Tensor all_gather(const at::Tensor& t, bool sync_grads);
+  // A logged metric's epoch value over the group (Lightning's sync_dist);
+  // collective.
+  double compute_metric(const LoggedMetric& metric);
   // Lightning's block_backward_sync (DDP's no_sync): gradients accumulate
   // locally while on; the first backward after it is turned off syncs.
   void block_backward_sync(bool on);
@@ -168,6 +178,7 @@ class DdpStrategy {
 
  private:
   void require_setup(const char* what) const;
+  bool forward_syncs_buffers() const;
   // Runs a collective step; when a peer failed and this process started
   // it, the status names that rank (Lightning's on_exception).
   template <typename F>

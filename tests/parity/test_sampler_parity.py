@@ -1,7 +1,9 @@
 """libddp's sampler against torch.utils.data.DistributedSampler itself, from
 the same wheel: the same indices for every rank, over dataset sizes (empty,
 smaller than the world, exact multiples, remainders), world sizes, seeds
-(negative ones too), epochs, shuffle and drop_last on and off."""
+(negative ones too), epochs, shuffle and drop_last on and off; and the
+unrepeated one against Lightning's UnrepeatedDistributedSampler (every
+index exactly once over the ranks) on 200 configurations."""
 import ctypes
 import itertools
 
@@ -14,8 +16,13 @@ INVALID_ARGUMENT = -1
 
 
 class SamplerOptions(ctypes.Structure):
+    """Version 1 of ddp_sampler_options (a caller built before version 2 still works)."""
     _fields_ = [("version", ctypes.c_uint), ("shuffle", ctypes.c_int), ("seed", ctypes.c_int64),
                 ("drop_last", ctypes.c_int)]
+
+
+class SamplerOptions2(ctypes.Structure):
+    _fields_ = SamplerOptions._fields_ + [("unrepeated", ctypes.c_int)]
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +86,45 @@ def test_bad_arguments_are_refused(lib, n, world, rank):
     count = ctypes.c_size_t(123)
     assert lib.ddp_sampler_indices(n, world, rank, 0, None, None, 0, ctypes.byref(count)) == INVALID_ARGUMENT
     assert count.value == 0
+
+
+def unrepeated_libddp(L, n, world, rank, epoch, shuffle, seed):
+    L.ddp_sampler_indices.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_void_p,
+                                      ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+    o = SamplerOptions2(2, int(shuffle), seed, 1, 1)  # drop_last is ignored when unrepeated
+    count = ctypes.c_size_t()
+    out = (ctypes.c_int64 * max(n, 1))()
+    try:
+        assert L.ddp_sampler_indices(n, world, rank, epoch, ctypes.byref(o), out, n, ctypes.byref(count)) == 0
+    finally:
+        L.ddp_sampler_indices.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int64,
+                                          ctypes.POINTER(SamplerOptions), ctypes.POINTER(ctypes.c_int64),
+                                          ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+    return list(out)[: count.value]
+
+
+def unrepeated_lightning(n, world, rank, epoch, shuffle, seed):
+    from pytorch_lightning.overrides.distributed import UnrepeatedDistributedSampler
+
+    s = UnrepeatedDistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=shuffle, seed=seed)
+    s.set_epoch(epoch)
+    return list(s)
+
+
+UNREPEATED = [(n, world, epoch, shuffle, seed)
+              for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 16, 33, 97, 100)
+              for world in (1, 2, 3, 4, 8)
+              for epoch, shuffle, seed in ((0, False, 0), (0, True, 0), (3, True, 42), (1, True, 7))
+              if n >= world]  # Lightning asserts that every rank gets a sample
+
+
+def test_unrepeated_equals_lightnings_on_200_configurations(lib):
+    pytest.importorskip("pytorch_lightning")
+    assert len(UNREPEATED) >= 200
+    for n, world, epoch, shuffle, seed in UNREPEATED:
+        seen = []
+        for rank in range(world):
+            got = unrepeated_libddp(lib, n, world, rank, epoch, shuffle, seed)
+            assert got == unrepeated_lightning(n, world, rank, epoch, shuffle, seed), (n, world, rank, epoch, shuffle)
+            seen += got
+        assert sorted(seen) == list(range(n))  # every index exactly once

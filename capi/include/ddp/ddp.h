@@ -11,6 +11,8 @@
 #include "ddp/version.h"
 #include "ddp/common.h"
 #include "ddp/tensor.h"
+#include "ddp/ops.h"
+#include "ddp/seed.h"
 #include "ddp/env.h"
 #include "ddp/group.h"
 #include "ddp/collectives.h"
@@ -21,5 +23,6 @@
 #include "ddp/sampler.h"
 #include "ddp/model.h"
 #include "ddp/strategy.h"
+#include "ddp/metric.h"
 
 #endif /* DDP_DDP_H */

@@ -22,6 +22,8 @@ DDP_EXTERN_C_BEGIN
 
 typedef struct ddp_module ddp_module;
 typedef struct ddp_optimizer ddp_optimizer;
+/** What a module's method returned: tensors by index, and by key for a dict. */
+typedef struct ddp_outputs ddp_outputs;
 
 /**
  * Loads a TorchScript module saved by torch.jit.save.
@@ -36,6 +38,44 @@ DDP_API ddp_status ddp_module_load(ddp_module **out, const char *path);
  * @param[out] out new reference to the output (keeps its autograd graph).
  */
 DDP_API ddp_status ddp_module_forward(ddp_module *m, const ddp_tensor *input, ddp_tensor **out);
+
+/**
+ * The module's method @p method (NULL: "forward"; any method the module
+ * exports with @torch.jit.export) on @p num_inputs tensors, without the
+ * strategy (ddp_strategy_call is the training path). The method may return
+ * a tensor, a tuple or list of tensors, or a dict from strings to tensors.
+ * @param inputs borrowed for the call; each is moved to the module's device.
+ * @param[out] out new reference.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming a method the module does not
+ *         have, an input count the method does not take (with how many it
+ *         takes; its defaults fill the tail), the module's refusal of an
+ *         input, or an output of another kind (naming its type).
+ */
+DDP_API ddp_status ddp_module_call(ddp_module *m, const char *method, const ddp_tensor *const *inputs,
+                                   size_t num_inputs, ddp_outputs **out);
+
+/** @return the number of tensors @p o holds (1 for a single tensor); 0 for an invalid handle. */
+DDP_API size_t ddp_outputs_count(const ddp_outputs *o);
+
+/**
+ * Output @p index (a tuple's or list's element; a dict's in its order).
+ * @param[out] out new reference (it keeps its autograd graph).
+ * @return DDP_E_INVALID_ARGUMENT for an index past the count.
+ */
+DDP_API ddp_status ddp_outputs_at(const ddp_outputs *o, size_t index, ddp_tensor **out);
+
+/**
+ * A dict output's entry @p key. @param[out] out new reference.
+ * @return DDP_E_INVALID_ARGUMENT naming a key the dict does not have (and
+ *         the keys it has), or when the output is not a dict.
+ */
+DDP_API ddp_status ddp_outputs_get(const ddp_outputs *o, const char *key, ddp_tensor **out);
+
+/** @return a dict output's key @p index (borrowed, lives as long as @p o); NULL when not a dict or out of range. */
+DDP_API const char *ddp_outputs_key(const ddp_outputs *o, size_t index);
+
+/** Frees @p o (the tensors taken from it stay valid); NULL is accepted. */
+DDP_API void ddp_outputs_free(ddp_outputs *o);
 
 /** Training mode on (1) or off (0): dropout, batch norm and the like. */
 DDP_API ddp_status ddp_module_train(ddp_module *m, int on);
@@ -80,6 +120,14 @@ DDP_API ddp_status ddp_module_state_name(const ddp_module *m, size_t index, cons
  * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming an unknown name.
  */
 DDP_API ddp_status ddp_module_get(const ddp_module *m, const char *name, ddp_tensor **out);
+
+/**
+ * The gradient of parameter @p name after a backward, sharing its memory.
+ * @param[out] out new reference, or NULL when the parameter has none (no
+ *         backward yet, after zero_grad, or a frozen parameter).
+ * @return DDP_E_INVALID_ARGUMENT naming an unknown parameter.
+ */
+DDP_API ddp_status ddp_module_grad(const ddp_module *m, const char *name, ddp_tensor **out);
 
 /**
  * Copies @p value into the parameter or buffer @p name (onto its device).
@@ -258,6 +306,59 @@ DDP_API ddp_status ddp_loss_mse(const ddp_tensor *input, const ddp_tensor *targe
  * (torch.nn.functional.cross_entropy).
  */
 DDP_API ddp_status ddp_loss_cross_entropy(const ddp_tensor *input, const ddp_tensor *target, ddp_tensor **out);
+
+/** The losses of torch.nn.functional that ddp_loss_compute computes. */
+typedef enum ddp_loss_kind {
+  DDP_LOSS_MSE = 0,             /**< mse_loss */
+  DDP_LOSS_CROSS_ENTROPY = 1,   /**< cross_entropy: class indices (int64) or class probabilities (float, input's shape) */
+  DDP_LOSS_BCE_WITH_LOGITS = 2, /**< binary_cross_entropy_with_logits */
+  DDP_LOSS_L1 = 3,              /**< l1_loss */
+  DDP_LOSS_SMOOTH_L1 = 4,       /**< smooth_l1_loss */
+  DDP_LOSS_HUBER = 5,           /**< huber_loss */
+  DDP_LOSS_NLL = 6,             /**< nll_loss (input: log-probabilities) */
+  DDP_LOSS_KL_DIV = 7,          /**< kl_div (input: log-probabilities) */
+  DDP_LOSS_KIND_FORCE_INT = 0x7fffffff
+} ddp_loss_kind;
+
+/** torch's reduction= argument. */
+typedef enum ddp_loss_reduction {
+  DDP_REDUCTION_MEAN = 0,
+  DDP_REDUCTION_SUM = 1,
+  DDP_REDUCTION_NONE = 2,      /**< one loss per element (or per row for cross entropy and NLL) */
+  DDP_REDUCTION_BATCHMEAN = 3, /**< kl_div only: the sum divided by the batch size */
+  DDP_LOSS_REDUCTION_FORCE_INT = 0x7fffffff
+} ddp_loss_reduction;
+
+#define DDP_LOSS_OPTIONS_VERSION 1
+
+/** A loss and its torch.nn.functional arguments, with PyTorch's defaults; each kind reads its own. Initialise with DDP_LOSS_OPTIONS_INIT(kind). */
+typedef struct ddp_loss_options {
+  unsigned int version;           /**< DDP_LOSS_OPTIONS_VERSION */
+  ddp_loss_kind kind;
+  ddp_loss_reduction reduction;   /**< DDP_REDUCTION_MEAN */
+  const ddp_tensor *weight;       /**< NULL. Cross entropy, NLL: one per class; BCE with logits: broadcast over the input */
+  int64_t ignore_index;           /**< -100. Cross entropy, NLL: rows with this class index count for nothing */
+  double label_smoothing;         /**< 0. Cross entropy, in [0, 1] */
+  const ddp_tensor *pos_weight;   /**< NULL. BCE with logits: one per class (the input's last dimension) */
+  double beta;                    /**< 1. Smooth L1, >= 0 */
+  double delta;                   /**< 1. Huber, > 0 */
+  int log_target;                 /**< 0. KL divergence: the target is log-probabilities */
+} ddp_loss_options;
+
+#define DDP_LOSS_OPTIONS_INIT(kind) {DDP_LOSS_OPTIONS_VERSION, (kind), DDP_REDUCTION_MEAN, NULL, -100, 0.0, NULL, 1.0, 1.0, 0}
+
+/**
+ * The loss @p opts names of @p input against @p target (moved to the
+ * input's device), computed by ATen's own kernel: value and gradient are
+ * PyTorch's for the same arguments.
+ * @param[out] out new reference to a tensor that keeps the autograd graph
+ *         (0-d unless the reduction is none).
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming the loss and what is wrong:
+ *         shapes that do not fit, a target dtype, a weight of the wrong
+ *         size, an argument out of range, 'batchmean' on another loss.
+ */
+DDP_API ddp_status ddp_loss_compute(const ddp_loss_options *opts, const ddp_tensor *input, const ddp_tensor *target,
+                                    ddp_tensor **out);
 
 /**
  * @p loss times @p factor, keeping the autograd graph: Lightning's gradient

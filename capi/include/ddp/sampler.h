@@ -18,7 +18,8 @@
 
 DDP_EXTERN_C_BEGIN
 
-#define DDP_SAMPLER_OPTIONS_VERSION 1
+/* 2 added unrepeated; a version 1 caller is served within its own struct. */
+#define DDP_SAMPLER_OPTIONS_VERSION 2
 
 /** DistributedSampler's keyword arguments. Initialise with DDP_SAMPLER_OPTIONS_INIT or ddp_sampler_options_init. */
 typedef struct ddp_sampler_options {
@@ -26,18 +27,24 @@ typedef struct ddp_sampler_options {
   int shuffle;          /**< 1 (default): a permutation seeded by seed + epoch; 0: 0, 1, 2, ... */
   int64_t seed;         /**< 0; the same on every rank */
   int drop_last;        /**< 0 (default): pad by wrapping around; 1: drop the tail */
+  /* version 2 */
+  int unrepeated;       /**< 0; 1: Lightning's UnrepeatedDistributedSampler, for evaluation and prediction: every
+                             index exactly once over the ranks (rank r gets r, r + R, ... of the list), no padding,
+                             so counts differ by at most one and drop_last is ignored. Its shuffle is seeded with
+                             the epoch alone, as Lightning's (which ignores the seed) */
 } ddp_sampler_options;
 
-#define DDP_SAMPLER_OPTIONS_INIT {DDP_SAMPLER_OPTIONS_VERSION, 1, 0, 0}
+#define DDP_SAMPLER_OPTIONS_INIT {DDP_SAMPLER_OPTIONS_VERSION, 1, 0, 0, 0}
 
 /**
- * Fills @p opts with the defaults of @p version.
+ * Fills @p opts with the defaults of @p version (1 or 2; version 1 writes only its own fields).
  * @return DDP_OK, or DDP_E_INVALID_ARGUMENT for NULL or an unknown version.
  */
 DDP_API ddp_status ddp_sampler_options_init(ddp_sampler_options *opts, unsigned int version);
 
 /**
- * The number of indices each rank gets (DistributedSampler's num_samples).
+ * The number of indices each rank gets (DistributedSampler's num_samples);
+ * with the unrepeated sampler, ddp_sampler_indices' count (it depends on the rank).
  * @return DDP_OK; DDP_E_INVALID_ARGUMENT for a negative @p dataset_size,
  *         @p num_replicas < 1 or a NULL @p out.
  */

@@ -223,8 +223,26 @@ DDP_API ddp_status ddp_strategy_setup_module(ddp_strategy *s, ddp_module *m);
  */
 DDP_API int ddp_strategy_sync_batchnorm_layers(const ddp_strategy *s);
 
-/** Forward of @p m on @p input (moved to the root device), after rank 0's buffers are broadcast. */
+/**
+ * Forward of @p m on @p input (moved to the root device), in the
+ * precision's context. Rank 0's buffers are broadcast first (the option
+ * broadcast_buffers) when this forward's gradients will be synchronised:
+ * autograd recording and backward sync not blocked, PyTorch's condition.
+ * So under ddp_grad_set_enabled(0) (evaluation, prediction) a forward is
+ * not a collective, and ranks may run different numbers of batches.
+ * (PyTorch decides from the previous forward's state, so its first no-grad
+ * forward after training still broadcasts; libddp decides from the call's.)
+ */
 DDP_API ddp_status ddp_strategy_forward(ddp_strategy *s, ddp_module *m, const ddp_tensor *input, ddp_tensor **out);
+
+/**
+ * ddp_strategy_forward for any method of the module (NULL: "forward") with
+ * several inputs and a tensor, tuple, list or string-keyed dict output (see
+ * ddp_module_call for the errors).
+ * @param[out] out new reference.
+ */
+DDP_API ddp_status ddp_strategy_call(ddp_strategy *s, ddp_module *m, const char *method, const ddp_tensor *const *inputs,
+                                     size_t num_inputs, ddp_outputs **out);
 
 /** loss.backward(): the gradients are averaged over the ranks as they become ready. Collective. */
 DDP_API ddp_status ddp_strategy_backward(ddp_strategy *s, const ddp_tensor *loss);

@@ -1,0 +1,343 @@
+// The training surface of issue 24 through the C API on one process: tensor
+// arithmetic and autograd, losses with their arguments, modules with
+// several inputs, named methods and tuple or dict outputs, seeding, logged
+// metrics and the unrepeated sampler. Bad input gets a status naming what
+// was wrong. Parity of the values with PyTorch and Lightning, and the
+// 2-rank job: tests/parity/test_surface_parity.py.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "capi_test_util.h"
+
+namespace {
+
+std::string last() { return ddp_last_error_message(); }
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+ddp_tensor* blob(float* data, std::initializer_list<int64_t> shape) {
+  ddp_tensor* t = nullptr;
+  std::vector<int64_t> s(shape);
+  EXPECT_EQ(ddp_tensor_from_blob(&t, data, DDP_FLOAT32, s.data(), s.size()), DDP_OK) << last();
+  return t;
+}
+
+double item(const ddp_tensor* t) {
+  double v = NAN;
+  EXPECT_EQ(ddp_tensor_item(t, &v), DDP_OK) << last();
+  return v;
+}
+
+TEST(TensorOps, ArithmeticKeepsTheGraphAndGradientsComeBack) {
+  float a[3] = {1, 2, 3}, b[3] = {4, 5, 6};
+  ddp_tensor *ta = blob(a, {3}), *tb = blob(b, {3});
+  ASSERT_EQ(ddp_tensor_set_requires_grad(ta, 1), DDP_OK) << last();
+  ddp_tensor *prod = nullptr, *sq = nullptr, *sum = nullptr;
+  ASSERT_EQ(ddp_tensor_binary(DDP_OP_MUL, ta, tb, &prod), DDP_OK) << last();
+  ASSERT_EQ(ddp_tensor_binary_scalar(DDP_OP_POW, prod, 2.0, &sq), DDP_OK) << last();
+  ASSERT_EQ(ddp_tensor_sum(sq, nullptr, 0, 0, &sum), DDP_OK) << last();
+  EXPECT_EQ(ddp_tensor_requires_grad(sum), 1);
+  EXPECT_DOUBLE_EQ(item(sum), 16 + 100 + 324);
+  ddp_tensor* g = nullptr;
+  ASSERT_EQ(ddp_tensor_grad(ta, &g), DDP_OK);
+  EXPECT_EQ(g, nullptr);  // no backward yet
+  ASSERT_EQ(ddp_tensor_backward(sum), DDP_OK) << last();
+  ASSERT_EQ(ddp_tensor_grad(ta, &g), DDP_OK) << last();
+  ASSERT_NE(g, nullptr);
+  float got[3];
+  ASSERT_EQ(ddp_tensor_copy_to(g, got, sizeof got), DDP_OK);
+  for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(got[i], 2 * a[i] * b[i] * b[i]);  // d/da (ab)^2
+  for (ddp_tensor* t : {ta, tb, prod, sq, sum, g}) ddp_tensor_free(t);
+}
+
+TEST(TensorOps, NoGradModeBuildsNoGraphAndIsPerCall) {
+  float a[2] = {1, 2};
+  ddp_tensor* ta = blob(a, {2});
+  ASSERT_EQ(ddp_tensor_set_requires_grad(ta, 1), DDP_OK);
+  int previous = -1;
+  ASSERT_EQ(ddp_grad_set_enabled(0, &previous), DDP_OK);
+  EXPECT_EQ(previous, 1);
+  EXPECT_EQ(ddp_grad_is_enabled(), 0);
+  ddp_tensor* e = nullptr;
+  ASSERT_EQ(ddp_tensor_unary(DDP_OP_EXP, ta, &e), DDP_OK);
+  EXPECT_EQ(ddp_tensor_requires_grad(e), 0);
+  EXPECT_EQ(ddp_tensor_backward(e), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "does not require grad")) << last();
+  ASSERT_EQ(ddp_grad_set_enabled(previous, nullptr), DDP_OK);
+  EXPECT_EQ(ddp_grad_is_enabled(), 1);
+  ddp_tensor_free(e);
+  ddp_tensor_free(ta);
+}
+
+TEST(TensorOps, BadInputIsNamed) {
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[4] = {1, 2, 3, 4};
+  ddp_tensor *ta = blob(a, {2, 3}), *tb = blob(b, {4}), *out = nullptr;
+  EXPECT_EQ(ddp_tensor_binary(DDP_OP_ADD, ta, tb, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "add") && has(last(), "[2, 3]") && has(last(), "[4]")) << last();
+  EXPECT_EQ(out, nullptr);
+  EXPECT_EQ(ddp_tensor_binary(static_cast<ddp_binary_op>(99), ta, ta, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "99")) << last();
+  EXPECT_EQ(ddp_tensor_unary(static_cast<ddp_unary_op>(-1), ta, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_tensor_binary(DDP_OP_ADD, ta, nullptr, &out), DDP_E_INVALID_ARGUMENT);
+  double v;
+  EXPECT_EQ(ddp_tensor_item(ta, &v), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "6 elements")) << last();
+  int64_t dim = 2;
+  EXPECT_EQ(ddp_tensor_sum(ta, &dim, 1, 0, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "dim 2")) << last();
+  EXPECT_EQ(ddp_tensor_sum(ta, nullptr, 1, 0, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_tensor_softmax(ta, -3, 0, &out), DDP_E_INVALID_ARGUMENT);
+  int64_t ints[2] = {1, 2}, two = 2;
+  ddp_tensor* ti = nullptr;
+  ASSERT_EQ(ddp_tensor_from_blob(&ti, ints, DDP_INT64, &two, 1), DDP_OK);
+  EXPECT_EQ(ddp_tensor_set_requires_grad(ti, 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "floating-point")) << last();
+  EXPECT_EQ(ddp_tensor_mean(ti, nullptr, 0, 0, &out), DDP_E_INVALID_ARGUMENT);
+  ASSERT_EQ(ddp_tensor_set_requires_grad(ta, 1), DDP_OK);
+  ddp_tensor* neg = nullptr;
+  ASSERT_EQ(ddp_tensor_unary(DDP_OP_NEG, ta, &neg), DDP_OK);
+  EXPECT_EQ(ddp_tensor_set_requires_grad(neg, 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "not a leaf")) << last();
+  EXPECT_EQ(ddp_tensor_backward(neg), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "6 elements")) << last();
+  ddp_tensor* freed = blob(b, {4});
+  ddp_tensor_free(freed);
+  EXPECT_EQ(ddp_tensor_unary(DDP_OP_EXP, freed, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "not a live ddp_tensor")) << last();
+  for (ddp_tensor* t : {ta, tb, ti, neg}) ddp_tensor_free(t);
+}
+
+TEST(Losses, ArgumentsAreCheckedByName) {
+  float logits[6] = {1, 2, 3, 4, 5, 6}, w2[2] = {1, 1}, reg[6] = {0};
+  int64_t y[2] = {2, 0}, two = 2;
+  ddp_tensor *x = blob(logits, {2, 3}), *w = blob(w2, {2}), *r = blob(reg, {2, 3}), *ty = nullptr, *out = nullptr;
+  ASSERT_EQ(ddp_tensor_from_blob(&ty, y, DDP_INT64, &two, 1), DDP_OK);
+  EXPECT_EQ(ddp_loss_compute(nullptr, x, ty, &out), DDP_E_INVALID_ARGUMENT);
+  ddp_loss_options o = DDP_LOSS_OPTIONS_INIT(DDP_LOSS_CROSS_ENTROPY);
+  o.label_smoothing = 1.5;
+  EXPECT_EQ(ddp_loss_compute(&o, x, ty, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "cross_entropy: label_smoothing")) << last();
+  o.label_smoothing = 0;
+  o.weight = w;
+  EXPECT_EQ(ddp_loss_compute(&o, x, ty, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "weight [2] must have one entry per class (3)")) << last();
+  ddp_loss_options m = DDP_LOSS_OPTIONS_INIT(DDP_LOSS_MSE);
+  m.reduction = DDP_REDUCTION_BATCHMEAN;
+  EXPECT_EQ(ddp_loss_compute(&m, x, r, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "'batchmean' is kl_div's only")) << last();
+  ddp_loss_options k = DDP_LOSS_OPTIONS_INIT(static_cast<ddp_loss_kind>(42));
+  EXPECT_EQ(ddp_loss_compute(&k, x, r, &out), DDP_E_INVALID_ARGUMENT);
+  ddp_loss_options h = DDP_LOSS_OPTIONS_INIT(DDP_LOSS_HUBER);
+  h.delta = 0;
+  EXPECT_EQ(ddp_loss_compute(&h, x, r, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "huber_loss: delta")) << last();
+  ddp_loss_options n = DDP_LOSS_OPTIONS_INIT(DDP_LOSS_NLL);
+  EXPECT_EQ(ddp_loss_compute(&n, x, r, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "nll_loss: target must be one int64 class index")) << last();
+  ddp_loss_options b = DDP_LOSS_OPTIONS_INIT(DDP_LOSS_BCE_WITH_LOGITS);
+  b.pos_weight = w;
+  EXPECT_EQ(ddp_loss_compute(&b, x, r, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "pos_weight [2]")) << last();
+  ddp_loss_options v2 = DDP_LOSS_OPTIONS_INIT(DDP_LOSS_L1);
+  v2.version = 7;
+  EXPECT_EQ(ddp_loss_compute(&v2, x, r, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "version 7")) << last();
+  EXPECT_EQ(out, nullptr);
+  for (ddp_tensor* t : {x, w, r, ty}) ddp_tensor_free(t);
+}
+
+// The surface test modules exported into a fresh directory.
+class SurfaceModules : public testing::Test {
+ protected:
+  void SetUp() override {
+    const char* exporter = std::getenv("DDP_EXPORT_SURFACE");
+    if (!exporter) GTEST_SKIP() << "DDP_EXPORT_SURFACE is not set: the test modules cannot be exported";
+    dir = testing::TempDir() + "/surface_" + std::to_string(getpid());
+    if (std::system((std::string(exporter) + " " + dir + " >/dev/null 2>&1").c_str()) != 0)
+      GTEST_SKIP() << "export_surface.py could not run (no torch?)";
+  }
+  ddp_module* load(const char* name) {
+    ddp_module* m = nullptr;
+    EXPECT_EQ(ddp_module_load(&m, (dir + "/" + name).c_str()), DDP_OK) << last();
+    return m;
+  }
+  std::string dir;
+};
+
+TEST_F(SurfaceModules, TupleOutputsAreReadByIndexAndDefaultsFillTheInputs) {
+  ddp_module* m = load("pair.pt");
+  float x[6] = {1, 2, 3, 4, 5, 6}, scale = 3;
+  ddp_tensor *tx = blob(x, {2, 3}), *ts = nullptr;
+  ASSERT_EQ(ddp_tensor_from_blob(&ts, &scale, DDP_FLOAT32, nullptr, 0), DDP_OK);
+  ddp_outputs* o = nullptr;
+  const ddp_tensor* one[1] = {tx};
+  ASSERT_EQ(ddp_module_call(m, nullptr, one, 1, &o), DDP_OK) << last();  // scale's default 2.0
+  ASSERT_EQ(ddp_outputs_count(o), 2u);
+  EXPECT_EQ(ddp_outputs_key(o, 0), nullptr);
+  ddp_tensor *doubled = nullptr, *sums = nullptr, *none = nullptr;
+  ASSERT_EQ(ddp_outputs_at(o, 0, &doubled), DDP_OK);
+  ASSERT_EQ(ddp_outputs_at(o, 1, &sums), DDP_OK);
+  float d[6], s[2];
+  ASSERT_EQ(ddp_tensor_copy_to(doubled, d, sizeof d), DDP_OK);
+  ASSERT_EQ(ddp_tensor_copy_to(sums, s, sizeof s), DDP_OK);
+  EXPECT_FLOAT_EQ(d[5], 12);
+  EXPECT_FLOAT_EQ(s[1], 15);
+  EXPECT_EQ(ddp_outputs_at(o, 2, &none), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "index 2 is past the 2 outputs")) << last();
+  EXPECT_EQ(ddp_outputs_get(o, "x", &none), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "not a dict")) << last();
+  ddp_outputs_free(o);
+  // A float argument cannot be given as a tensor: TorchScript's refusal, named.
+  const ddp_tensor* two[2] = {tx, ts};
+  EXPECT_EQ(ddp_module_call(m, "forward", two, 2, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "module forward") && has(last(), "scale")) << last();
+  const ddp_tensor* three[3] = {tx, ts, tx};
+  EXPECT_EQ(ddp_module_call(m, "forward", three, 3, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "3 inputs given, the method takes 1 to 2")) << last();
+  EXPECT_EQ(o, nullptr);
+  EXPECT_EQ(ddp_module_call(m, "forward", nullptr, 1, &o), DDP_E_INVALID_ARGUMENT);
+  for (ddp_tensor* t : {tx, ts, doubled, sums}) ddp_tensor_free(t);
+  ddp_module_free(m);
+}
+
+TEST_F(SurfaceModules, DictOutputsNamedMethodsAndParameterGradients) {
+  ddp_module* m = load("two_heads.pt");
+  float x[2 * 8], s[2 * 4];
+  for (int i = 0; i < 16; ++i) x[i] = 0.1f * i;
+  for (int i = 0; i < 8; ++i) s[i] = -0.2f * i;
+  ddp_tensor *tx = blob(x, {2, 8}), *ts = blob(s, {2, 4});
+  const ddp_tensor* in[2] = {tx, ts};
+  ddp_outputs* o = nullptr;
+  ASSERT_EQ(ddp_module_call(m, "forward", in, 2, &o), DDP_OK) << last();
+  ASSERT_EQ(ddp_outputs_count(o), 2u);
+  EXPECT_STREQ(ddp_outputs_key(o, 0), "logits");
+  EXPECT_STREQ(ddp_outputs_key(o, 1), "reg");
+  ddp_tensor *logits = nullptr, *missing = nullptr;
+  ASSERT_EQ(ddp_outputs_get(o, "logits", &logits), DDP_OK);
+  EXPECT_EQ(ddp_tensor_shape(logits)[1], 3);
+  EXPECT_EQ(ddp_outputs_get(o, "probs", &missing), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "no key 'probs' (it has 'logits', 'reg')")) << last();
+  ddp_tensor* g = nullptr;
+  EXPECT_EQ(ddp_module_grad(m, "cls.weight", &g), DDP_OK);
+  EXPECT_EQ(g, nullptr);
+  ddp_tensor *sum = nullptr;
+  ASSERT_EQ(ddp_tensor_sum(logits, nullptr, 0, 0, &sum), DDP_OK);
+  ASSERT_EQ(ddp_tensor_backward(sum), DDP_OK) << last();
+  ASSERT_EQ(ddp_module_grad(m, "cls.weight", &g), DDP_OK) << last();
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(ddp_tensor_numel(g), 3 * 16);
+  ddp_tensor* reg_grad = nullptr;
+  ASSERT_EQ(ddp_module_grad(m, "reg.weight", &reg_grad), DDP_OK);
+  EXPECT_EQ(reg_grad, nullptr);  // not in the loss
+  EXPECT_EQ(ddp_module_grad(m, "norm.running_mean", &g), DDP_E_INVALID_ARGUMENT);  // a buffer
+  EXPECT_TRUE(has(last(), "no parameter named 'norm.running_mean'")) << last();
+  ddp_outputs* e = nullptr;
+  ASSERT_EQ(ddp_module_call(m, "embed", in, 1, &e), DDP_OK) << last();
+  EXPECT_EQ(ddp_outputs_count(e), 1u);
+  EXPECT_EQ(ddp_module_call(m, "predict", in, 2, &e), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "no method named 'predict'")) << last();
+  EXPECT_EQ(ddp_module_call(m, "forward", in, 1, &e), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "1 inputs given, the method takes 2")) << last();
+  const ddp_tensor* swapped[2] = {ts, tx};
+  EXPECT_EQ(ddp_module_call(m, "forward", swapped, 2, &e), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "module forward")) << last();
+  // The one-tensor forward refuses a dict output, pointing at the call.
+  ddp_tensor* single = nullptr;
+  EXPECT_EQ(ddp_module_forward(m, tx, &single), DDP_E_INVALID_ARGUMENT);
+  for (ddp_tensor* t : {tx, ts, logits, sum, g}) ddp_tensor_free(t);
+  ddp_outputs_free(o);
+  ddp_module_free(m);
+}
+
+TEST(Seeding, LightningsSeedRulesAndTheDeterministicFlag) {
+  unsetenv("PL_GLOBAL_SEED");
+  int64_t used = -1;
+  ASSERT_EQ(ddp_seed_everything(-1, 0, &used), DDP_OK) << last();
+  EXPECT_EQ(used, 0);  // no seed, no PL_GLOBAL_SEED: 0
+  ASSERT_EQ(ddp_seed_everything(1234, 1, &used), DDP_OK);
+  EXPECT_STREQ(std::getenv("PL_GLOBAL_SEED"), "1234");
+  EXPECT_STREQ(std::getenv("PL_SEED_WORKERS"), "1");
+  setenv("PL_GLOBAL_SEED", "77", 1);
+  int seeded = 0;
+  ASSERT_EQ(ddp_reset_seed(&seeded), DDP_OK);
+  EXPECT_EQ(seeded, 1);
+  ASSERT_EQ(ddp_seed_everything(-1, 0, &used), DDP_OK);
+  EXPECT_EQ(used, 77);
+  setenv("PL_GLOBAL_SEED", "seven", 1);
+  EXPECT_EQ(ddp_seed_everything(-1, 0, &used), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "PL_GLOBAL_SEED='seven'")) << last();
+  EXPECT_EQ(ddp_seed_everything(4294967296LL, 0, &used), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "4294967296 is not in bounds")) << last();
+  unsetenv("PL_GLOBAL_SEED");
+  ASSERT_EQ(ddp_reset_seed(&seeded), DDP_OK);
+  EXPECT_EQ(seeded, 0);
+  EXPECT_EQ(ddp_is_deterministic(), 0);
+  ASSERT_EQ(ddp_set_deterministic(1, 0), DDP_OK);
+  EXPECT_EQ(ddp_is_deterministic(), 1);
+  ASSERT_EQ(ddp_set_deterministic(0, 0), DDP_OK);
+  EXPECT_EQ(ddp_is_deterministic(), 0);
+}
+
+TEST(Metrics, LightningsEpochReductionsOnOneRank) {
+  ddp_metric *mean = nullptr, *sum = nullptr, *mx = nullptr, *mn = nullptr;
+  ASSERT_EQ(ddp_metric_new(&mean, DDP_METRIC_MEAN), DDP_OK);
+  ASSERT_EQ(ddp_metric_new(&sum, DDP_METRIC_SUM), DDP_OK);
+  ASSERT_EQ(ddp_metric_new(&mx, DDP_METRIC_MAX), DDP_OK);
+  ASSERT_EQ(ddp_metric_new(&mn, DDP_METRIC_MIN), DDP_OK);
+  const double values[3] = {1.0, 4.0, 2.5};
+  const int64_t sizes[3] = {2, 1, 1};
+  for (int i = 0; i < 3; ++i)
+    for (ddp_metric* m : {mean, sum, mx, mn}) ASSERT_EQ(ddp_metric_update(m, values[i], sizes[i]), DDP_OK);
+  double v = 0;
+  ASSERT_EQ(ddp_metric_compute(mean, nullptr, &v), DDP_OK);
+  EXPECT_DOUBLE_EQ(v, (2 * 1.0 + 4.0 + 2.5) / 4);  // weighted by batch size
+  ASSERT_EQ(ddp_metric_compute(sum, nullptr, &v), DDP_OK);
+  EXPECT_DOUBLE_EQ(v, 7.5);
+  ASSERT_EQ(ddp_metric_compute(mx, nullptr, &v), DDP_OK);
+  EXPECT_DOUBLE_EQ(v, 4.0);
+  ASSERT_EQ(ddp_metric_compute(mn, nullptr, &v), DDP_OK);
+  EXPECT_DOUBLE_EQ(v, 1.0);
+  ASSERT_EQ(ddp_metric_reset(mean), DDP_OK);
+  ASSERT_EQ(ddp_metric_update(mean, 3.0, 5), DDP_OK);
+  ASSERT_EQ(ddp_metric_compute(mean, nullptr, &v), DDP_OK);
+  EXPECT_DOUBLE_EQ(v, 3.0);
+  EXPECT_EQ(ddp_metric_update(mean, 1.0, -1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "batch size -1")) << last();
+  ddp_metric* bad = nullptr;
+  EXPECT_EQ(ddp_metric_new(&bad, static_cast<ddp_metric_reduce>(9)), DDP_E_INVALID_ARGUMENT);
+  // sync_dist needs a strategy that is set up.
+  ddp_strategy* s = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&s, nullptr), DDP_OK);
+  EXPECT_EQ(ddp_metric_compute(mean, s, &v), DDP_E_STATE);
+  ddp_strategy_free(s);
+  for (ddp_metric* m : {mean, sum, mx, mn}) ddp_metric_free(m);
+  EXPECT_EQ(ddp_metric_update(mean, 1.0, 1), DDP_E_INVALID_ARGUMENT);  // freed
+}
+
+TEST(Sampler, AVersionOneCallerIsServedWithinItsOwnStruct) {
+  // A version 1 struct followed by bytes that must stay untouched.
+  struct {
+    ddp_sampler_options v1;  // only its version-1 prefix is the caller's
+  } holder;
+  std::memset(&holder, 0xAB, sizeof holder);
+  ASSERT_EQ(ddp_sampler_options_init(&holder.v1, 1), DDP_OK);
+  EXPECT_EQ(holder.v1.version, 1u);
+  EXPECT_EQ(holder.v1.shuffle, 1);
+  int untouched;
+  std::memcpy(&untouched, &holder.v1.unrepeated, sizeof untouched);
+  EXPECT_EQ(static_cast<unsigned>(untouched), 0xABABABABu);
+  ddp_sampler_options o = DDP_SAMPLER_OPTIONS_INIT;
+  o.unrepeated = 1;
+  o.shuffle = 0;
+  int64_t idx[4];
+  size_t count = 0;
+  ASSERT_EQ(ddp_sampler_indices(7, 2, 1, 0, &o, idx, 4, &count), DDP_OK) << last();
+  ASSERT_EQ(count, 3u);  // 1, 3, 5: no padding
+  EXPECT_EQ(idx[2], 5);
+}
+
+}  // namespace

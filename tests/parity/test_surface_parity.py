@@ -1,0 +1,283 @@
+"""The training surface of issue 24 against PyTorch and Lightning from the
+same wheel.
+
+- surface_job (C, 2 ranks, tests/surface/) against surface_reference.py
+  (PyTorch DDP over Gloo and Lightning's own classes): a two-input module
+  with a dict output, a composite loss written with the C arithmetic
+  (cross entropy with weight, ignore_index and label_smoothing, + 0.1 x
+  MSE), SGD, dropout seeded by seed_everything(42): every step's loss is
+  bitwise PyTorch DDP's. Then evaluation without gradients, 3 batches on
+  rank 0 and 1 on rank 1 (no collective, so no hang), a named method, and
+  the evaluation loss as a metric: local and sync_dist values bitwise
+  Lightning's _ResultCollection.
+- Each loss of ddp_loss_compute with its arguments, and the arithmetic,
+  against torch.nn.functional and torch: values and input gradients.
+- ddp_seed_everything(42) then dropout: the masks torch.manual_seed(42)
+  gives (whatever was drawn before).
+"""
+import ctypes
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SURFACE = os.path.join(HERE, "..", "surface")
+sys.path.insert(0, HERE)
+from ddp_ctypes import Lib  # noqa: E402
+from parity_launch import free_port  # noqa: E402
+
+BUILD = os.environ.get("DDP_BUILD", os.path.join(HERE, "..", "..", "build"))
+JOB = os.path.join(BUILD, "tests", "surface_job")
+lightning = pytest.importorskip("pytorch_lightning")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("surface"))
+    subprocess.run([sys.executable, os.path.join(SURFACE, "export_surface.py"), d], check=True)
+    return d
+
+
+def lines_by_rank(text):
+    """{rank: [(what..., value)]}: C's %a and Python's float.hex print the same value differently."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("rank "):
+            words = line.split()
+            out.setdefault(words[1], []).append((*words[2:-1], float.fromhex(words[-1])))
+    return out
+
+
+def reference(world=2, steps=12):
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, os.path.join(SURFACE, "surface_reference.py"), str(steps)],
+                              env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), TORCH_PORT=str(port),
+                                       OMP_NUM_THREADS="1"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
+    outs = []
+    for p in procs:
+        o, e = p.communicate(timeout=300)
+        assert p.returncode == 0, e
+        outs.append(o)
+    return lines_by_rank("\n".join(outs))
+
+
+@pytest.mark.parametrize("backend", ["shm", "gloo"])
+def test_two_inputs_dict_outputs_composite_loss_eval_and_metric_equal_pytorch_and_lightning(data, backend):
+    job = subprocess.run([JOB, data, "12"], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, OMP_NUM_THREADS="1", SURFACE_BACKEND=backend))
+    assert job.returncode == 0, job.stderr + job.stdout
+    mine, theirs = lines_by_rank(job.stdout), reference()
+    for rank in ("0", "1"):
+        assert mine[rank] == theirs[rank], f"rank {rank}:\nlibddp:  {mine[rank]}\nPyTorch: {theirs[rank]}"
+    # Uneven evaluation: 3 batches on rank 0, one on rank 1.
+    assert sum(l[0] == "eval" and l[2] == "loss" for l in mine["0"]) == 3
+    assert sum(l[0] == "eval" and l[2] == "loss" for l in mine["1"]) == 1
+
+
+def lib():
+    L = Lib()
+    vp = ctypes.c_void_p
+    L.lib.ddp_loss_compute.argtypes = [ctypes.POINTER(LossOptions), vp, vp, ctypes.POINTER(vp)]
+    L.lib.ddp_tensor_set_requires_grad.argtypes = [vp, ctypes.c_int]
+    L.lib.ddp_tensor_backward.argtypes = [vp]
+    L.lib.ddp_tensor_grad.argtypes = [vp, ctypes.POINTER(vp)]
+    L.lib.ddp_tensor_binary.argtypes = [ctypes.c_int, vp, vp, ctypes.POINTER(vp)]
+    L.lib.ddp_tensor_binary_scalar.argtypes = [ctypes.c_int, vp, ctypes.c_double, ctypes.POINTER(vp)]
+    L.lib.ddp_tensor_unary.argtypes = [ctypes.c_int, vp, ctypes.POINTER(vp)]
+    L.lib.ddp_tensor_softmax.argtypes = [vp, ctypes.c_int64, ctypes.c_int, ctypes.POINTER(vp)]
+    L.lib.ddp_tensor_sum.argtypes = [vp, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t, ctypes.c_int, ctypes.POINTER(vp)]
+    L.lib.ddp_tensor_mean.argtypes = L.lib.ddp_tensor_sum.argtypes
+    L.lib.ddp_seed_everything.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+    return L
+
+
+class LossOptions(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("kind", ctypes.c_int), ("reduction", ctypes.c_int),
+                ("weight", ctypes.c_void_p), ("ignore_index", ctypes.c_int64), ("label_smoothing", ctypes.c_double),
+                ("pos_weight", ctypes.c_void_p), ("beta", ctypes.c_double), ("delta", ctypes.c_double),
+                ("log_target", ctypes.c_int)]
+
+
+MSE, CE, BCE, L1, SMOOTH_L1, HUBER, NLL, KL = range(8)
+REDUCTIONS = {"mean": 0, "sum": 1, "none": 2, "batchmean": 3}
+
+
+def leaf(L, t):
+    """A libddp tensor over t's memory (t must stay alive) that requires grad."""
+    h = L.wrap(t)
+    L.check(L.lib.ddp_tensor_set_requires_grad(h, 1), "requires_grad")
+    return h
+
+
+def grad_of(L, h, like):
+    g = ctypes.c_void_p()
+    L.check(L.lib.ddp_tensor_grad(h, ctypes.byref(g)), "grad")
+    assert g.value, "no gradient"
+    out = L.to_torch(g, like.dtype).reshape(like.shape).clone()
+    L.lib.ddp_tensor_free(g)
+    return out
+
+
+def run_loss(L, kind, x, y, reduction="mean", **kw):
+    o = LossOptions(1, kind, REDUCTIONS[reduction], None, kw.get("ignore_index", -100), kw.get("label_smoothing", 0.0),
+                    None, kw.get("beta", 1.0), kw.get("delta", 1.0), int(kw.get("log_target", False)))
+    keep = []
+    for field in ("weight", "pos_weight"):
+        if field in kw:
+            keep.append(L.wrap(kw[field]))
+            setattr(o, field, keep[-1])
+    xc = x.clone()  # kept alive: the handle views its memory
+    hx, hy = leaf(L, xc), L.wrap(y)
+    out = ctypes.c_void_p()
+    L.check(L.lib.ddp_loss_compute(ctypes.byref(o), hx, hy, ctypes.byref(out)), "loss")
+    value = L.to_torch(out, torch.float32).clone()
+    total = ctypes.c_void_p()
+    L.check(L.lib.ddp_tensor_sum(out, None, 0, 0, ctypes.byref(total)), "sum")
+    L.check(L.lib.ddp_tensor_backward(total), "backward")
+    g = grad_of(L, hx, x)
+    for h in [hx, hy, out, total] + keep:
+        L.lib.ddp_tensor_free(h)
+    return value, g
+
+
+def torch_loss(fn, x, y, **kw):
+    xl = x.clone().requires_grad_()
+    v = fn(xl, y, **kw)
+    v.sum().backward()
+    return v.detach().reshape(-1), xl.grad
+
+
+def loss_cases():
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(6, 4, generator=g)
+    idx = torch.tensor([0, 3, 1, -100, 2, 3])
+    probs = torch.softmax(torch.randn(6, 4, generator=g), 1)
+    xs, ys = torch.randn(5, 3, generator=g), torch.randn(5, 3, generator=g)
+    bin_t = (torch.rand(5, 3, generator=g) > 0.5).float()
+    w = torch.tensor([1.0, 0.5, 2.0, 1.5])
+    return [
+        (CE, F.cross_entropy, logits, idx, dict(weight=w, ignore_index=-100, label_smoothing=0.2)),
+        (CE, F.cross_entropy, logits, idx, dict(reduction="sum", ignore_index=-100)),
+        (CE, F.cross_entropy, logits, idx, dict(reduction="none", ignore_index=-100, label_smoothing=0.1)),
+        (CE, F.cross_entropy, logits, probs, dict(label_smoothing=0.05)),
+        (BCE, F.binary_cross_entropy_with_logits, xs, bin_t, dict(pos_weight=torch.tensor([1.0, 3.0, 0.5]))),
+        (BCE, F.binary_cross_entropy_with_logits, xs, bin_t, dict(weight=torch.tensor([2.0, 1.0, 1.0]), reduction="sum")),
+        (L1, F.l1_loss, xs, ys, {}),
+        (SMOOTH_L1, F.smooth_l1_loss, xs, ys, dict(beta=0.5)),
+        (HUBER, F.huber_loss, xs, ys, dict(delta=0.7, reduction="none")),
+        (NLL, F.nll_loss, torch.log_softmax(logits, 1), idx, dict(weight=w, ignore_index=-100)),
+        (KL, F.kl_div, torch.log_softmax(logits, 1), probs, dict(reduction="batchmean")),
+        (KL, F.kl_div, torch.log_softmax(logits, 1), torch.log(probs), dict(reduction="sum", log_target=True)),
+        (MSE, F.mse_loss, xs, ys, dict(reduction="none")),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(loss_cases())))
+def test_each_loss_with_its_arguments_equals_torch_functional(case):
+    kind, fn, x, y, kw = loss_cases()[case]
+    L = lib()
+    v, g = run_loss(L, kind, x, y, **kw)
+    tv, tg = torch_loss(fn, x, y, **kw)
+    assert torch.equal(v.reshape(-1), tv), (v, tv)
+    assert torch.equal(g, tg), (g, tg)
+
+
+def test_arithmetic_keeps_the_graph_and_equals_torch():
+    L = lib()
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.rand(3, 4, generator=g) + 0.5, torch.rand(4, generator=g) + 0.5
+    ac, bc = a.clone(), b.clone()  # kept alive: the handles view their memory
+    ha, hb = leaf(L, ac), leaf(L, bc)
+    vp = ctypes.c_void_p
+    made = []
+
+    def bin_(op, x, y):
+        o = vp()
+        L.check(L.lib.ddp_tensor_binary(op, x, y, ctypes.byref(o)), "binary")
+        made.append(o)
+        return o
+
+    def sca(op, x, k):
+        o = vp()
+        L.check(L.lib.ddp_tensor_binary_scalar(op, x, k, ctypes.byref(o)), "scalar")
+        made.append(o)
+        return o
+
+    def un(op, x):
+        o = vp()
+        L.check(L.lib.ddp_tensor_unary(op, x, ctypes.byref(o)), "unary")
+        made.append(o)
+        return o
+
+    def mean(x, dims=None):
+        o = vp()
+        d = (ctypes.c_int64 * len(dims))(*dims) if dims else None
+        L.check(L.lib.ddp_tensor_mean(x, d, len(dims) if dims else 0, 0, ctypes.byref(o)), "mean")
+        made.append(o)
+        return o
+
+    ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = range(7)
+    NEG, EXP, LOG, SQRT, ABS, SQUARE, RELU, SIGMOID, TANH, LOG1P, SIN, COS = range(12)
+    # ((a * b - a / b) ** 2 + exp(-a) * log(a) + sqrt(b) + tanh(sigmoid(a)) + clamp(a, min=0.7)).mean(dim 1).mean()
+    t1 = sca(POW, bin_(SUB, bin_(MUL, ha, hb), bin_(DIV, ha, hb)), 2.0)
+    t2 = bin_(MUL, un(EXP, un(NEG, ha)), un(LOG, ha))
+    t3 = bin_(ADD, bin_(ADD, t1, t2), un(SQRT, hb))
+    t4 = bin_(ADD, t3, un(TANH, un(SIGMOID, ha)))
+    t5 = bin_(ADD, t4, sca(MAXIMUM, ha, 0.7))
+    total = mean(mean(t5, [1]))
+    L.check(L.lib.ddp_tensor_backward(total), "backward")
+    ta, tb = a.clone().requires_grad_(), b.clone().requires_grad_()
+    expect = ((ta * tb - ta / tb) ** 2 + torch.exp(-ta) * torch.log(ta) + torch.sqrt(tb)
+              + torch.tanh(torch.sigmoid(ta)) + torch.clamp(ta, min=0.7)).mean(dim=1).mean()
+    expect.backward()
+    assert torch.equal(L.to_torch(total, torch.float32).reshape(()), expect.detach())
+    assert torch.equal(grad_of(L, ha, a), ta.grad)
+    assert torch.equal(grad_of(L, hb, b), tb.grad)
+    for h in made + [ha, hb]:
+        L.lib.ddp_tensor_free(h)
+
+
+def test_seed_everything_gives_torch_manual_seeds_dropout_masks(data):
+    L = lib()
+    vp = ctypes.c_void_p
+    L.lib.ddp_module_call.argtypes = [vp, ctypes.c_char_p, ctypes.POINTER(vp), ctypes.c_size_t, ctypes.POINTER(vp)]
+    L.lib.ddp_outputs_get.argtypes = [vp, ctypes.c_char_p, ctypes.POINTER(vp)]
+    L.lib.ddp_outputs_free.argtypes = [vp]
+    path = os.path.join(data, "two_heads.pt")
+    x, s = torch.randn(32, 8), torch.randn(32, 4)
+    python_module = torch.jit.load(path).train()
+    torch.manual_seed(42)
+    expected = python_module(x, s)["logits"]
+    torch.rand(1000)  # the generator moved on
+    used = ctypes.c_int64()
+    L.check(L.lib.ddp_seed_everything(42, 0, ctypes.byref(used)), "seed")
+    assert used.value == 42
+    # The module's dropout run from C draws what torch.manual_seed(42) drew.
+    m = L.module(path)
+    inputs = (vp * 2)(L.wrap(x), L.wrap(s))
+    out, logits = vp(), vp()
+    L.check(L.lib.ddp_module_call(m, b"forward", inputs, 2, ctypes.byref(out)), "call")
+    L.check(L.lib.ddp_outputs_get(out, b"logits", ctypes.byref(logits)), "logits")
+    got = L.to_torch(logits, torch.float32).reshape(expected.shape)
+    assert torch.equal(got, expected.detach())
+    # Without the seed, the draws differ (the comparison above can fail).
+    L.lib.ddp_tensor_free(logits)
+    L.lib.ddp_outputs_free(out)
+    L.check(L.lib.ddp_module_call(m, b"forward", inputs, 2, ctypes.byref(out)), "call")
+    L.check(L.lib.ddp_outputs_get(out, b"logits", ctypes.byref(logits)), "logits")
+    assert not torch.equal(L.to_torch(logits, torch.float32).reshape(expected.shape), expected.detach())
+    for h in (logits, inputs[0], inputs[1]):
+        L.lib.ddp_tensor_free(h)
+    L.lib.ddp_outputs_free(out)
+    L.lib.ddp_module_free(m)
+
+
+def test_seed_everything_refuses_out_of_bounds_seeds_like_lightning():
+    L = lib()
+    assert L.lib.ddp_seed_everything(2 ** 32, 0, None) != 0
+    assert b"not in bounds" in L.lib.ddp_last_error_message()
