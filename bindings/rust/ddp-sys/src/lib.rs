@@ -18,7 +18,7 @@ pub const DDP_GROUP_OPTIONS_VERSION: u32 = 1;
 pub const DDP_SPAWN_OPTIONS_VERSION: u32 = 1;
 pub const DDP_POWERSGD_OPTIONS_VERSION: u32 = 1;
 pub const DDP_REDUCER_OPTIONS_VERSION: u32 = 2;
-pub const DDP_SAMPLER_OPTIONS_VERSION: u32 = 1;
+pub const DDP_SAMPLER_OPTIONS_VERSION: u32 = 2;
 pub type ddp_status = i32;
 pub const DDP_OK: c_int = 0;
 pub const DDP_E_INVALID_ARGUMENT: c_int = -1;
@@ -195,9 +195,11 @@ pub struct ddp_sampler_options {
     pub shuffle: c_int,
     pub seed: i64,
     pub drop_last: c_int,
+    pub unrepeated: c_int,
 }
 
 pub const DDP_ADAM_OPTIONS_VERSION: u32 = 1;
+pub const DDP_LOSS_OPTIONS_VERSION: u32 = 1;
 pub const DDP_SGD_OPTIONS_VERSION: u32 = 1;
 pub const DDP_STRATEGY_DDP: ddp_strategy_kind = 0;
 pub const DDP_STRATEGY_DDP_FORK: ddp_strategy_kind = 2;
@@ -391,6 +393,76 @@ pub struct ddp_strategy_options {
 }
 
 #[link(name = "ddp")]
+// ops.h, seed.h, metric.h and the multi-output calls of model.h and strategy.h
+pub const DDP_OP_ADD: ddp_binary_op = 0;
+pub const DDP_OP_SUB: ddp_binary_op = 1;
+pub const DDP_OP_MUL: ddp_binary_op = 2;
+pub const DDP_OP_DIV: ddp_binary_op = 3;
+pub const DDP_OP_POW: ddp_binary_op = 4;
+pub const DDP_OP_MAXIMUM: ddp_binary_op = 5;
+pub const DDP_OP_MINIMUM: ddp_binary_op = 6;
+pub const DDP_BINARY_OP_FORCE_INT: ddp_binary_op = 2147483647;
+pub type ddp_binary_op = c_uint;
+pub const DDP_OP_NEG: ddp_unary_op = 0;
+pub const DDP_OP_EXP: ddp_unary_op = 1;
+pub const DDP_OP_LOG: ddp_unary_op = 2;
+pub const DDP_OP_SQRT: ddp_unary_op = 3;
+pub const DDP_OP_ABS: ddp_unary_op = 4;
+pub const DDP_OP_SQUARE: ddp_unary_op = 5;
+pub const DDP_OP_RELU: ddp_unary_op = 6;
+pub const DDP_OP_SIGMOID: ddp_unary_op = 7;
+pub const DDP_OP_TANH: ddp_unary_op = 8;
+pub const DDP_OP_LOG1P: ddp_unary_op = 9;
+pub const DDP_OP_SIN: ddp_unary_op = 10;
+pub const DDP_OP_COS: ddp_unary_op = 11;
+pub const DDP_UNARY_OP_FORCE_INT: ddp_unary_op = 2147483647;
+pub type ddp_unary_op = c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_outputs {
+    _unused: [u8; 0],
+}
+pub const DDP_LOSS_MSE: ddp_loss_kind = 0;
+pub const DDP_LOSS_CROSS_ENTROPY: ddp_loss_kind = 1;
+pub const DDP_LOSS_BCE_WITH_LOGITS: ddp_loss_kind = 2;
+pub const DDP_LOSS_L1: ddp_loss_kind = 3;
+pub const DDP_LOSS_SMOOTH_L1: ddp_loss_kind = 4;
+pub const DDP_LOSS_HUBER: ddp_loss_kind = 5;
+pub const DDP_LOSS_NLL: ddp_loss_kind = 6;
+pub const DDP_LOSS_KL_DIV: ddp_loss_kind = 7;
+pub const DDP_LOSS_KIND_FORCE_INT: ddp_loss_kind = 2147483647;
+pub type ddp_loss_kind = c_uint;
+pub const DDP_REDUCTION_MEAN: ddp_loss_reduction = 0;
+pub const DDP_REDUCTION_SUM: ddp_loss_reduction = 1;
+pub const DDP_REDUCTION_NONE: ddp_loss_reduction = 2;
+pub const DDP_REDUCTION_BATCHMEAN: ddp_loss_reduction = 3;
+pub const DDP_LOSS_REDUCTION_FORCE_INT: ddp_loss_reduction = 2147483647;
+pub type ddp_loss_reduction = c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_loss_options {
+    pub version: c_uint,
+    pub kind: ddp_loss_kind,
+    pub reduction: ddp_loss_reduction,
+    pub weight: *const ddp_tensor,
+    pub ignore_index: i64,
+    pub label_smoothing: f64,
+    pub pos_weight: *const ddp_tensor,
+    pub beta: f64,
+    pub delta: f64,
+    pub log_target: c_int,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_metric {
+    _unused: [u8; 0],
+}
+pub const DDP_METRIC_MEAN: ddp_metric_reduce = 0;
+pub const DDP_METRIC_SUM: ddp_metric_reduce = 1;
+pub const DDP_METRIC_MAX: ddp_metric_reduce = 2;
+pub const DDP_METRIC_MIN: ddp_metric_reduce = 3;
+pub const DDP_METRIC_REDUCE_FORCE_INT: ddp_metric_reduce = 2147483647;
+pub type ddp_metric_reduce = c_uint;
 extern "C" {
     pub fn ddp_version_number() -> c_uint;
     pub fn ddp_version_string() -> *const c_char;
@@ -770,4 +842,36 @@ extern "C" {
     pub fn ddp_strategy_save_checkpoint_v2(s: *mut ddp_strategy, path: *const c_char, m: *const ddp_module, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *const ddp_checkpoint_info) -> ddp_status;
     pub fn ddp_strategy_load_checkpoint_v2(s: *mut ddp_strategy, path: *const c_char, m: *mut ddp_module, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *mut ddp_checkpoint_info, user: *mut *mut ddp_buffer) -> ddp_status;
     pub fn ddp_strategy_save_module(s: *mut ddp_strategy, path: *const c_char, m: *const ddp_module) -> ddp_status;
+    pub fn ddp_tensor_binary(op: ddp_binary_op, a: *const ddp_tensor, b: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_tensor_binary_scalar(op: ddp_binary_op, a: *const ddp_tensor, scalar: f64, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_tensor_unary(op: ddp_unary_op, a: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_tensor_softmax(a: *const ddp_tensor, dim: i64, log: c_int, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_tensor_sum(a: *const ddp_tensor, dims: *const i64, ndims: size_t, keepdim: c_int, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_tensor_mean(a: *const ddp_tensor, dims: *const i64, ndims: size_t, keepdim: c_int, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_tensor_item(t: *const ddp_tensor, out: *mut f64) -> ddp_status;
+    pub fn ddp_tensor_clone(t: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_tensor_set_requires_grad(t: *mut ddp_tensor, on: c_int) -> ddp_status;
+    pub fn ddp_tensor_requires_grad(t: *const ddp_tensor) -> c_int;
+    pub fn ddp_tensor_grad(t: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_tensor_backward(t: *const ddp_tensor) -> ddp_status;
+    pub fn ddp_grad_set_enabled(enabled: c_int, previous: *mut c_int) -> ddp_status;
+    pub fn ddp_grad_is_enabled() -> c_int;
+    pub fn ddp_seed_everything(seed: i64, workers: c_int, used: *mut i64) -> ddp_status;
+    pub fn ddp_reset_seed(seeded: *mut c_int) -> ddp_status;
+    pub fn ddp_set_deterministic(on: c_int, warn_only: c_int) -> ddp_status;
+    pub fn ddp_is_deterministic() -> c_int;
+    pub fn ddp_module_call(m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: size_t, out: *mut *mut ddp_outputs) -> ddp_status;
+    pub fn ddp_outputs_count(o: *const ddp_outputs) -> size_t;
+    pub fn ddp_outputs_at(o: *const ddp_outputs, index: size_t, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_outputs_get(o: *const ddp_outputs, key: *const c_char, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_outputs_key(o: *const ddp_outputs, index: size_t) -> *const c_char;
+    pub fn ddp_outputs_free(o: *mut ddp_outputs);
+    pub fn ddp_module_grad(m: *const ddp_module, name: *const c_char, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_loss_compute(opts: *const ddp_loss_options, input: *const ddp_tensor, target: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_strategy_call(s: *mut ddp_strategy, m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: size_t, out: *mut *mut ddp_outputs) -> ddp_status;
+    pub fn ddp_metric_new(out: *mut *mut ddp_metric, reduce: ddp_metric_reduce) -> ddp_status;
+    pub fn ddp_metric_update(m: *mut ddp_metric, value: f64, batch_size: i64) -> ddp_status;
+    pub fn ddp_metric_compute(m: *const ddp_metric, s: *mut ddp_strategy, out: *mut f64) -> ddp_status;
+    pub fn ddp_metric_reset(m: *mut ddp_metric) -> ddp_status;
+    pub fn ddp_metric_free(m: *mut ddp_metric);
 }
