@@ -7,6 +7,7 @@
 #include "handles.h"
 #include "model/losses.h"
 #include "model/optimizer.h"
+#include "model/param_groups.h"
 #include "model/script_module.h"
 
 using namespace ddp::capi;
@@ -26,6 +27,63 @@ ddp_status make_optimizer(ddp_optimizer** out, ddp_module* m, const char* fn,
     h->optimizer = ddp::core::Optimizer::make(spec(), mod->module->parameters());
     hand_out(out, std::move(h));
   });
+}
+
+std::optional<double> inherited(double v) {
+  if (v == DDP_INHERIT) return std::nullopt;
+  return v;
+}
+
+std::vector<ddp::core::ParamGroupSelector> selectors_of(const ddp_param_group* groups, size_t n, const char* fn) {
+  if (!groups || n == 0) fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": no param groups given");
+  std::vector<ddp::core::ParamGroupSelector> out;
+  for (size_t i = 0; i < n; ++i) {
+    const ddp_param_group& g = groups[i];
+    if (g.version != DDP_PARAM_GROUP_VERSION)
+      fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": param group " + std::to_string(i) + " has unknown version " +
+                                       std::to_string(g.version));
+    if (g.num_patterns > 0 && !g.patterns)
+      fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": param group " + std::to_string(i) + ": patterns is NULL");
+    ddp::core::ParamGroupSelector s;
+    for (size_t k = 0; k < g.num_patterns; ++k) {
+      if (!g.patterns[k])
+        fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": param group " + std::to_string(i) + ": pattern " +
+                                         std::to_string(k) + " is NULL");
+      s.patterns.emplace_back(g.patterns[k]);
+    }
+    s.lr = inherited(g.lr);
+    s.weight_decay = inherited(g.weight_decay);
+    s.momentum = inherited(g.momentum);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+ddp_status make_grouped_optimizer(ddp_optimizer** out, ddp_module* m, const ddp_param_group* groups, size_t n,
+                                  const char* fn, const std::function<ddp::core::OptimizerSpec()>& spec) {
+  if (!out) return invalid(std::string(fn) + ": out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto* mod = require(m, "module");
+    auto selected = ddp::core::select_param_groups(mod->module->named_parameters(), selectors_of(groups, n, fn));
+    auto h = std::make_unique<ddp_optimizer>();
+    h->optimizer = ddp::core::Optimizer::make(spec(), selected);
+    hand_out(out, std::move(h));
+  });
+}
+
+ddp::core::OptimizerSpec sgd_spec(const ddp_sgd_options* opts) {
+  const ddp_sgd_options o = opts ? *opts : ddp_sgd_options DDP_SGD_OPTIONS_INIT;
+  if (o.version != DDP_SGD_OPTIONS_VERSION)
+    fail(DDP_E_INVALID_ARGUMENT, "ddp_optimizer_new_sgd: unknown options version " + std::to_string(o.version));
+  ddp::core::OptimizerSpec s;
+  s.kind = ddp::core::OptimizerSpec::Kind::Sgd;
+  s.lr = o.lr;
+  s.momentum = o.momentum;
+  s.dampening = o.dampening;
+  s.weight_decay = o.weight_decay;
+  s.nesterov = o.nesterov != 0;
+  return s;
 }
 
 ddp::core::OptimizerSpec adam_spec(const ddp_adam_options* opts, ddp::core::OptimizerSpec::Kind kind,
@@ -234,19 +292,7 @@ ddp_status ddp_module_load_state_dict(ddp_module* m, const char* path, int stric
 }
 
 ddp_status ddp_optimizer_new_sgd(ddp_optimizer** out, ddp_module* m, const ddp_sgd_options* opts) {
-  return make_optimizer(out, m, "ddp_optimizer_new_sgd", [&] {
-    const ddp_sgd_options o = opts ? *opts : ddp_sgd_options DDP_SGD_OPTIONS_INIT;
-    if (o.version != DDP_SGD_OPTIONS_VERSION)
-      fail(DDP_E_INVALID_ARGUMENT, "ddp_optimizer_new_sgd: unknown options version " + std::to_string(o.version));
-    ddp::core::OptimizerSpec s;
-    s.kind = ddp::core::OptimizerSpec::Kind::Sgd;
-    s.lr = o.lr;
-    s.momentum = o.momentum;
-    s.dampening = o.dampening;
-    s.weight_decay = o.weight_decay;
-    s.nesterov = o.nesterov != 0;
-    return s;
-  });
+  return make_optimizer(out, m, "ddp_optimizer_new_sgd", [&] { return sgd_spec(opts); });
 }
 
 ddp_status ddp_optimizer_new_adam(ddp_optimizer** out, ddp_module* m, const ddp_adam_options* opts) {
@@ -260,6 +306,46 @@ ddp_status ddp_optimizer_new_adamw(ddp_optimizer** out, ddp_module* m, const ddp
   return make_optimizer(out, m, "ddp_optimizer_new_adamw", [&] {
     return adam_spec(opts, ddp::core::OptimizerSpec::Kind::AdamW, ddp_adam_options DDP_ADAMW_OPTIONS_INIT,
                      "ddp_optimizer_new_adamw");
+  });
+}
+
+ddp_status ddp_optimizer_new_sgd_groups(ddp_optimizer** out, ddp_module* m, const ddp_sgd_options* opts,
+                                        const ddp_param_group* groups, size_t num_groups) {
+  return make_grouped_optimizer(out, m, groups, num_groups, "ddp_optimizer_new_sgd_groups",
+                                [&] { return sgd_spec(opts); });
+}
+
+ddp_status ddp_optimizer_new_adam_groups(ddp_optimizer** out, ddp_module* m, const ddp_adam_options* opts,
+                                         const ddp_param_group* groups, size_t num_groups) {
+  return make_grouped_optimizer(out, m, groups, num_groups, "ddp_optimizer_new_adam_groups", [&] {
+    return adam_spec(opts, ddp::core::OptimizerSpec::Kind::Adam, ddp_adam_options DDP_ADAM_OPTIONS_INIT,
+                     "ddp_optimizer_new_adam_groups");
+  });
+}
+
+ddp_status ddp_optimizer_new_adamw_groups(ddp_optimizer** out, ddp_module* m, const ddp_adam_options* opts,
+                                          const ddp_param_group* groups, size_t num_groups) {
+  return make_grouped_optimizer(out, m, groups, num_groups, "ddp_optimizer_new_adamw_groups", [&] {
+    return adam_spec(opts, ddp::core::OptimizerSpec::Kind::AdamW, ddp_adam_options DDP_ADAMW_OPTIONS_INIT,
+                     "ddp_optimizer_new_adamw_groups");
+  });
+}
+
+size_t ddp_optimizer_num_groups(const ddp_optimizer* opt) {
+  auto* h = live(opt);
+  return h ? h->optimizer->num_groups() : 0;
+}
+
+ddp_status ddp_optimizer_group_lr(const ddp_optimizer* opt, size_t group, double* out) {
+  if (!out) return invalid("ddp_optimizer_group_lr: out is NULL");
+  return fence([&] { *out = require(opt, "optimizer")->optimizer->group_lr(group); });
+}
+
+ddp_status ddp_optimizer_set_group_lr(ddp_optimizer* opt, size_t group, double lr) {
+  return fence([&] {
+    auto* h = require(opt, "optimizer");
+    ddp::core::check_arg(lr >= 0, "ddp_optimizer_set_group_lr: lr " + std::to_string(lr) + " is negative");
+    h->optimizer->set_group_lr(group, lr);
   });
 }
 

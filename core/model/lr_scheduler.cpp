@@ -616,6 +616,11 @@ void LrScheduler::load_state_dict(const c10::IValue&) {}
 std::unique_ptr<LrScheduler> LrScheduler::make(const SchedulerSpec& spec, std::shared_ptr<Optimizer> optimizer,
                                                std::vector<std::shared_ptr<LrScheduler>> children) {
   check_arg(optimizer != nullptr, "lr scheduler: no optimizer");
+  // PyTorch's schedulers keep one base rate per group; libddp's keep one.
+  check_arg(optimizer->num_groups() == 1,
+            "lr scheduler: the optimizer has " + std::to_string(optimizer->num_groups()) +
+                " param groups; libddp's schedulers drive an optimizer with one (set each group's rate with "
+                "ddp_optimizer_set_group_lr)");
   check_spec(spec, *optimizer, children);
   using K = SchedulerSpec::Kind;
   std::unique_ptr<LrScheduler> s;

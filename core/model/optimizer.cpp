@@ -5,6 +5,7 @@
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <map>
 #include <string>
 
@@ -26,14 +27,14 @@ void check_spec(const OptimizerSpec& s) {
 
 // A hyper-parameter of a saved param_group: a number (int or float in
 // Python), or the current value where the group does not have it.
-double group_number(const c10::impl::GenericDict& g, const char* key, double dflt) {
+double group_number(const c10::impl::GenericDict& g, const char* key, double dflt, size_t index = 0) {
   auto it = g.find(key);
   if (it == g.end() || it->value().isNone()) return dflt;
   if (it->value().isDouble()) return it->value().toDouble();
   if (it->value().isInt()) return static_cast<double>(it->value().toInt());
   if (it->value().isBool()) return it->value().toBool() ? 1 : 0;
-  fail(Status::IO, std::string("optimizer state: param_groups[0]['") + key + "'] is a " + it->value().tagKind() +
-                       ", not a number");
+  fail(Status::IO, "optimizer state: param_groups[" + std::to_string(index) + "]['" + key + "'] is a " +
+                       it->value().tagKind() + ", not a number");
 }
 bool group_flag(const c10::impl::GenericDict& g, const char* key, bool dflt) {
   return group_number(g, key, dflt ? 1 : 0) != 0;
@@ -146,8 +147,11 @@ class TorchOptimizer : public Optimizer {
   using State = typename K::State;
 
  public:
-  TorchOptimizer(const OptimizerSpec& spec, std::unique_ptr<Torch> opt, std::vector<at::Tensor> params)
-      : spec_(spec), opt_(std::move(opt)), params_(std::move(params)) {}
+  TorchOptimizer(const OptimizerSpec& spec, std::unique_ptr<Torch> opt, std::vector<size_t> group_sizes)
+      : spec_(spec), opt_(std::move(opt)), group_sizes_(std::move(group_sizes)), extras_(group_sizes_.size()) {
+    for (auto& group : opt_->param_groups())
+      for (auto& p : group.params()) params_.push_back(p);
+  }
 
   // As Python's zero_grad(set_to_none=True): the gradients are dropped.
   // torch::optim's zero_grad would detach_() each first, which a bucket view
@@ -160,11 +164,18 @@ class TorchOptimizer : public Optimizer {
   void step() override { opt_->step(); }
   const std::vector<at::Tensor>& parameters() const override { return params_; }
   const OptimizerSpec& spec() const override { return spec_; }
-  double lr() const override { return options().lr(); }
-  void set_lr(double lr) override { options().lr(lr); }
-  double momentum() const override { return K::momentum(options()); }
-  void set_momentum(double m) override { K::set_momentum(options(), m); }
-  std::map<std::string, double>& group_extras() override { return extras_; }
+  size_t num_groups() const override { return group_sizes_.size(); }
+  double lr() const override { return options(0).lr(); }
+  double group_lr(size_t g) const override { return options(checked_group(g)).lr(); }
+  void set_group_lr(size_t g, double lr) override { options(checked_group(g)).lr(lr); }
+  void set_lr(double lr) override {
+    for (size_t g = 0; g < num_groups(); ++g) options(g).lr(lr);
+  }
+  double momentum() const override { return K::momentum(options(0)); }
+  void set_momentum(double m) override {
+    for (size_t g = 0; g < num_groups(); ++g) K::set_momentum(options(g), m);
+  }
+  std::map<std::string, double>& group_extras() override { return extras_[0]; }
 
   c10::IValue state_dict() const override {
     c10::impl::GenericDict state(c10::IntType::get(), c10::AnyType::get());
@@ -177,14 +188,18 @@ class TorchOptimizer : public Optimizer {
         if (t.defined()) buffers.insert(name, t);
       state.insert(static_cast<int64_t>(i), buffers);
     }
-    c10::impl::GenericDict group(c10::StringType::get(), c10::AnyType::get());
-    K::put_group(group, options());
-    for (const auto& [key, value] : extras_) group.insert(key, value);
-    c10::impl::GenericList indices(c10::AnyType::get());
-    for (size_t i = 0; i < params_.size(); ++i) indices.push_back(static_cast<int64_t>(i));
-    group.insert("params", indices);
+    // torch.optim numbers the parameters across the groups, in order.
     c10::impl::GenericList groups(c10::AnyType::get());
-    groups.push_back(group);
+    int64_t next = 0;
+    for (size_t g = 0; g < num_groups(); ++g) {
+      c10::impl::GenericDict group(c10::StringType::get(), c10::AnyType::get());
+      K::put_group(group, options(g));
+      for (const auto& [key, value] : extras_[g]) group.insert(key, value);
+      c10::impl::GenericList indices(c10::AnyType::get());
+      for (size_t i = 0; i < group_sizes_[g]; ++i) indices.push_back(next++);
+      group.insert("params", indices);
+      groups.push_back(group);
+    }
     c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
     out.insert("state", state);
     out.insert("param_groups", groups);
@@ -224,19 +239,27 @@ class TorchOptimizer : public Optimizer {
     }
     all.clear();
     for (auto& [impl, state] : next) all[impl] = std::move(state);
-    options() = p.options;
-    if (!p.extras.empty()) extras_ = p.extras;
+    for (size_t g = 0; g < p.options.size(); ++g) {
+      options(g) = p.options[g];
+      if (!p.extras[g].empty()) extras_[g] = p.extras[g];
+    }
   }
 
  private:
   struct Parsed {
     std::map<size_t, std::map<std::string, at::Tensor>> by_param;
-    typename K::Options options{0.0};
-    std::map<std::string, double> extras;
+    std::vector<typename K::Options> options;  // one per group; empty: keep the optimizer's
+    std::vector<std::map<std::string, double>> extras;
   };
 
-  typename K::Options& options() const {
-    return static_cast<typename K::Options&>(opt_->param_groups().at(0).options());
+  size_t checked_group(size_t g) const {
+    check_arg(g < num_groups(), "optimizer: param group " + std::to_string(g) + " is past its " +
+                                    std::to_string(num_groups()) + " groups");
+    return g;
+  }
+
+  typename K::Options& options(size_t g) const {
+    return static_cast<typename K::Options&>(opt_->param_groups().at(g).options());
   }
 
   // Every entry of `saved` checked against this optimizer's parameters.
@@ -279,57 +302,109 @@ class TorchOptimizer : public Optimizer {
     }
     if (!pg->value().isList()) fail(Status::IO, "optimizer state: 'param_groups' is not a list");
     auto groups = pg->value().toList();
-    out.options = options();
     // A libddp format-1 file kept no param_groups: the optimizer keeps its own.
     if (groups.empty()) return out;
-    if (groups.size() != 1)
-      fail(Status::IO, "optimizer state: it has " + std::to_string(groups.size()) + " param_groups; this optimizer 1");
-    const auto g = dict_at(groups.get(0), "param_groups[0]");
-    auto params = g.find("params");
-    if (params == g.end() || !params->value().isList() || params->value().toListRef().size() != params_.size())
-      fail(Status::IO, "optimizer state: param_groups[0]['params'] does not list " + std::to_string(params_.size()) +
-                           " parameters (a checkpoint of another model?)");
-    // Another kind's group (SGD's into Adam) would load numbers into the
-    // wrong places: its hyper-parameters name the kind.
-    for (const auto& key : K::group_keys())
-      if (g.find(key) == g.end())
-        fail(Status::IO, "optimizer state: param_groups[0] lacks '" + key + "' (another optimizer's state?)");
-    K::take_group(g, out.options);
-    for (const char* key : {"initial_lr", "max_lr", "min_lr", "max_momentum", "base_momentum"})
-      if (g.find(key) != g.end()) out.extras[key] = group_number(g, key, 0);
+    if (groups.size() != num_groups())
+      fail(Status::IO, "optimizer state: it has " + std::to_string(groups.size()) + " param_groups; this optimizer " +
+                           std::to_string(num_groups()));
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const std::string where = "param_groups[" + std::to_string(gi) + "]";
+      const auto g = dict_at(groups.get(gi), where);
+      auto params = g.find("params");
+      if (params == g.end() || !params->value().isList() || params->value().toListRef().size() != group_sizes_[gi])
+        fail(Status::IO, "optimizer state: " + where + "['params'] does not list " + std::to_string(group_sizes_[gi]) +
+                             " parameters (a checkpoint of another model, or other groups?)");
+      // Another kind's group (SGD's into Adam) would load numbers into the
+      // wrong places: its hyper-parameters name the kind.
+      for (const auto& key : K::group_keys())
+        if (g.find(key) == g.end())
+          fail(Status::IO, "optimizer state: " + where + " lacks '" + key + "' (another optimizer's state?)");
+      out.options.push_back(options(gi));
+      K::take_group(g, out.options.back());
+      out.extras.emplace_back();
+      for (const char* key : {"initial_lr", "max_lr", "min_lr", "max_momentum", "base_momentum"})
+        if (g.find(key) != g.end()) out.extras.back()[key] = group_number(g, key, 0, gi);
+    }
     return out;
   }
 
   OptimizerSpec spec_;
   std::unique_ptr<Torch> opt_;
-  std::vector<at::Tensor> params_;
-  std::map<std::string, double> extras_;
+  std::vector<size_t> group_sizes_;
+  std::vector<at::Tensor> params_;  // every group's, in order
+  std::vector<std::map<std::string, double>> extras_;  // per group
 };
 
 }  // namespace
 
 std::unique_ptr<Optimizer> Optimizer::make(const OptimizerSpec& s, std::vector<at::Tensor> params) {
+  ParamGroup all;
+  all.params = std::move(params);
+  return make(s, std::vector<ParamGroup>{std::move(all)});
+}
+
+namespace {
+
+// torch.optim's defaults with the group's own values over them.
+template <typename Options>
+std::unique_ptr<Options> group_options(const Options& defaults, const ParamGroup& g, const OptimizerSpec& s,
+                                       size_t index) {
+  auto o = std::make_unique<Options>(defaults);
+  const std::string where = "optimizer: param group " + std::to_string(index) + ": ";
+  if (g.lr) {
+    check_arg(*g.lr >= 0, where + "lr " + std::to_string(*g.lr) + " is negative");
+    o->lr(*g.lr);
+  }
+  if (g.weight_decay) {
+    check_arg(*g.weight_decay >= 0, where + "weight_decay " + std::to_string(*g.weight_decay) + " is negative");
+    o->weight_decay(*g.weight_decay);
+  }
+  if constexpr (std::is_same_v<Options, torch::optim::SGDOptions>) {
+    if (g.momentum) {
+      check_arg(*g.momentum >= 0, where + "momentum " + std::to_string(*g.momentum) + " is negative");
+      check_arg(!s.nesterov || *g.momentum > 0, where + "nesterov needs a momentum");
+      o->momentum(*g.momentum);
+    }
+  } else {
+    check_arg(!g.momentum, where + "momentum is SGD's (Adam's is beta1)");
+  }
+  return o;
+}
+
+template <typename Torch, typename Options>
+std::unique_ptr<Optimizer> make_torch(const OptimizerSpec& s, const Options& defaults,
+                                      const std::vector<ParamGroup>& groups) {
+  std::vector<torch::optim::OptimizerParamGroup> torch_groups;
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    check_arg(!groups[i].params.empty(), "optimizer: param group " + std::to_string(i) + " has no parameters");
+    torch_groups.emplace_back(groups[i].params, group_options(defaults, groups[i], s, i));
+    sizes.push_back(groups[i].params.size());
+  }
+  return std::make_unique<TorchOptimizer<Torch>>(s, std::make_unique<Torch>(torch_groups, defaults), sizes);
+}
+
+}  // namespace
+
+std::unique_ptr<Optimizer> Optimizer::make(const OptimizerSpec& s, const std::vector<ParamGroup>& groups) {
   check_spec(s);
-  check_arg(!params.empty(), "optimizer: no parameters");
+  check_arg(!groups.empty(), "optimizer: no parameters");
   using K = OptimizerSpec::Kind;
   switch (s.kind) {
     case K::Sgd: {
       torch::optim::SGDOptions o(s.lr);
       o.momentum(s.momentum).dampening(s.dampening).weight_decay(s.weight_decay).nesterov(s.nesterov);
-      return std::make_unique<TorchOptimizer<torch::optim::SGD>>(s, std::make_unique<torch::optim::SGD>(params, o),
-                                                                  params);
+      return make_torch<torch::optim::SGD>(s, o, groups);
     }
     case K::Adam: {
       torch::optim::AdamOptions o(s.lr);
       o.betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay).amsgrad(s.amsgrad);
-      return std::make_unique<TorchOptimizer<torch::optim::Adam>>(s, std::make_unique<torch::optim::Adam>(params, o),
-                                                                   params);
+      return make_torch<torch::optim::Adam>(s, o, groups);
     }
     case K::AdamW: {
       torch::optim::AdamWOptions o(s.lr);
       o.betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay).amsgrad(s.amsgrad);
-      return std::make_unique<TorchOptimizer<torch::optim::AdamW>>(
-          s, std::make_unique<torch::optim::AdamW>(params, o), params);
+      return make_torch<torch::optim::AdamW>(s, o, groups);
     }
   }
   fail(Status::InvalidArgument, "optimizer: unknown kind");

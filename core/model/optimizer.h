@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
+#include "model/param_groups.h"
 
 namespace ddp::core {
 
@@ -34,6 +35,9 @@ class Optimizer {
  public:
   // Checks the hyper-parameters (Status::InvalidArgument naming the bad one).
   static std::unique_ptr<Optimizer> make(const OptimizerSpec& spec, std::vector<at::Tensor> params);
+  // torch.optim's parameter groups: `spec` is the defaults, each group's
+  // own values replace them (lr, weight_decay, SGD's momentum).
+  static std::unique_ptr<Optimizer> make(const OptimizerSpec& spec, const std::vector<ParamGroup>& groups);
   virtual ~Optimizer() = default;
 
   // PyTorch 2's default: gradients set to None, not zeroed.
@@ -44,15 +48,22 @@ class Optimizer {
   virtual const std::vector<at::Tensor>& parameters() const = 0;
   // The hyper-parameters it was made with (the learning rate as made).
   virtual const OptimizerSpec& spec() const = 0;
-  // The learning rate in effect (what a scheduler sets).
+  virtual size_t num_groups() const = 0;
+  // The learning rate in effect (what a scheduler sets): the first group's;
+  // set_lr sets every group's.
   virtual double lr() const = 0;
+  virtual double group_lr(size_t group) const = 0;
   virtual void set_lr(double lr) = 0;
-  // SGD's momentum, or Adam's beta1 (what OneCycleLR cycles).
+  // Status::InvalidArgument for a group past num_groups().
+  virtual void set_group_lr(size_t group, double lr) = 0;
+  // SGD's momentum, or Adam's beta1 (what OneCycleLR cycles): the first
+  // group's; set_momentum sets every group's.
   virtual double momentum() const = 0;
   virtual void set_momentum(double m) = 0;
   // What schedulers keep in PyTorch's param_group beside the
   // hyper-parameters ('initial_lr', OneCycleLR's 'max_lr', 'min_lr',
   // 'max_momentum', 'base_momentum'): saved and restored with the state.
+  // The first group's (a scheduler works on a one-group optimizer).
   virtual std::map<std::string, double>& group_extras() = 0;
 
   // torch.optim's state_dict() layout: {"state": {index: {buffer: tensor}},

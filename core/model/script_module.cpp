@@ -148,6 +148,12 @@ std::vector<at::Tensor> ScriptModule::parameters() const {
   return out;
 }
 
+std::vector<NamedTensor> ScriptModule::named_parameters() const {
+  std::vector<NamedTensor> out;
+  for (const auto& p : impl_->module.named_parameters()) out.push_back({p.name, p.value});
+  return out;
+}
+
 std::vector<at::Tensor> ScriptModule::buffers() const {
   std::vector<at::Tensor> out;
   for (const auto& b : impl_->module.buffers()) out.push_back(b);

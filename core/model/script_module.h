@@ -57,6 +57,8 @@ class ScriptModule {
 
   // The trainable parameters, in registration order (the same on every rank).
   std::vector<at::Tensor> parameters() const;
+  // The parameters with their dotted names, in the same order.
+  std::vector<NamedTensor> named_parameters() const;
   // The buffers (running statistics and the like), in registration order.
   std::vector<at::Tensor> buffers() const;
   // Parameters, then buffers, each with its dotted name.

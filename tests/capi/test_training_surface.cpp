@@ -253,6 +253,73 @@ TEST_F(SurfaceModules, DictOutputsNamedMethodsAndParameterGradients) {
   ddp_module_free(m);
 }
 
+TEST_F(SurfaceModules, ParameterGroupsByNameAndTheirMistakes) {
+  ddp_module* m = load("two_heads.pt");
+  const char* no_decay[] = {"*.bias", "norm.*"};
+  ddp_param_group g[2] = {DDP_PARAM_GROUP_INIT, DDP_PARAM_GROUP_INIT};
+  g[1].patterns = no_decay;
+  g[1].num_patterns = 2;
+  g[1].weight_decay = 0;
+  g[1].lr = 0.5;
+  ddp_sgd_options sgd = DDP_SGD_OPTIONS_INIT;
+  sgd.lr = 0.1;
+  ddp_optimizer* opt = nullptr;
+  ASSERT_EQ(ddp_optimizer_new_sgd_groups(&opt, m, &sgd, g, 2), DDP_OK) << last();
+  EXPECT_EQ(ddp_optimizer_num_groups(opt), 2u);
+  double lr = 0;
+  ASSERT_EQ(ddp_optimizer_group_lr(opt, 0, &lr), DDP_OK);
+  EXPECT_DOUBLE_EQ(lr, 0.1);  // the optimizer's
+  ASSERT_EQ(ddp_optimizer_group_lr(opt, 1, &lr), DDP_OK);
+  EXPECT_DOUBLE_EQ(lr, 0.5);  // its own
+  ASSERT_EQ(ddp_optimizer_set_group_lr(opt, 1, 0.25), DDP_OK);
+  ASSERT_EQ(ddp_optimizer_group_lr(opt, 1, &lr), DDP_OK);
+  EXPECT_DOUBLE_EQ(lr, 0.25);
+  EXPECT_EQ(ddp_optimizer_group_lr(opt, 2, &lr), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "param group 2 is past its 2 groups")) << last();
+  EXPECT_EQ(ddp_optimizer_set_group_lr(opt, 0, -1), DDP_E_INVALID_ARGUMENT);
+  // A scheduler drives a one-group optimizer only, for now.
+  ddp_lr_scheduler_options so = DDP_LR_SCHEDULER_OPTIONS_INIT(DDP_LR_STEP);
+  ddp_lr_scheduler* sched = nullptr;
+  EXPECT_EQ(ddp_lr_scheduler_new(&sched, opt, &so), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "2 param groups")) << last();
+  ddp_optimizer_free(opt);
+
+  ddp_optimizer* bad = nullptr;
+  const char* nothing[] = {"encoder.*"};
+  g[1].patterns = nothing;
+  g[1].num_patterns = 1;
+  EXPECT_EQ(ddp_optimizer_new_sgd_groups(&bad, m, &sgd, g, 2), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "the pattern 'encoder.*' matches no parameter")) << last();
+  const char* all[] = {"*"};
+  g[1].patterns = all;
+  EXPECT_EQ(ddp_optimizer_new_sgd_groups(&bad, m, &sgd, g, 2), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "param group 0 (the rest): gets no parameter")) << last();
+  ddp_param_group rest2[2] = {DDP_PARAM_GROUP_INIT, DDP_PARAM_GROUP_INIT};
+  EXPECT_EQ(ddp_optimizer_new_sgd_groups(&bad, m, &sgd, rest2, 2), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "already takes the rest")) << last();
+  const char* biases[] = {"*.bias"};
+  ddp_param_group only[1] = {DDP_PARAM_GROUP_INIT};
+  only[0].patterns = biases;
+  only[0].num_patterns = 1;
+  EXPECT_EQ(ddp_optimizer_new_sgd_groups(&bad, m, &sgd, only, 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "parameter 'body.weight' is in no group")) << last();
+  only[0].momentum = 0.9;
+  only[0].patterns = all;
+  ddp_adam_options adam = DDP_ADAM_OPTIONS_INIT;
+  EXPECT_EQ(ddp_optimizer_new_adam_groups(&bad, m, &adam, only, 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "momentum is SGD's")) << last();
+  only[0].momentum = DDP_INHERIT;
+  only[0].lr = -0.5;
+  EXPECT_EQ(ddp_optimizer_new_adamw_groups(&bad, m, &adam, only, 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "param group 0: lr -0.5")) << last();
+  only[0].version = 9;
+  EXPECT_EQ(ddp_optimizer_new_sgd_groups(&bad, m, &sgd, only, 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "unknown version 9")) << last();
+  EXPECT_EQ(ddp_optimizer_new_sgd_groups(&bad, m, &sgd, nullptr, 0), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, nullptr);
+  ddp_module_free(m);
+}
+
 TEST(Seeding, LightningsSeedRulesAndTheDeterministicFlag) {
   unsetenv("PL_GLOBAL_SEED");
   int64_t used = -1;

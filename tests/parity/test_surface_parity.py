@@ -5,8 +5,11 @@ same wheel.
   (PyTorch DDP over Gloo and Lightning's own classes): a two-input module
   with a dict output, a composite loss written with the C arithmetic
   (cross entropy with weight, ignore_index and label_smoothing, + 0.1 x
-  MSE), SGD, dropout seeded by seed_everything(42): every step's loss is
-  bitwise PyTorch DDP's. Then evaluation without gradients, 3 batches on
+  MSE), SGD in two parameter groups chosen by name (no weight decay and
+  another rate on biases and the norm), dropout seeded by
+  seed_everything(42): every step's loss is bitwise PyTorch DDP's, and the
+  checkpoint's optimizer state is PyTorch's state_dict (groups, indices,
+  hyper-parameters, momentum buffers bitwise). Then evaluation without gradients, 3 batches on
   rank 0 and 1 on rank 1 (no collective, so no hang), a named method, and
   the evaluation loss as a metric: local and sync_dist values bitwise
   Lightning's _ResultCollection.
@@ -52,9 +55,9 @@ def lines_by_rank(text):
     return out
 
 
-def reference(world=2, steps=12):
+def reference(out_dir, world=2, steps=12):
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, os.path.join(SURFACE, "surface_reference.py"), str(steps)],
+    procs = [subprocess.Popen([sys.executable, os.path.join(SURFACE, "surface_reference.py"), str(steps), out_dir],
                               env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), TORCH_PORT=str(port),
                                        OMP_NUM_THREADS="1"),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
@@ -71,9 +74,15 @@ def test_two_inputs_dict_outputs_composite_loss_eval_and_metric_equal_pytorch_an
     job = subprocess.run([JOB, data, "12"], capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, OMP_NUM_THREADS="1", SURFACE_BACKEND=backend))
     assert job.returncode == 0, job.stderr + job.stdout
-    mine, theirs = lines_by_rank(job.stdout), reference()
+    mine, theirs = lines_by_rank(job.stdout), reference(data)
     for rank in ("0", "1"):
         assert mine[rank] == theirs[rank], f"rank {rank}:\nlibddp:  {mine[rank]}\nPyTorch: {theirs[rank]}"
+    saved = torch.load(os.path.join(data, "surface.ckpt"), weights_only=True)["optimizer_states"][0]
+    ref = torch.load(os.path.join(data, "ref_optimizer.pt"), weights_only=True)
+    assert saved["param_groups"] == ref["param_groups"]
+    assert saved["state"].keys() == ref["state"].keys()
+    for i, buffers in ref["state"].items():
+        assert torch.equal(saved["state"][i]["momentum_buffer"], buffers["momentum_buffer"]), i
     # Uneven evaluation: 3 batches on rank 0, one on rank 1.
     assert sum(l[0] == "eval" and l[2] == "loss" for l in mine["0"]) == 3
     assert sum(l[0] == "eval" and l[2] == "loss" for l in mine["1"]) == 1

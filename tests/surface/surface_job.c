@@ -3,8 +3,9 @@
  * starts itself (DDPStrategy's popen launcher): a module with two inputs and
  * a dict of two outputs, a composite loss written with the C arithmetic
  * (cross entropy with class weights, ignore_index and label smoothing, plus
- * 0.1 x MSE), SGD with momentum and weight decay, dropout seeded by
- * seed_everything(42); then an evaluation without gradients in which rank 0
+ * 0.1 x MSE), SGD with momentum in two parameter groups (weight decay on
+ * the weights; none, and another learning rate, on biases and the norm),
+ * dropout seeded by seed_everything(42), and a checkpoint of it all; then an evaluation without gradients in which rank 0
  * runs 3 batches and rank 1 one (the unrepeated sampler's indices, uneven
  * batch sizes), a named method (`embed`), and the evaluation loss as a
  * sync_dist metric. Every value is printed as a hex float, so that
@@ -13,7 +14,8 @@
  *
  *   surface_job DIR [STEPS]
  *
- * DIR holds what export_surface.py writes. Each line: "rank R <what> <hex>".
+ * DIR holds what export_surface.py writes; the checkpoint goes to
+ * DIR/surface.ckpt. Each line: "rank R <what> <hex>".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,8 +109,15 @@ int main(int argc, char **argv) {
   sgd.lr = 0.05;
   sgd.momentum = 0.9;
   sgd.weight_decay = 1e-4;
+  /* [{"params": the rest}, {"params": biases and the norm, "weight_decay": 0, "lr": 0.08}] */
+  const char *no_decay[] = {"*.bias", "norm.*"};
+  ddp_param_group groups[2] = {DDP_PARAM_GROUP_INIT, DDP_PARAM_GROUP_INIT};
+  groups[1].patterns = no_decay;
+  groups[1].num_patterns = 2;
+  groups[1].weight_decay = 0;
+  groups[1].lr = 0.08;
   ddp_optimizer *opt = NULL;
-  check(ddp_optimizer_new_sgd(&opt, m, &sgd), "optimizer");
+  check(ddp_optimizer_new_sgd_groups(&opt, m, &sgd, groups, 2), "optimizer");
   check(ddp_seed_everything(42, 0, NULL), "seed_everything");
 
   float class_weight[CLASSES] = {1.0f, 2.0f, 0.5f};
@@ -192,6 +201,11 @@ int main(int argc, char **argv) {
   check(ddp_metric_compute(metric, s, &synced), "metric sync_dist");
   printf("rank %d metric local %a\nrank %d metric sync_dist %a\n", rank, local, rank, synced);
   fflush(stdout);
+
+  ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+  info.step = steps;
+  snprintf(path, sizeof path, "%s/surface.ckpt", argv[1]);
+  check(ddp_strategy_save_checkpoint_v2(s, path, m, &opt, 1, NULL, 0, &info), "save_checkpoint");
 
   ddp_metric_free(metric);
   ddp_tensor_free(weight);

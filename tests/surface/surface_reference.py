@@ -1,7 +1,9 @@
 """surface_job.c's run in PyTorch DDP and Lightning, from the same wheel, on
 one rank of 2 (RANK, WORLD_SIZE, TORCH_PORT in the environment): DDP over
 Gloo, lightning_fabric's seed_everything(42) after DDP is made, the same
-batches and the same composite loss with torch.nn.functional; evaluation
+batches and the same composite loss with torch.nn.functional, SGD in the
+same two parameter groups (written out with torch.save to OUT/ref_optimizer.pt
+by rank 0); evaluation
 under torch.no_grad with the module itself (each rank its own buffers, no
 collective, as libddp's), and the evaluation loss logged through Lightning's
 own _ResultCollection with sync_dist=True. Prints the lines surface_job
@@ -22,6 +24,7 @@ from surface_model import N, make_data, make_model  # noqa: E402
 
 BATCH, EVAL_ROWS = 16, 9
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 12
+out_dir = sys.argv[2] if len(sys.argv) > 2 else None
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['TORCH_PORT']}", rank=rank, world_size=world)
 torch.set_num_threads(1)
@@ -29,7 +32,11 @@ torch.set_num_threads(1)
 x, s, y, r = make_data()
 model = make_model()
 ddp = torch.nn.parallel.DistributedDataParallel(model)
-opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+no_decay = [n.endswith(".bias") or n.startswith("norm.") for n, _ in model.named_parameters()]
+params = [p for _, p in model.named_parameters()]
+opt = torch.optim.SGD([{"params": [p for p, nd in zip(params, no_decay) if not nd]},
+                       {"params": [p for p, nd in zip(params, no_decay) if nd], "weight_decay": 0.0, "lr": 0.08}],
+                      lr=0.05, momentum=0.9, weight_decay=1e-4)
 seed_everything(42, verbose=False)
 weight = torch.tensor([1.0, 2.0, 0.5])
 per_rank = BATCH // world
@@ -80,5 +87,9 @@ with torch.no_grad():
 for name in ("local", "sync_dist"):
     value = results[f"validation_step.{name}"].compute()
     print(f"rank {rank} metric {name} {float(value.item()).hex()}")
+if out_dir and rank == 0:
+    torch.save(opt.state_dict(), os.path.join(out_dir, "ref_optimizer.pt"))
 sys.stdout.flush()
-dist.destroy_process_group()
+# Without interpreter finalization: destroying torch's process groups there
+# can abort the process (see tests/parity/ddp_ctypes.py's exit_now).
+os._exit(0)

@@ -195,10 +195,66 @@ DDP_API ddp_status ddp_optimizer_new_sgd(ddp_optimizer **out, ddp_module *m, con
 DDP_API ddp_status ddp_optimizer_new_adam(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts);
 DDP_API ddp_status ddp_optimizer_new_adamw(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts);
 
-/** The learning rate in effect (what a scheduler sets). */
+#define DDP_PARAM_GROUP_VERSION 1
+
+/** A hyper-parameter of a ddp_param_group that the optimizer's options give. */
+#define DDP_INHERIT (-1.0)
+
+/**
+ * One of torch.optim's parameter groups, chosen by parameter name, with its
+ * own hyper-parameters (e.g. no weight decay on biases and norms):
+ * @code
+ *   const char *no_decay[] = {"*.bias", "norm*"};
+ *   ddp_param_group g[2] = {DDP_PARAM_GROUP_INIT, DDP_PARAM_GROUP_INIT};
+ *   g[1].patterns = no_decay; g[1].num_patterns = 2; g[1].weight_decay = 0;
+ *   ddp_optimizer_new_adamw_groups(&opt, m, &adamw, g, 2);  // g[0]: the rest
+ * @endcode
+ * Patterns are shell-style (fnmatch: '*' also crosses dots) over the
+ * dotted names of ddp_module_state_name. A parameter goes to the first
+ * group with a pattern that matches it; the group without patterns takes
+ * the rest, at its place in the list. Within a group the parameters keep
+ * the module's order, so the state_dict is the one PyTorch writes for the
+ * same groups. Initialise with DDP_PARAM_GROUP_INIT.
+ */
+typedef struct ddp_param_group {
+  unsigned int version;           /**< DDP_PARAM_GROUP_VERSION */
+  const char *const *patterns;    /**< borrowed for the call; NULL with 0: the rest */
+  size_t num_patterns;
+  double lr;                      /**< DDP_INHERIT: the optimizer's */
+  double weight_decay;            /**< DDP_INHERIT: the optimizer's */
+  double momentum;                /**< SGD only; DDP_INHERIT: the optimizer's */
+} ddp_param_group;
+
+#define DDP_PARAM_GROUP_INIT {DDP_PARAM_GROUP_VERSION, NULL, 0, DDP_INHERIT, DDP_INHERIT, DDP_INHERIT}
+
+/**
+ * An optimizer over @p m's parameters in @p num_groups groups (torch.optim's
+ * param_groups); @p opts are the defaults each group's own values replace.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming a pattern that matches no
+ *         parameter, a group left with none (earlier groups took them all), a
+ *         second group without patterns, a parameter in no group (when no
+ *         group takes the rest), or a bad hyper-parameter with its group.
+ */
+DDP_API ddp_status ddp_optimizer_new_sgd_groups(ddp_optimizer **out, ddp_module *m, const ddp_sgd_options *opts,
+                                                const ddp_param_group *groups, size_t num_groups);
+DDP_API ddp_status ddp_optimizer_new_adam_groups(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts,
+                                                 const ddp_param_group *groups, size_t num_groups);
+DDP_API ddp_status ddp_optimizer_new_adamw_groups(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts,
+                                                  const ddp_param_group *groups, size_t num_groups);
+
+/** @return the number of parameter groups (1 unless made with groups); 0 for an invalid handle. */
+DDP_API size_t ddp_optimizer_num_groups(const ddp_optimizer *opt);
+
+/** Group @p group's learning rate. @return DDP_E_INVALID_ARGUMENT for a group past the count. */
+DDP_API ddp_status ddp_optimizer_group_lr(const ddp_optimizer *opt, size_t group, double *out);
+
+/** Sets group @p group's learning rate. @return DDP_E_INVALID_ARGUMENT for a group past the count or a negative rate. */
+DDP_API ddp_status ddp_optimizer_set_group_lr(ddp_optimizer *opt, size_t group, double lr);
+
+/** The learning rate in effect (what a scheduler sets); with groups, the first group's. */
 DDP_API ddp_status ddp_optimizer_lr(const ddp_optimizer *opt, double *out);
 
-/** Sets the learning rate (a schedule written by the caller). @return DDP_E_INVALID_ARGUMENT for a negative rate. */
+/** Sets the learning rate (a schedule written by the caller), of every group. @return DDP_E_INVALID_ARGUMENT for a negative rate. */
 DDP_API ddp_status ddp_optimizer_set_lr(ddp_optimizer *opt, double lr);
 
 /** Sets the gradients of the optimizer's parameters to none (PyTorch 2's default). */
@@ -263,8 +319,9 @@ typedef struct ddp_lr_scheduler_options {
    25.0, 1e4, 0, 0, 0.1, 10, 1e-4, 0, 0, 0.0, 1e-8}
 
 /**
- * A scheduler over @p opt, which then has the schedule's first learning
- * rate (as PyTorch's constructor leaves it). It keeps @p opt alive. Step it
+ * A scheduler over @p opt (an optimizer with one parameter group: with
+ * several, DDP_E_INVALID_ARGUMENT for now), which then has the schedule's
+ * first learning rate (as PyTorch's constructor leaves it). It keeps @p opt alive. Step it
  * after the optimizer's step, once per epoch or once per step (Lightning's
  * interval), as the training loop decides. The rates are PyTorch's, step for
  * step (its own chainable formulas).

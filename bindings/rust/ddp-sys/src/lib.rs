@@ -463,6 +463,18 @@ pub const DDP_METRIC_MAX: ddp_metric_reduce = 2;
 pub const DDP_METRIC_MIN: ddp_metric_reduce = 3;
 pub const DDP_METRIC_REDUCE_FORCE_INT: ddp_metric_reduce = 2147483647;
 pub type ddp_metric_reduce = c_uint;
+pub const DDP_PARAM_GROUP_VERSION: u32 = 1;
+pub const DDP_INHERIT: f64 = -1.0;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct ddp_param_group {
+    pub version: c_uint,
+    pub patterns: *const *const c_char,
+    pub num_patterns: usize,
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub momentum: f64,
+}
 extern "C" {
     pub fn ddp_version_number() -> c_uint;
     pub fn ddp_version_string() -> *const c_char;
@@ -874,4 +886,10 @@ extern "C" {
     pub fn ddp_metric_compute(m: *const ddp_metric, s: *mut ddp_strategy, out: *mut f64) -> ddp_status;
     pub fn ddp_metric_reset(m: *mut ddp_metric) -> ddp_status;
     pub fn ddp_metric_free(m: *mut ddp_metric);
+    pub fn ddp_optimizer_new_sgd_groups(out: *mut *mut ddp_optimizer, m: *mut ddp_module, opts: *const ddp_sgd_options, groups: *const ddp_param_group, num_groups: usize) -> ddp_status;
+    pub fn ddp_optimizer_new_adam_groups(out: *mut *mut ddp_optimizer, m: *mut ddp_module, opts: *const ddp_adam_options, groups: *const ddp_param_group, num_groups: usize) -> ddp_status;
+    pub fn ddp_optimizer_new_adamw_groups(out: *mut *mut ddp_optimizer, m: *mut ddp_module, opts: *const ddp_adam_options, groups: *const ddp_param_group, num_groups: usize) -> ddp_status;
+    pub fn ddp_optimizer_num_groups(opt: *const ddp_optimizer) -> usize;
+    pub fn ddp_optimizer_group_lr(opt: *const ddp_optimizer, group: usize, out: *mut f64) -> ddp_status;
+    pub fn ddp_optimizer_set_group_lr(opt: *mut ddp_optimizer, group: usize, lr: f64) -> ddp_status;
 }
