@@ -156,6 +156,23 @@ ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
 
 ddp::core::DdpStrategy& strategy_of(ddp_strategy* s) { return *require(s, "strategy")->strategy; }
 
+// The modules of a checkpoint call with their prefixes (none given: one
+// module under the options' state_dict_prefix).
+std::vector<ddp::core::CheckpointModule> checkpoint_modules(const ddp::core::DdpStrategy& st, ddp_module* const* modules,
+                                                            const char* const* prefixes, size_t n, const char* fn) {
+  if (n == 0 || !modules) fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": no module given");
+  if (!prefixes && n > 1)
+    fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": " + std::to_string(n) + " modules need a prefix each");
+  std::vector<ddp::core::CheckpointModule> out;
+  for (size_t i = 0; i < n; ++i) {
+    auto* h = require(modules[i], ("module " + std::to_string(i)).c_str());
+    if (prefixes && !prefixes[i])
+      fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": the prefix of module " + std::to_string(i) + " is NULL");
+    out.push_back({h->module.get(), prefixes ? std::string(prefixes[i]) : st.state_dict_prefix()});
+  }
+  return out;
+}
+
 // The strategy's group handle for the collectives of collectives.h.
 ddp_status group_for(ddp_strategy* s, const char* fn, ddp_group** g) {
   return fence([&] {
@@ -339,16 +356,16 @@ ddp::core::TrainingObjects objects_of(ddp_optimizer* const* opts, size_t num_opt
 
 }  // namespace
 
-ddp_status ddp_strategy_save_checkpoint_v2(ddp_strategy* s, const char* path, const ddp_module* m,
-                                           ddp_optimizer* const* opts, size_t num_opts, ddp_lr_scheduler* const* scheds,
-                                           size_t num_scheds, const ddp_checkpoint_info* info) {
+ddp_status ddp_strategy_save_checkpoint_v3(ddp_strategy* s, const char* path, ddp_module* const* modules,
+                                           const char* const* prefixes, size_t num_modules, ddp_optimizer* const* opts,
+                                           size_t num_opts, ddp_lr_scheduler* const* scheds, size_t num_scheds,
+                                           const ddp_checkpoint_info* info) {
   if (!path) return invalid("ddp_strategy_save_checkpoint: path is NULL");
   if (info && info->version != DDP_CHECKPOINT_INFO_VERSION)
     return invalid("ddp_strategy_save_checkpoint: unknown info version " + std::to_string(info->version));
   if (info && !info->user && info->user_len > 0) return invalid("ddp_strategy_save_checkpoint: user is NULL with user_len > 0");
   return fence([&] {
     auto& st = strategy_of(s);
-    const auto* mod = require(m, "module");
     ddp::core::CheckpointInfo i;
     if (info) {
       i.step = info->step;
@@ -357,19 +374,22 @@ ddp_status ddp_strategy_save_checkpoint_v2(ddp_strategy* s, const char* path, co
       auto* bytes = static_cast<const uint8_t*>(info->user);
       i.user.assign(bytes, bytes + info->user_len);
     }
-    st.save_checkpoint(path, *mod->module, objects_of(opts, num_opts, scheds, num_scheds), i);
+    st.save_checkpoint(path, checkpoint_modules(st, modules, prefixes, num_modules, "ddp_strategy_save_checkpoint"),
+                       objects_of(opts, num_opts, scheds, num_scheds), i);
   });
 }
 
-ddp_status ddp_strategy_load_checkpoint_v2(ddp_strategy* s, const char* path, ddp_module* m, ddp_optimizer* const* opts,
+ddp_status ddp_strategy_load_checkpoint_v3(ddp_strategy* s, const char* path, ddp_module* const* modules,
+                                           const char* const* prefixes, size_t num_modules, ddp_optimizer* const* opts,
                                            size_t num_opts, ddp_lr_scheduler* const* scheds, size_t num_scheds,
                                            ddp_checkpoint_info* info, ddp_buffer** user) {
   if (user) *user = nullptr;
   if (!path) return invalid("ddp_strategy_load_checkpoint: path is NULL");
   return fence([&] {
     auto& st = strategy_of(s);
-    auto* mod = require(m, "module");
-    ddp::core::CheckpointInfo c = st.load_checkpoint(path, *mod->module, objects_of(opts, num_opts, scheds, num_scheds));
+    ddp::core::CheckpointInfo c =
+        st.load_checkpoint(path, checkpoint_modules(st, modules, prefixes, num_modules, "ddp_strategy_load_checkpoint"),
+                           objects_of(opts, num_opts, scheds, num_scheds));
     if (info) *info = ddp_checkpoint_info{DDP_CHECKPOINT_INFO_VERSION, c.step, c.epoch, c.batches_in_epoch, nullptr, 0};
     if (user) {
       auto b = std::make_unique<ddp_buffer>();
@@ -377,6 +397,19 @@ ddp_status ddp_strategy_load_checkpoint_v2(ddp_strategy* s, const char* path, dd
       hand_out(user, std::move(b));
     }
   });
+}
+
+ddp_status ddp_strategy_save_checkpoint_v2(ddp_strategy* s, const char* path, const ddp_module* m,
+                                           ddp_optimizer* const* opts, size_t num_opts, ddp_lr_scheduler* const* scheds,
+                                           size_t num_scheds, const ddp_checkpoint_info* info) {
+  ddp_module* one = const_cast<ddp_module*>(m);
+  return ddp_strategy_save_checkpoint_v3(s, path, &one, nullptr, 1, opts, num_opts, scheds, num_scheds, info);
+}
+
+ddp_status ddp_strategy_load_checkpoint_v2(ddp_strategy* s, const char* path, ddp_module* m, ddp_optimizer* const* opts,
+                                           size_t num_opts, ddp_lr_scheduler* const* scheds, size_t num_scheds,
+                                           ddp_checkpoint_info* info, ddp_buffer** user) {
+  return ddp_strategy_load_checkpoint_v3(s, path, &m, nullptr, 1, opts, num_opts, scheds, num_scheds, info, user);
 }
 
 ddp_status ddp_strategy_save_checkpoint(ddp_strategy* s, const char* path, const ddp_module* m, const ddp_optimizer* opt,

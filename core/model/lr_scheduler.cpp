@@ -15,9 +15,9 @@ constexpr double kPi = 3.141592653589793;  // math.pi
 
 Dict new_dict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
 
-c10::impl::GenericList one(double v) {
+c10::impl::GenericList list_of(const std::vector<double>& v) {
   c10::impl::GenericList l(c10::AnyType::get());
-  l.push_back(v);
+  for (double x : v) l.push_back(x);
   return l;
 }
 
@@ -58,11 +58,14 @@ class Saved {
     if (!v.isString()) wrong(key, v, "a string");
     return v.toStringRef();
   }
-  // A one-group list of numbers (base_lrs, _last_lr, min_lrs).
-  double first(const std::string& key) const {
+  // A list of one number per param group (base_lrs, _last_lr, min_lrs).
+  std::vector<double> per_group(const std::string& key, size_t groups) const {
     const auto& v = at(key);
-    if (!v.isList() || v.toListRef().size() != 1) wrong(key, v, "a list of one number (one param group)");
-    return as_number(v.toListRef()[0], key);
+    if (!v.isList() || v.toListRef().size() != groups)
+      wrong(key, v, ("a list of " + std::to_string(groups) + " numbers (one per param group)").c_str());
+    std::vector<double> out;
+    for (const auto& e : v.toListRef()) out.push_back(as_number(e, key));
+    return out;
   }
   const c10::IValue& list(const std::string& key) const {
     const auto& v = at(key);
@@ -90,29 +93,29 @@ class Chainable : public LrScheduler {
   c10::IValue state_dict() const override {
     Dict d = new_dict();
     own_state(d);
-    d.insert("base_lrs", one(base_lr_));
+    d.insert("base_lrs", list_of(base_lrs_));
     d.insert("last_epoch", last_epoch);
     d.insert("_step_count", step_count_);
     d.insert("_is_initial", false);
     d.insert("_get_lr_called_within_step", false);
-    d.insert("_last_lr", one(last_lr_));
+    d.insert("_last_lr", list_of(last_lrs_));
     return d;
   }
   void check_state_dict(const c10::IValue& v) const override {
     Saved s(v, name());
-    s.first("base_lrs");
+    s.per_group("base_lrs", groups());
     s.integer("last_epoch");
     s.integer("_step_count");
-    s.first("_last_lr");
+    s.per_group("_last_lr", groups());
     const_cast<Chainable*>(this)->own_load(s, /*apply=*/false);
   }
   void load_state_dict(const c10::IValue& v) override {
     check_state_dict(v);
     Saved s(v, name());
-    base_lr_ = s.first("base_lrs");
+    base_lrs_ = s.per_group("base_lrs", groups());
     last_epoch = s.integer("last_epoch");
     step_count_ = s.integer("_step_count");
-    last_lr_ = s.first("_last_lr");
+    last_lrs_ = s.per_group("_last_lr", groups());
     own_load(s, /*apply=*/true);
   }
 
@@ -121,7 +124,8 @@ class Chainable : public LrScheduler {
   virtual void own_state(Dict& d) const = 0;
   // Reads (and with apply, takes) the scheduler's own arguments.
   virtual void own_load(const Saved& s, bool apply) = 0;
-  double lr() const { return optimizer_->lr(); }
+  double lr() const { return optimizer_->group_lr(group_); }
+  size_t groups() const { return optimizer_->num_groups(); }
 };
 
 class StepLR : public Chainable {
@@ -272,14 +276,16 @@ class OneCycleLR : public Chainable {
   }
   // What OneCycleLR's constructor puts in the param_group before LRScheduler's.
   static std::shared_ptr<Optimizer> prepare(const SchedulerSpec& s, std::shared_ptr<Optimizer> opt) {
-    auto& g = opt->group_extras();
-    g["initial_lr"] = s.max_lr / s.div_factor;
-    g["max_lr"] = s.max_lr;
-    g["min_lr"] = g["initial_lr"] / s.final_div_factor;
-    if (s.cycle_momentum) {
-      opt->set_momentum(s.max_momentum);
-      g["max_momentum"] = s.max_momentum;
-      g["base_momentum"] = s.base_momentum;
+    for (size_t i = 0; i < opt->num_groups(); ++i) {
+      auto& g = opt->group_extras(i);
+      g["initial_lr"] = s.max_lr / s.div_factor;
+      g["max_lr"] = s.max_lr;
+      g["min_lr"] = g["initial_lr"] / s.final_div_factor;
+      if (s.cycle_momentum) {
+        opt->set_group_momentum(i, s.max_momentum);
+        g["max_momentum"] = s.max_momentum;
+        g["base_momentum"] = s.base_momentum;
+      }
     }
     return opt;
   }
@@ -292,14 +298,14 @@ class OneCycleLR : public Chainable {
     if (step > spec_.total_steps)
       fail(Status::State, "OneCycleLR: tried to step " + std::to_string(step) + " times; total_steps is " +
                               std::to_string(spec_.total_steps));
-    auto& g = optimizer_->group_extras();
+    auto& g = optimizer_->group_extras(group_);
     double start_step = 0, lr = 0;
     for (size_t i = 0; i < phases_.size(); ++i) {
       const Phase& p = phases_[i];
       if (static_cast<double>(step) <= p.end_step || i == phases_.size() - 1) {
         double pct = (static_cast<double>(step) - start_step) / (p.end_step - start_step);
         lr = anneal(g[p.start_lr], g[p.end_lr], pct);
-        if (spec_.cycle_momentum) optimizer_->set_momentum(anneal(g[p.start_m], g[p.end_m], pct));
+        if (spec_.cycle_momentum) optimizer_->set_group_momentum(group_, anneal(g[p.start_m], g[p.end_m], pct));
         break;
       }
       start_step = p.end_step;
@@ -363,10 +369,11 @@ class SequentialLR : public LrScheduler {
   // back, and the first child's initial step again.
   void start() {
     last_epoch = 0;
-    optimizer_->set_lr(optimizer_->group_extras().at("initial_lr"));
+    for (size_t g = 0; g < optimizer_->num_groups(); ++g)
+      optimizer_->set_group_lr(g, optimizer_->group_extras(g).at("initial_lr"));
     undo(*this);
     children_[0]->initial_step();
-    last_lr_ = children_[0]->last_lr();
+    last_lrs_ = children_[0]->last_lrs();
   }
   static void undo(LrScheduler& s) {
     if (auto* seq = dynamic_cast<SequentialLR*>(&s)) {
@@ -382,16 +389,16 @@ class SequentialLR : public LrScheduler {
     auto& s = *children_[idx];
     if (idx > 0 && m[idx - 1] == last_epoch) s.update_lr(0);
     else s.step();
-    last_lr_ = s.last_lr();
+    last_lrs_ = s.last_lrs();
   }
-  double get_lr() override { return optimizer_->lr(); }
+  double get_lr() override { return optimizer_->group_lr(group_); }
   c10::IValue state_dict() const override {
     Dict d = new_dict();
     c10::impl::GenericList milestones(c10::AnyType::get());
     for (int64_t e : spec_.milestones) milestones.push_back(e);
     d.insert("_milestones", milestones);
     d.insert("last_epoch", last_epoch);
-    d.insert("_last_lr", one(last_lr_));
+    d.insert("_last_lr", list_of(last_lrs_));
     c10::impl::GenericList children(c10::AnyType::get());
     for (const auto& c : children_) children.push_back(c->state_dict());
     d.insert("_schedulers", children);
@@ -400,7 +407,7 @@ class SequentialLR : public LrScheduler {
   void check_state_dict(const c10::IValue& v) const override {
     Saved s(v, "SequentialLR");
     s.integer("last_epoch");
-    s.first("_last_lr");
+    s.per_group("_last_lr", optimizer_->num_groups());
     const auto& children = s.list("_schedulers").toListRef();
     if (children.size() != children_.size())
       fail(Status::IO, "lr scheduler state: SequentialLR of " + std::to_string(children.size()) + " schedulers, this one " +
@@ -415,7 +422,7 @@ class SequentialLR : public LrScheduler {
     check_state_dict(v);
     Saved s(v, "SequentialLR");
     last_epoch = s.integer("last_epoch");
-    last_lr_ = s.first("_last_lr");
+    last_lrs_ = s.per_group("_last_lr", optimizer_->num_groups());
     spec_.milestones.clear();
     for (const auto& e : s.list("_milestones").toListRef()) spec_.milestones.push_back(e.toInt());
     const auto& children = s.list("_schedulers").toListRef();
@@ -430,7 +437,7 @@ class ReduceLROnPlateau : public LrScheduler {
  public:
   ReduceLROnPlateau(const SchedulerSpec& spec, std::shared_ptr<Optimizer> opt) : LrScheduler(spec, std::move(opt)) {
     last_epoch = 0;
-    last_lr_ = optimizer_->lr();
+    record_last_lrs();
     best_ = worse();
   }
   double worse() const {
@@ -456,25 +463,27 @@ class ReduceLROnPlateau : public LrScheduler {
       bad_epochs_ = 0;
     }
     if (bad_epochs_ > spec_.patience) {
-      double old_lr = optimizer_->lr();
-      double new_lr = std::max(old_lr * spec_.factor, spec_.min_lr);
-      if (old_lr - new_lr > spec_.eps) optimizer_->set_lr(new_lr);
+      for (size_t g = 0; g < optimizer_->num_groups(); ++g) {
+        double old_lr = optimizer_->group_lr(g);
+        double new_lr = std::max(old_lr * spec_.factor, spec_.min_lr);
+        if (old_lr - new_lr > spec_.eps) optimizer_->set_group_lr(g, new_lr);
+      }
       cooldown_counter_ = spec_.cooldown;
       bad_epochs_ = 0;
     }
-    last_lr_ = optimizer_->lr();
+    record_last_lrs();
   }
-  double get_lr() override { return optimizer_->lr(); }
+  double get_lr() override { return optimizer_->group_lr(group_); }
   c10::IValue state_dict() const override {
     Dict d = new_dict();
     d.insert("factor", spec_.factor);
     d.insert("default_min_lr", spec_.min_lr);
-    d.insert("min_lrs", one(spec_.min_lr));
+    d.insert("min_lrs", list_of(std::vector<double>(optimizer_->num_groups(), spec_.min_lr)));
     d.insert("patience", spec_.patience);
     d.insert("cooldown", spec_.cooldown);
     d.insert("eps", spec_.eps);
     d.insert("last_epoch", last_epoch);
-    d.insert("_last_lr", one(last_lr_));
+    d.insert("_last_lr", list_of(last_lrs_));
     d.insert("mode_worse", worse());
     d.insert("mode", std::string(spec_.mode_max ? "max" : "min"));
     d.insert("threshold", spec_.threshold);
@@ -487,14 +496,20 @@ class ReduceLROnPlateau : public LrScheduler {
   struct Values {
     SchedulerSpec spec;
     int64_t last_epoch, cooldown_counter, bad_epochs;
-    double last_lr, best;
+    std::vector<double> last_lrs;
+    double best;
   };
   Values read(const c10::IValue& v) const {
     Saved s(v, "ReduceLROnPlateau");
+    const size_t groups = optimizer_->num_groups();
     Values out{spec_, s.integer("last_epoch"), s.integer("cooldown_counter"), s.integer("num_bad_epochs"),
-               s.first("_last_lr"), s.number("best")};
+               s.per_group("_last_lr", groups), s.number("best")};
     out.spec.factor = s.number("factor");
-    out.spec.min_lr = s.first("min_lrs");
+    // libddp keeps one min_lr for every group (PyTorch's scalar argument).
+    std::vector<double> min_lrs = s.per_group("min_lrs", groups);
+    if (std::adjacent_find(min_lrs.begin(), min_lrs.end(), std::not_equal_to<double>()) != min_lrs.end())
+      fail(Status::IO, "lr scheduler state: ReduceLROnPlateau's min_lrs differ between groups (libddp keeps one)");
+    out.spec.min_lr = min_lrs.front();
     out.spec.patience = s.integer("patience");
     out.spec.cooldown = s.integer("cooldown");
     out.spec.eps = s.number("eps");
@@ -513,7 +528,7 @@ class ReduceLROnPlateau : public LrScheduler {
     last_epoch = r.last_epoch;
     cooldown_counter_ = r.cooldown_counter;
     bad_epochs_ = r.bad_epochs;
-    last_lr_ = r.last_lr;
+    last_lrs_ = r.last_lrs;
     best_ = r.best;
   }
 
@@ -567,11 +582,19 @@ void check_spec(const SchedulerSpec& s, const Optimizer& opt, const std::vector<
 
 LrScheduler::LrScheduler(const SchedulerSpec& spec, std::shared_ptr<Optimizer> optimizer)
     : spec_(spec), optimizer_(std::move(optimizer)) {
+  last_lrs_.assign(optimizer_->num_groups(), 0.0);
   if (spec.kind == SchedulerSpec::Kind::ReduceOnPlateau || spec.kind == SchedulerSpec::Kind::Sequential) return;
-  // LRScheduler's constructor (last_epoch -1): group.setdefault('initial_lr', lr).
-  auto& extras = optimizer_->group_extras();
-  if (!extras.count("initial_lr")) extras["initial_lr"] = optimizer_->lr();
-  base_lr_ = extras["initial_lr"];
+  // LRScheduler's constructor (last_epoch -1): group.setdefault('initial_lr', lr), each group.
+  for (size_t g = 0; g < optimizer_->num_groups(); ++g) {
+    auto& extras = optimizer_->group_extras(g);
+    if (!extras.count("initial_lr")) extras["initial_lr"] = optimizer_->group_lr(g);
+    base_lrs_.push_back(extras["initial_lr"]);
+  }
+}
+
+void LrScheduler::record_last_lrs() {
+  last_lrs_.resize(optimizer_->num_groups());
+  for (size_t g = 0; g < last_lrs_.size(); ++g) last_lrs_[g] = optimizer_->group_lr(g);
 }
 
 void LrScheduler::initial_step() {
@@ -596,17 +619,24 @@ void LrScheduler::step(double) {
 }
 
 void LrScheduler::update_lr(std::optional<int64_t> epoch) {
-  double lr;
-  if (!epoch) {
-    last_epoch += 1;
-    lr = get_lr();
-  } else {
-    last_epoch = *epoch;
-    auto closed = closed_form_lr();
-    lr = closed ? *closed : get_lr();
+  if (!epoch) last_epoch += 1;
+  else last_epoch = *epoch;
+  // Each group's rate from its own current rate and base rate, as
+  // PyTorch's get_lr() computes its list.
+  for (size_t g = 0; g < optimizer_->num_groups(); ++g) {
+    group_ = g;
+    base_lr_ = base_lrs_.at(g);
+    double lr;
+    if (!epoch) {
+      lr = get_lr();
+    } else {
+      auto closed = closed_form_lr();
+      lr = closed ? *closed : get_lr();
+    }
+    optimizer_->set_group_lr(g, lr);
   }
-  optimizer_->set_lr(lr);
-  last_lr_ = optimizer_->lr();
+  group_ = 0;
+  record_last_lrs();
 }
 
 c10::IValue LrScheduler::state_dict() const { return c10::IValue(); }
@@ -616,11 +646,6 @@ void LrScheduler::load_state_dict(const c10::IValue&) {}
 std::unique_ptr<LrScheduler> LrScheduler::make(const SchedulerSpec& spec, std::shared_ptr<Optimizer> optimizer,
                                                std::vector<std::shared_ptr<LrScheduler>> children) {
   check_arg(optimizer != nullptr, "lr scheduler: no optimizer");
-  // PyTorch's schedulers keep one base rate per group; libddp's keep one.
-  check_arg(optimizer->num_groups() == 1,
-            "lr scheduler: the optimizer has " + std::to_string(optimizer->num_groups()) +
-                " param groups; libddp's schedulers drive an optimizer with one (set each group's rate with "
-                "ddp_optimizer_set_group_lr)");
   check_spec(spec, *optimizer, children);
   using K = SchedulerSpec::Kind;
   std::unique_ptr<LrScheduler> s;

@@ -66,8 +66,10 @@ class LrScheduler {
   virtual void step();
   // ReduceLROnPlateau's step(metric); the others refuse it.
   virtual void step(double metric);
-  // get_last_lr()[0].
-  double last_lr() const { return last_lr_; }
+  // get_last_lr()[0], and of group `g`.
+  double last_lr() const { return last_lrs_.at(0); }
+  double last_lr(size_t g) const { return last_lrs_.at(g); }
+  const std::vector<double>& last_lrs() const { return last_lrs_; }
   const SchedulerSpec& spec() const { return spec_; }
   const std::shared_ptr<Optimizer>& optimizer() const { return optimizer_; }
 
@@ -88,17 +90,23 @@ class LrScheduler {
   LrScheduler(const SchedulerSpec& spec, std::shared_ptr<Optimizer> optimizer);
 
  protected:
-  // get_lr(): the chainable form, from the optimizer's current rate.
+  // get_lr() for the group `group_`: the chainable form, from the group's
+  // current rate and `base_lr_`, its base rate (PyTorch computes each
+  // group's rate from that group's alone).
   virtual double get_lr() = 0;
   // _get_closed_form_lr(), where PyTorch's scheduler has one.
   virtual std::optional<double> closed_form_lr() const { return std::nullopt; }
+  // Records every group's rate as the last one (get_last_lr()).
+  void record_last_lrs();
 
   SchedulerSpec spec_;
   std::shared_ptr<Optimizer> optimizer_;
-  double base_lr_ = 0;
+  std::vector<double> base_lrs_;  // one per param group
+  size_t group_ = 0;              // the group get_lr works on
+  double base_lr_ = 0;            // base_lrs_[group_] while get_lr runs
   int64_t step_count_ = 0;
   bool is_initial_ = false;
-  double last_lr_ = 0;
+  std::vector<double> last_lrs_;
 };
 
 }  // namespace ddp::core

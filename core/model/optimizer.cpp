@@ -175,7 +175,8 @@ class TorchOptimizer : public Optimizer {
   void set_momentum(double m) override {
     for (size_t g = 0; g < num_groups(); ++g) K::set_momentum(options(g), m);
   }
-  std::map<std::string, double>& group_extras() override { return extras_[0]; }
+  void set_group_momentum(size_t g, double m) override { K::set_momentum(options(checked_group(g)), m); }
+  std::map<std::string, double>& group_extras(size_t g) override { return extras_.at(checked_group(g)); }
 
   c10::IValue state_dict() const override {
     c10::impl::GenericDict state(c10::IntType::get(), c10::AnyType::get());

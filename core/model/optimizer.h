@@ -60,11 +60,11 @@ class Optimizer {
   // group's; set_momentum sets every group's.
   virtual double momentum() const = 0;
   virtual void set_momentum(double m) = 0;
+  virtual void set_group_momentum(size_t group, double m) = 0;
   // What schedulers keep in PyTorch's param_group beside the
   // hyper-parameters ('initial_lr', OneCycleLR's 'max_lr', 'min_lr',
   // 'max_momentum', 'base_momentum'): saved and restored with the state.
-  // The first group's (a scheduler works on a one-group optimizer).
-  virtual std::map<std::string, double>& group_extras() = 0;
+  virtual std::map<std::string, double>& group_extras(size_t group = 0) = 0;
 
   // torch.optim's state_dict() layout: {"state": {index: {buffer: tensor}},
   // "param_groups": [{hyper-parameters..., "params": [indices]}]}, which

@@ -132,32 +132,44 @@ const std::shared_ptr<Group>& DdpStrategy::group() const {
 
 void DdpStrategy::setup_module(ScriptModule& module) {
   require_setup("setup_module");
-  if (reducer_) fail(Status::State, "strategy: a module is set up already; teardown first");
+  for (const auto& w : wrapped_)
+    if (w.module == &module) fail(Status::State, "strategy: this module is set up already; teardown first");
+  // A comm hook's state (PowerSGD's error feedback, post-local SGD's step)
+  // and the model averager follow one module's gradients and parameters.
+  if (!wrapped_.empty() && (opts_.comm_hook || opts_.model_averaging_period > 0))
+    fail(Status::Unsupported, "strategy: a second module cannot be set up with a comm hook or model averaging "
+                              "(they follow one module)");
   module.to(root_device());
   precision_->convert_module(module, to_aten_device(root_device()));
   if (opts_.sync_batchnorm) {
     // Lightning converts in setup, as SyncBatchNorm.convert_sync_batchnorm.
-    sync_batchnorm_ = std::make_unique<SyncBatchNormBinding>(group_);
-    sync_batchnorm_layers_ = convert_sync_batchnorm(module, *sync_batchnorm_);
+    if (!sync_batchnorm_) sync_batchnorm_ = std::make_unique<SyncBatchNormBinding>(group_);
+    sync_batchnorm_layers_ += convert_sync_batchnorm(module, *sync_batchnorm_);
   }
   // As PyTorch's DDP: only the parameters that require grad are the
   // engine's (it broadcasts rank 0's); frozen ones (fine-tuning with a
   // frozen backbone) and the buffers get rank 0's values here.
-  params_.clear();
+  WrappedModule w;
+  w.module = &module;
   for (auto& p : module.parameters()) {
-    if (p.requires_grad()) params_.push_back(p);
+    if (p.requires_grad()) w.params.push_back(p);
     else broadcast(*group_, p, 0)->wait();
   }
   for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
-  if (params_.empty())
+  if (w.params.empty())
     fail(Status::InvalidArgument, "setup_module: no parameter of the module requires grad (DDP has nothing to synchronise)");
+  // Each module has its own engine, as each DistributedDataParallel wrapper
+  // has its own reducer: a backward through some of the modules (a GAN's
+  // discriminator step) synchronises those alone.
   ReducerOptions o = opts_.ddp;
   o.broadcast_parameters = true;
   o.static_graph = opts_.static_graph;
-  reducer_ = make_autograd_reducer(*group_, params_, o);
-  if (opts_.comm_hook) reducer_->set_comm_hook(opts_.comm_hook);
+  w.reducer = make_autograd_reducer(*group_, w.params, o);
+  w.reducer->set_sync(sync_enabled_);
+  if (opts_.comm_hook) w.reducer->set_comm_hook(opts_.comm_hook);
   if (opts_.model_averaging_period > 0)
     averager_ = std::make_unique<ModelAverager>(*group_, opts_.model_averaging_period, opts_.model_averaging_warmup);
+  wrapped_.push_back(std::move(w));
 }
 
 at::Tensor DdpStrategy::forward(ScriptModule& module, const at::Tensor& input) {
@@ -175,7 +187,7 @@ bool DdpStrategy::forward_syncs_buffers() const {
   // training still broadcasts); this decides from the call's own, so an
   // evaluation forward is never a collective and ranks may evaluate
   // different numbers of batches.
-  return opts_.broadcast_buffers && group_->size() > 1 && at::GradMode::is_enabled() && (!reducer_ || reducer_->sync());
+  return opts_.broadcast_buffers && group_->size() > 1 && at::GradMode::is_enabled() && sync_enabled_;
 }
 
 ModuleOutputs DdpStrategy::call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs) {
@@ -197,7 +209,7 @@ bool DdpStrategy::optimizer_step(Optimizer& optimizer) {
   require_setup("optimizer_step");
   return naming_failed_rank([&] {
     bool stepped = precision_->optimizer_step(optimizer.parameters(), [&] { optimizer.step(); });
-    if (averager_) averager_->step(params_);
+    if (averager_) averager_->step(wrapped_.front().params);
     return stepped;
   });
 }
@@ -228,8 +240,9 @@ double DdpStrategy::compute_metric(const LoggedMetric& metric) {
 }
 
 void DdpStrategy::block_backward_sync(bool on) {
-  if (!reducer_) fail(Status::State, "strategy: block_backward_sync before setup_module");
-  reducer_->set_sync(!on);
+  if (wrapped_.empty()) fail(Status::State, "strategy: block_backward_sync before setup_module");
+  sync_enabled_ = !on;
+  for (auto& w : wrapped_) w.reducer->set_sync(!on);
 }
 
 void DdpStrategy::on_rank_zero(const std::string& what, const std::string& verb, const std::function<void()>& io) {
@@ -251,16 +264,38 @@ void DdpStrategy::on_rank_zero(const std::string& what, const std::string& verb,
   if (!failure.empty()) fail(Status::IO, what + ": global rank 0 could not " + verb + ": " + failure);
 }
 
+namespace {
+
+void check_prefixes(const std::vector<CheckpointModule>& modules, const char* what) {
+  check_arg(!modules.empty(), std::string(what) + ": no module given");
+  for (size_t i = 0; i < modules.size(); ++i) {
+    check_arg(modules[i].module != nullptr, std::string(what) + ": module " + std::to_string(i) + " is missing");
+    for (size_t j = 0; j < i; ++j)
+      check_arg(modules[i].prefix != modules[j].prefix, std::string(what) + ": modules " + std::to_string(j) + " and " +
+                                                            std::to_string(i) + " have the same prefix '" +
+                                                            modules[i].prefix + "'");
+  }
+}
+
+}  // namespace
+
 void DdpStrategy::save_checkpoint(const std::string& path, const ScriptModule& module, const TrainingObjects& objects,
                                   const CheckpointInfo& info) {
+  save_checkpoint(path, {{const_cast<ScriptModule*>(&module), opts_.state_dict_prefix}}, objects, info);
+}
+
+void DdpStrategy::save_checkpoint(const std::string& path, const std::vector<CheckpointModule>& modules,
+                                  const TrainingObjects& objects, const CheckpointInfo& info) {
   require_setup("save_checkpoint");
+  check_prefixes(modules, "save_checkpoint");
   on_rank_zero("save_checkpoint", "save", [&] {
     LightningCheckpoint c;
     c.epoch = info.epoch;
     c.global_step = info.step;
     c.batches_in_epoch = info.batches_in_epoch;
     c.user = info.user;
-    for (auto& t : module.state()) c.state_dict.push_back({opts_.state_dict_prefix + t.name, t.tensor});
+    for (const auto& m : modules)
+      for (auto& t : m.module->state()) c.state_dict.push_back({m.prefix + t.name, t.tensor});
     for (const auto* o : objects.optimizers) c.optimizer_states.push_back(o->state_dict());
     for (const auto* s : objects.schedulers) c.lr_schedulers.push_back(s->state_dict());
     c.precision = precision_->state();
@@ -301,16 +336,24 @@ void check_count(size_t saved, size_t given, const char* what) {
 }  // namespace
 
 CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, ScriptModule& module, const TrainingObjects& objects) {
+  return load_checkpoint(path, {{&module, opts_.state_dict_prefix}}, objects);
+}
+
+CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::vector<CheckpointModule>& modules,
+                                            const TrainingObjects& objects) {
   require_setup("load_checkpoint");
+  check_prefixes(modules, "load_checkpoint");
   // Every rank reads and checks; only when all of them can does any rank
   // change its model (a rank left behind would train apart from the rest).
   LightningCheckpoint c;
-  std::vector<NamedTensor> module_state;
+  std::vector<std::vector<NamedTensor>> module_states;
   std::string failure;
   try {
     c = read_lightning_checkpoint(opts_.checkpoint_io->open(path), path);
-    module_state = without_prefix(opts_.state_dict_prefix, c.state_dict);
-    module.check_state(module_state);
+    for (const auto& m : modules) {
+      module_states.push_back(without_prefix(m.prefix, c.state_dict));
+      m.module->check_state(module_states.back());
+    }
     check_count(c.optimizer_states.size(), objects.optimizers.size(), "optimizer states");
     check_count(c.lr_schedulers.size(), objects.schedulers.size(), "lr scheduler states");
     if (objects.optimizers.empty()) c.optimizer_states.clear();
@@ -329,7 +372,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, ScriptModul
   });
   if (!failure.empty()) fail(Status::IO, failure);
   if (!everyone) fail(Status::IO, "load_checkpoint: " + path + " could not be loaded on another rank; nothing was changed");
-  module.load_state(module_state);
+  for (size_t i = 0; i < modules.size(); ++i) modules[i].module->load_state(module_states[i]);
   for (size_t i = 0; i < c.optimizer_states.size(); ++i) objects.optimizers[i]->load_state_dict(c.optimizer_states[i]);
   for (size_t i = 0; i < c.lr_schedulers.size(); ++i) objects.schedulers[i]->load_state_dict(c.lr_schedulers[i]);
   if (!c.precision.empty()) precision_->load_state(c.precision);
@@ -340,8 +383,8 @@ void DdpStrategy::teardown() {
   sync_batchnorm_.reset();
   sync_batchnorm_layers_ = 0;
   averager_.reset();
-  reducer_.reset();
-  params_.clear();
+  wrapped_.clear();
+  sync_enabled_ = true;
   group_.reset();
   host_cache_.reset();
   if (launcher_) {

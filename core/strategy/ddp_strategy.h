@@ -79,6 +79,13 @@ struct CheckpointInfo {
   std::vector<uint8_t> user;
 };
 
+// A module in a checkpoint's state_dict, its names under `prefix` (the
+// LightningModule's attribute with its dot: "generator.").
+struct CheckpointModule {
+  ScriptModule* module = nullptr;
+  std::string prefix;
+};
+
 // The optimizers and schedulers a checkpoint saves and restores, in the
 // order Lightning keeps them (configure_optimizers' lists).
 struct TrainingObjects {
@@ -114,10 +121,14 @@ class DdpStrategy {
   // why (Lightning's warning: "16-mixed" on the CPU is "bf16-mixed").
   const PrecisionChoice& precision() const { return precision_->choice(); }
   const std::shared_ptr<Group>& group() const;
+  const std::string& state_dict_prefix() const { return opts_.state_dict_prefix; }
 
   // Moves the module to the root device, gives every rank rank 0's
   // parameters and buffers, and wraps it with the DDP engine (autograd hooks
-  // and the comm hook). Collective.
+  // and the comm hook). Collective. Several modules may be set up (a GAN's
+  // generator and discriminator), each with its own engine, as each has its
+  // own DistributedDataParallel in PyTorch; a comm hook or model averaging
+  // serves one (Status::Unsupported for a second).
   void setup_module(ScriptModule& module);
   // Forward of `input` (moved to the root device) in the precision's
   // context, after rank 0's buffers were broadcast (broadcast_buffers)
@@ -147,8 +158,9 @@ class DdpStrategy {
   // A logged metric's epoch value over the group (Lightning's sync_dist);
   // collective.
   double compute_metric(const LoggedMetric& metric);
-  // Lightning's block_backward_sync (DDP's no_sync): gradients accumulate
-  // locally while on; the first backward after it is turned off syncs.
+  // Lightning's block_backward_sync (DDP's no_sync), for every module set
+  // up: gradients accumulate locally while on; the first backward after it
+  // is turned off syncs.
   void block_backward_sync(bool on);
 
   // Global rank 0 writes the checkpoint (Lightning's layout in PyTorch's
@@ -157,12 +169,19 @@ class DdpStrategy {
   // returns anywhere and a failed save is Status::IO on every rank.
   void save_checkpoint(const std::string& path, const ScriptModule& module, const TrainingObjects& objects,
                        const CheckpointInfo& info);
+  // The same with several modules in the one state_dict, each under its
+  // prefix (distinct; Status::InvalidArgument naming a repeated one).
+  void save_checkpoint(const std::string& path, const std::vector<CheckpointModule>& modules,
+                       const TrainingObjects& objects, const CheckpointInfo& info);
   // Every rank reads `path` (a Lightning or libddp checkpoint); the module,
   // optimizers and schedulers change only when on every rank the whole file
   // and every entry in it fit them (else Status::IO everywhere). A file
   // without optimizer (or scheduler) states leaves those as they are; no
   // optimizers (schedulers) given loads the module without them.
   CheckpointInfo load_checkpoint(const std::string& path, ScriptModule& module, const TrainingObjects& objects);
+  // The same for several modules: each takes the entries under its prefix.
+  CheckpointInfo load_checkpoint(const std::string& path, const std::vector<CheckpointModule>& modules,
+                                 const TrainingObjects& objects);
   // Global rank 0 writes the module as a TorchScript archive (atomically),
   // which torch.jit.load opens; every rank learns the outcome.
   void save_module(const std::string& path, const ScriptModule& module);
@@ -195,9 +214,16 @@ class DdpStrategy {
   std::unique_ptr<PrecisionPlugin> precision_;
   ClusterEnv env_;
   std::shared_ptr<Group> group_;
-  std::unique_ptr<Reducer> reducer_;
+  // The modules set up, each with its own engine over its parameters that
+  // require grad (the averager's, with one module).
+  struct WrappedModule {
+    const ScriptModule* module = nullptr;
+    std::vector<at::Tensor> params;
+    std::unique_ptr<Reducer> reducer;
+  };
+  std::vector<WrappedModule> wrapped_;
+  bool sync_enabled_ = true;  // block_backward_sync off
   std::unique_ptr<ModelAverager> averager_;
-  std::vector<at::Tensor> params_;  // of the module set up, for the averager
   std::unique_ptr<PopenLauncher> launcher_;
   std::unique_ptr<HostCacheUse> host_cache_;
   std::unique_ptr<SyncBatchNormBinding> sync_batchnorm_;  // from setup_module to teardown

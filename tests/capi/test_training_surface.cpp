@@ -277,11 +277,17 @@ TEST_F(SurfaceModules, ParameterGroupsByNameAndTheirMistakes) {
   EXPECT_EQ(ddp_optimizer_group_lr(opt, 2, &lr), DDP_E_INVALID_ARGUMENT);
   EXPECT_TRUE(has(last(), "param group 2 is past its 2 groups")) << last();
   EXPECT_EQ(ddp_optimizer_set_group_lr(opt, 0, -1), DDP_E_INVALID_ARGUMENT);
-  // A scheduler drives a one-group optimizer only, for now.
+  // A scheduler moves every group from its own rate (PyTorch's per-group base_lrs).
   ddp_lr_scheduler_options so = DDP_LR_SCHEDULER_OPTIONS_INIT(DDP_LR_STEP);
+  so.gamma = 0.5;
   ddp_lr_scheduler* sched = nullptr;
-  EXPECT_EQ(ddp_lr_scheduler_new(&sched, opt, &so), DDP_E_INVALID_ARGUMENT);
-  EXPECT_TRUE(has(last(), "2 param groups")) << last();
+  ASSERT_EQ(ddp_lr_scheduler_new(&sched, opt, &so), DDP_OK) << last();
+  ASSERT_EQ(ddp_lr_scheduler_step(sched), DDP_OK);
+  ASSERT_EQ(ddp_optimizer_group_lr(opt, 0, &lr), DDP_OK);
+  EXPECT_DOUBLE_EQ(lr, 0.05);
+  ASSERT_EQ(ddp_optimizer_group_lr(opt, 1, &lr), DDP_OK);
+  EXPECT_DOUBLE_EQ(lr, 0.125);
+  ddp_lr_scheduler_free(sched);
   ddp_optimizer_free(opt);
 
   ddp_optimizer* bad = nullptr;

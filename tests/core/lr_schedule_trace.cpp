@@ -43,7 +43,17 @@ Run make(const std::string& kind, const std::map<std::string, std::string>& kv, 
   os.momentum = adamw ? 0 : 0.9;
   os.weight_decay = adamw ? 0.01 : 0;
   Run r;
-  r.opt = Optimizer::make(os, {at::zeros({2}).requires_grad_()});
+  if (integer("groups", 1) == 2) {
+    // [{"params": [p]}, {"params": [q], "lr": 0.03}]: each group follows
+    // the schedule from its own rate.
+    std::vector<ParamGroup> groups(2);
+    groups[0].params = {at::zeros({2}).requires_grad_()};
+    groups[1].params = {at::zeros({3}).requires_grad_()};
+    groups[1].lr = 0.03;
+    r.opt = Optimizer::make(os, groups);
+  } else {
+    r.opt = Optimizer::make(os, {at::zeros({2}).requires_grad_()});
+  }
   SchedulerSpec s;
   using K = SchedulerSpec::Kind;
   s.step_size = integer("step_size", 30);
@@ -103,7 +113,12 @@ int main(int argc, char** argv) {
       if (eq != std::string::npos) kv[a.substr(0, eq)] = a.substr(eq + 1);
     }
     Run r = make(kind, kv, adamw);
-    std::printf("%.17g\n", r.opt->lr());
+    // Every group's rate, on one line.
+    auto print = [&] {
+      for (size_t g = 0; g < r.opt->num_groups(); ++g) std::printf(g ? " %.17g" : "%.17g", r.opt->group_lr(g));
+      std::printf("\n");
+    };
+    print();
     for (int k = 0; k < steps; ++k) {
       if (k == restore) {
         c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
@@ -119,7 +134,7 @@ int main(int argc, char** argv) {
       }
       if (kind == "plateau") r.sched->step(1.0 / (1 + (k % 7)));
       else r.sched->step();
-      std::printf("%.17g\n", r.opt->lr());
+      print();
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lr_schedule_trace: %s\n", e.what());

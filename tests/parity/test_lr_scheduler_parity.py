@@ -4,7 +4,9 @@ and after each of 1,000 steps, with a save and restore of the optimizer's and
 scheduler's state_dict (a torch.save file) in the middle. Every rate must
 equal PyTorch's uninterrupted run to 1e-12 relative; PyTorch, given the
 state libddp saved in the middle, must go on with the same rates; and so
-must libddp given the state PyTorch saved (MultiStepLR's Counter included)."""
+must libddp given the state PyTorch saved (MultiStepLR's Counter included).
+Each case also runs over an optimizer with two parameter groups (the second
+with its own rate): every group's rate must be PyTorch's."""
 import os
 import subprocess
 
@@ -32,8 +34,11 @@ CASES = {
 
 def python_run(kind, kv, adamw):
     p = torch.nn.Parameter(torch.zeros(2))
-    opt = (torch.optim.AdamW([p], lr=0.1, weight_decay=0.01) if adamw
-           else torch.optim.SGD([p], lr=0.1, momentum=0.9))
+    groups = [{"params": [p]}]
+    if kv.get("groups") == 2:
+        groups.append({"params": [torch.nn.Parameter(torch.zeros(3))], "lr": 0.03})
+    opt = (torch.optim.AdamW(groups, lr=0.1, weight_decay=0.01) if adamw
+           else torch.optim.SGD(groups, lr=0.1, momentum=0.9))
     S = torch.optim.lr_scheduler
     if kind == "step":
         s = S.StepLR(opt, kv["step_size"], kv["gamma"])
@@ -67,7 +72,7 @@ def step(kind, s, k):
 
 def reference(kind, kv, adamw, resume_from=None, save_to=None):
     opt, s = python_run(kind, kv, adamw)
-    lrs = [opt.param_groups[0]["lr"]]
+    lrs = [g["lr"] for g in opt.param_groups]
     for k in range(STEPS):
         if k == RESTORE and save_to:
             torch.save({"optimizer": opt.state_dict(), "scheduler": s.state_dict()}, save_to)
@@ -77,7 +82,7 @@ def reference(kind, kv, adamw, resume_from=None, save_to=None):
             opt.load_state_dict(saved["optimizer"])
             s.load_state_dict(saved["scheduler"])
         step(kind, s, k)
-        lrs.append(opt.param_groups[0]["lr"])
+        lrs += [g["lr"] for g in opt.param_groups]
     return lrs
 
 
@@ -85,10 +90,13 @@ def close(a, b):
     return all(abs(x - y) <= 1e-12 * max(abs(x), abs(y)) for x, y in zip(a, b)) and len(a) == len(b)
 
 
+@pytest.mark.parametrize("groups", [1, 2])
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_rates_equal_pytorch_through_a_restore(tmp_path, case, optimizer):
+def test_rates_equal_pytorch_through_a_restore(tmp_path, case, optimizer, groups):
     kind, kv = CASES[case]
+    if groups == 2:
+        kv = dict(kv, groups=2)
     mid = str(tmp_path / "mid.pt")
     theirs_mid = str(tmp_path / "theirs_mid.pt")
     theirs = reference(kind, kv, optimizer == "adamw", save_to=theirs_mid)
@@ -101,7 +109,7 @@ def test_rates_equal_pytorch_through_a_restore(tmp_path, case, optimizer):
 
     ours = trace()
     bad = [k for k, (x, y) in enumerate(zip(ours, theirs)) if abs(x - y) > 1e-12 * max(abs(x), abs(y))]
-    assert len(ours) == STEPS + 1 and not bad, f"first differing step {bad[:1]}: {[ours[k] for k in bad[:3]]} vs {[theirs[k] for k in bad[:3]]}"
+    assert len(ours) == (STEPS + 1) * groups and not bad, f"first differing step {bad[:1]}: {[ours[k] for k in bad[:3]]} vs {[theirs[k] for k in bad[:3]]}"
     # PyTorch resumes from the state libddp saved at RESTORE, and libddp
     # from the state PyTorch saved there.
     assert close(reference(kind, kv, optimizer == "adamw", resume_from=mid), theirs)

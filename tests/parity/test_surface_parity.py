@@ -13,6 +13,9 @@ same wheel.
   rank 0 and 1 on rank 1 (no collective, so no hang), a named method, and
   the evaluation loss as a metric: local and sync_dist values bitwise
   Lightning's _ResultCollection.
+- gan_job (C): two modules, each with its own engine, and two optimizers in
+  one strategy, a GAN step in DCGAN's order: both losses every step
+  bitwise PyTorch DDP's with one DistributedDataParallel per module.
 - Each loss of ddp_loss_compute with its arguments, and the arithmetic,
   against torch.nn.functional and torch: values and input gradients.
 - ddp_seed_everything(42) then dropout: the masks torch.manual_seed(42)
@@ -55,9 +58,9 @@ def lines_by_rank(text):
     return out
 
 
-def reference(out_dir, world=2, steps=12):
+def reference(out_dir, world=2, steps=12, script="surface_reference.py"):
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, os.path.join(SURFACE, "surface_reference.py"), str(steps), out_dir],
+    procs = [subprocess.Popen([sys.executable, os.path.join(SURFACE, script), str(steps), out_dir],
                               env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), TORCH_PORT=str(port),
                                        OMP_NUM_THREADS="1"),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
@@ -86,6 +89,34 @@ def test_two_inputs_dict_outputs_composite_loss_eval_and_metric_equal_pytorch_an
     # Uneven evaluation: 3 batches on rank 0, one on rank 1.
     assert sum(l[0] == "eval" and l[2] == "loss" for l in mine["0"]) == 3
     assert sum(l[0] == "eval" and l[2] == "loss" for l in mine["1"]) == 1
+
+
+def test_two_modules_with_two_optimizers_a_gan_step_equals_pytorch_ddp(data):
+    job = subprocess.run([os.path.join(BUILD, "tests", "gan_job"), data, "10"], capture_output=True, text=True,
+                         timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert job.returncode == 0, job.stderr + job.stdout
+    theirs = reference(data, steps=10, script="gan_reference.py")
+    mine = {}
+    for rank, lines in lines_by_rank(job.stdout).items():
+        mine[rank] = [l for l in lines if l[0] == "gan"]
+        assert [l for l in lines if l[0] == "reload"] == [("reload", 0.0)], lines  # read back equal
+    for rank in ("0", "1"):
+        assert len(mine[rank]) == 20
+        assert mine[rank] == theirs[rank], f"rank {rank}:\nlibddp:  {mine[rank]}\nPyTorch: {theirs[rank]}"
+    # Both modules in one state_dict under their prefixes, both optimizers in Lightning's list.
+    saved = torch.load(os.path.join(data, "gan.ckpt"), weights_only=True)
+    ref = torch.load(os.path.join(data, "ref_gan.pt"), weights_only=True)
+    expected = {f"{who}.{k}": v for who in ("generator", "discriminator") for k, v in ref[who].items()}
+    assert saved["state_dict"].keys() == expected.keys()
+    for k, v in expected.items():
+        assert torch.equal(saved["state_dict"][k], v), k
+    assert len(saved["optimizer_states"]) == 2
+    for got, want in zip(saved["optimizer_states"], (ref["opt_g"], ref["opt_d"])):
+        assert got["param_groups"] == want["param_groups"]
+        for i, buffers in want["state"].items():
+            for name, t in buffers.items():
+                if t is not None:
+                    assert torch.equal(got["state"][i][name], t), (i, name)
 
 
 def lib():

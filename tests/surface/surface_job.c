@@ -12,14 +12,17 @@
  * test_surface_parity.py compares it bitwise with PyTorch DDP and Lightning
  * (surface_reference.py) on the same module and data.
  *
- *   surface_job DIR [STEPS]
+ *   surface_job DIR [STEPS [bench]]
  *
+ * With "bench" (bench/run_surface_step.sh), only the training steps run and
+ * each rank prints its mean step time over the steps after the first 20.
  * DIR holds what export_surface.py writes; the checkpoint goes to
  * DIR/surface.ckpt. Each line: "rank R <what> <hex>".
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <ddp/ddp.h>
 
@@ -33,6 +36,12 @@
 
 static float xs[N * FEATURES], ss[N * SIDE], rs[N * REG];
 static int64_t ys[N];
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 static void check(ddp_status st, const char *what) {
   if (st != DDP_OK) {
@@ -86,6 +95,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   const int steps = argc > 2 ? atoi(argv[2]) : 12;
+  const int bench = argc > 3 && strcmp(argv[3], "bench") == 0;
+  const int warmup = 20;
+  double started = 0;
   read_file(argv[1], "x.f32", xs, sizeof xs);
   read_file(argv[1], "s.f32", ss, sizeof ss);
   read_file(argv[1], "y.i64", ys, sizeof ys);
@@ -124,6 +136,7 @@ int main(int argc, char **argv) {
   ddp_tensor *weight = blob(class_weight, DDP_FLOAT32, CLASSES, 0);
   const int per_rank = BATCH / world;
   for (int step = 0; step < steps; ++step) {
+    if (step == warmup) started = now_ms();
     int64_t rows[BATCH];
     for (int i = 0; i < per_rank; ++i) rows[i] = (step * BATCH + rank * per_rank + i) % N;
     float bx[BATCH * FEATURES], bs[BATCH * SIDE], br[BATCH * REG];
@@ -146,10 +159,17 @@ int main(int argc, char **argv) {
     check(ddp_strategy_optimizer_step(s, opt), "optimizer_step");
     double v = 0;
     check(ddp_tensor_item(loss, &v), "item");
-    printf("rank %d step %d loss %a\n", rank, step, v);
+    if (!bench) printf("rank %d step %d loss %a\n", rank, step, v);
     ddp_tensor *all[] = {in[0], in[1], y, r, logits, reg, ce, mse, scaled, loss};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) ddp_tensor_free(all[i]);
     ddp_outputs_free(out);
+  }
+
+  if (bench) {
+    if (steps > warmup) printf("rank %d step_ms %.4f\n", rank, (now_ms() - started) / (steps - warmup));
+    fflush(stdout);
+    check(ddp_strategy_teardown(s), "teardown");
+    return 0;
   }
 
   /* Evaluation: no graph, no collective in the forwards. Rank 0 runs 3

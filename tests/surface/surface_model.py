@@ -3,13 +3,15 @@ the exporter and the PyTorch reference run.
 
 TwoHeads takes two inputs (features x: N x 8, side s: N x 4) and returns a
 dict {"logits": N x 3, "reg": N x 2}; it has a BatchNorm1d (buffers), a
-dropout (seeded draws) and an exported method `embed(x)`."""
+dropout (seeded draws) and an exported method `embed(x)`. Generator and
+Discriminator are a tiny GAN over the first 6 features of x."""
 from typing import Dict
 
 import torch
 from torch import nn
 
 N, FEATURES, SIDE, CLASSES, REG = 96, 8, 4, 3, 2
+LATENT, REAL = 4, 6  # the GAN: noise z -> a fake of the first REAL features of x
 
 
 class TwoHeads(nn.Module):
@@ -36,6 +38,33 @@ class Pair(nn.Module):
 
     def forward(self, x: torch.Tensor, scale: float = 2.0):
         return x * scale, x.sum(dim=1)
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(LATENT, 16), nn.ReLU(), nn.Linear(16, REAL))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z)
+
+
+class Discriminator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(REAL, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def make_gan():
+    torch.manual_seed(9)
+    return Generator(), Discriminator()
+
+
+def make_latent():
+    return torch.randn(N, LATENT, generator=torch.Generator().manual_seed(13))
 
 
 def make_model():

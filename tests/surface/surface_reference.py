@@ -10,6 +10,7 @@ own _ResultCollection with sync_dist=True. Prints the lines surface_job
 prints."""
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -24,7 +25,9 @@ from surface_model import N, make_data, make_model  # noqa: E402
 
 BATCH, EVAL_ROWS = 16, 9
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 12
-out_dir = sys.argv[2] if len(sys.argv) > 2 else None
+out_dir = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] != "-" else None
+bench = len(sys.argv) > 3 and sys.argv[3] == "bench"  # bench/run_surface_step.sh: step times only
+WARMUP = 20
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['TORCH_PORT']}", rank=rank, world_size=world)
 torch.set_num_threads(1)
@@ -47,13 +50,23 @@ def class_loss(logits, target):
 
 
 for step in range(steps):
+    if step == WARMUP:
+        started = time.perf_counter()
     rows = torch.tensor([(step * BATCH + rank * per_rank + i) % N for i in range(per_rank)])
     out = ddp(x[rows], s[rows])
     loss = class_loss(out["logits"], y[rows]) + 0.1 * F.mse_loss(out["reg"], r[rows])
     opt.zero_grad()
     loss.backward()
     opt.step()
-    print(f"rank {rank} step {step} loss {float(loss.item()).hex()}")
+    v = loss.item()
+    if not bench:
+        print(f"rank {rank} step {step} loss {float(v).hex()}")
+
+if bench:
+    if steps > WARMUP:
+        print(f"rank {rank} step_ms {(time.perf_counter() - started) * 1e3 / (steps - WARMUP):.4f}")
+    sys.stdout.flush()
+    os._exit(0)
 
 model.eval()
 

@@ -319,9 +319,9 @@ typedef struct ddp_lr_scheduler_options {
    25.0, 1e4, 0, 0, 0.1, 10, 1e-4, 0, 0, 0.0, 1e-8}
 
 /**
- * A scheduler over @p opt (an optimizer with one parameter group: with
- * several, DDP_E_INVALID_ARGUMENT for now), which then has the schedule's
- * first learning rate (as PyTorch's constructor leaves it). It keeps @p opt alive. Step it
+ * A scheduler over @p opt, which then has the schedule's first learning
+ * rate (as PyTorch's constructor leaves it); with parameter groups, each
+ * group's rate follows the schedule from its own (PyTorch's base_lrs). It keeps @p opt alive. Step it
  * after the optimizer's step, once per epoch or once per step (Lightning's
  * interval), as the training loop decides. The rates are PyTorch's, step for
  * step (its own chainable formulas).

@@ -202,7 +202,15 @@ DDP_API const char *ddp_strategy_precision_warning(const ddp_strategy *s);
 /**
  * Places @p m on the root device, gives every rank rank 0's parameters and
  * buffers, and wraps it with the DDP engine (autograd hooks, the comm hook,
- * the model averager). Collective.
+ * the model averager). Collective. Only the parameters that require grad
+ * are synchronised (frozen ones get rank 0's values once, as buffers do).
+ *
+ * Several modules may be set up (a GAN's generator and discriminator, a
+ * teacher and a student): each gets its own engine, as each has its own
+ * DistributedDataParallel in PyTorch, so a backward through some of them
+ * synchronises those alone. A comm hook or model averaging follows one
+ * module: a second one is then DDP_E_UNSUPPORTED; the same module twice is
+ * DDP_E_STATE.
  *
  * With sync_batchnorm, every aten::batch_norm in @p m's TorchScript methods
  * (each BatchNorm1d/2d/3d of a scripted module, or one a trace recorded)
@@ -339,6 +347,28 @@ DDP_API ddp_status ddp_strategy_save_checkpoint_v2(ddp_strategy *s, const char *
  * @param[out] user the user bytes, new reference (may be NULL).
  */
 DDP_API ddp_status ddp_strategy_load_checkpoint_v2(ddp_strategy *s, const char *path, ddp_module *m,
+                                                   ddp_optimizer *const *opts, size_t num_opts,
+                                                   ddp_lr_scheduler *const *scheds, size_t num_scheds,
+                                                   ddp_checkpoint_info *info, ddp_buffer **user);
+
+/**
+ * ddp_strategy_save_checkpoint_v2 with several modules in the one
+ * state_dict, as a LightningModule holding them keeps them: module i's
+ * entries under @p prefixes[i] (its attribute with the dot: "generator.",
+ * "discriminator."). Lightning resumes it into a LightningModule with those
+ * attributes.
+ * @param prefixes distinct; NULL: one module under the options' state_dict_prefix.
+ * @return DDP_E_INVALID_ARGUMENT naming a repeated prefix, or NULL prefixes with several modules.
+ */
+DDP_API ddp_status ddp_strategy_save_checkpoint_v3(ddp_strategy *s, const char *path, ddp_module *const *modules,
+                                                   const char *const *prefixes, size_t num_modules,
+                                                   ddp_optimizer *const *opts, size_t num_opts,
+                                                   ddp_lr_scheduler *const *scheds, size_t num_scheds,
+                                                   const ddp_checkpoint_info *info);
+
+/** ddp_strategy_load_checkpoint_v2 for the modules of ddp_strategy_save_checkpoint_v3, each from its prefix's entries. */
+DDP_API ddp_status ddp_strategy_load_checkpoint_v3(ddp_strategy *s, const char *path, ddp_module *const *modules,
+                                                   const char *const *prefixes, size_t num_modules,
                                                    ddp_optimizer *const *opts, size_t num_opts,
                                                    ddp_lr_scheduler *const *scheds, size_t num_scheds,
                                                    ddp_checkpoint_info *info, ddp_buffer **user);

@@ -858,8 +858,8 @@ extern "C" {
     pub fn ddp_tensor_binary_scalar(op: ddp_binary_op, a: *const ddp_tensor, scalar: f64, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_tensor_unary(op: ddp_unary_op, a: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_tensor_softmax(a: *const ddp_tensor, dim: i64, log: c_int, out: *mut *mut ddp_tensor) -> ddp_status;
-    pub fn ddp_tensor_sum(a: *const ddp_tensor, dims: *const i64, ndims: size_t, keepdim: c_int, out: *mut *mut ddp_tensor) -> ddp_status;
-    pub fn ddp_tensor_mean(a: *const ddp_tensor, dims: *const i64, ndims: size_t, keepdim: c_int, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_tensor_sum(a: *const ddp_tensor, dims: *const i64, ndims: usize, keepdim: c_int, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_tensor_mean(a: *const ddp_tensor, dims: *const i64, ndims: usize, keepdim: c_int, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_tensor_item(t: *const ddp_tensor, out: *mut f64) -> ddp_status;
     pub fn ddp_tensor_clone(t: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_tensor_set_requires_grad(t: *mut ddp_tensor, on: c_int) -> ddp_status;
@@ -872,15 +872,15 @@ extern "C" {
     pub fn ddp_reset_seed(seeded: *mut c_int) -> ddp_status;
     pub fn ddp_set_deterministic(on: c_int, warn_only: c_int) -> ddp_status;
     pub fn ddp_is_deterministic() -> c_int;
-    pub fn ddp_module_call(m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: size_t, out: *mut *mut ddp_outputs) -> ddp_status;
-    pub fn ddp_outputs_count(o: *const ddp_outputs) -> size_t;
-    pub fn ddp_outputs_at(o: *const ddp_outputs, index: size_t, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_module_call(m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: usize, out: *mut *mut ddp_outputs) -> ddp_status;
+    pub fn ddp_outputs_count(o: *const ddp_outputs) -> usize;
+    pub fn ddp_outputs_at(o: *const ddp_outputs, index: usize, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_outputs_get(o: *const ddp_outputs, key: *const c_char, out: *mut *mut ddp_tensor) -> ddp_status;
-    pub fn ddp_outputs_key(o: *const ddp_outputs, index: size_t) -> *const c_char;
+    pub fn ddp_outputs_key(o: *const ddp_outputs, index: usize) -> *const c_char;
     pub fn ddp_outputs_free(o: *mut ddp_outputs);
     pub fn ddp_module_grad(m: *const ddp_module, name: *const c_char, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_loss_compute(opts: *const ddp_loss_options, input: *const ddp_tensor, target: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
-    pub fn ddp_strategy_call(s: *mut ddp_strategy, m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: size_t, out: *mut *mut ddp_outputs) -> ddp_status;
+    pub fn ddp_strategy_call(s: *mut ddp_strategy, m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: usize, out: *mut *mut ddp_outputs) -> ddp_status;
     pub fn ddp_metric_new(out: *mut *mut ddp_metric, reduce: ddp_metric_reduce) -> ddp_status;
     pub fn ddp_metric_update(m: *mut ddp_metric, value: f64, batch_size: i64) -> ddp_status;
     pub fn ddp_metric_compute(m: *const ddp_metric, s: *mut ddp_strategy, out: *mut f64) -> ddp_status;
@@ -892,4 +892,6 @@ extern "C" {
     pub fn ddp_optimizer_num_groups(opt: *const ddp_optimizer) -> usize;
     pub fn ddp_optimizer_group_lr(opt: *const ddp_optimizer, group: usize, out: *mut f64) -> ddp_status;
     pub fn ddp_optimizer_set_group_lr(opt: *mut ddp_optimizer, group: usize, lr: f64) -> ddp_status;
+    pub fn ddp_strategy_save_checkpoint_v3(s: *mut ddp_strategy, path: *const c_char, modules: *const *mut ddp_module, prefixes: *const *const c_char, num_modules: usize, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *const ddp_checkpoint_info) -> ddp_status;
+    pub fn ddp_strategy_load_checkpoint_v3(s: *mut ddp_strategy, path: *const c_char, modules: *const *mut ddp_module, prefixes: *const *const c_char, num_modules: usize, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *mut ddp_checkpoint_info, user: *mut *mut ddp_buffer) -> ddp_status;
 }
