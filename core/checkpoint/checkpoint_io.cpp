@@ -101,4 +101,8 @@ std::shared_ptr<caffe2::serialize::ReadAdapterInterface> CheckpointIO::open(cons
 
 std::shared_ptr<CheckpointIO> file_checkpoint_io() { return std::make_shared<FileCheckpointIO>(); }
 
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface> bytes_source(std::vector<uint8_t> bytes) {
+  return std::make_shared<BytesReader>(std::move(bytes));
+}
+
 }  // namespace ddp::core

@@ -29,6 +29,9 @@ class CheckpointIO {
   virtual std::shared_ptr<caffe2::serialize::ReadAdapterInterface> open(const std::string& path);
 };
 
+// Bytes in memory as a source to read a torch archive from.
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface> bytes_source(std::vector<uint8_t> bytes);
+
 // The default: local files, written atomically as they are streamed (a
 // temporary file, fsync, rename, fsync of the directory) and read in place;
 // removing a file that does not exist is not an error.

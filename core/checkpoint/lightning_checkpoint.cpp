@@ -192,6 +192,8 @@ void write_lightning_checkpoint(const LightningCheckpoint& c, const ByteSink& si
   own.insert("batches_in_epoch", c.batches_in_epoch);
   std::vector<uint8_t> user = c.user;
   own.insert("user", at::from_blob(user.data(), {static_cast<int64_t>(user.size())}, at::kByte).clone());
+  if (!c.comm_hook_state.isNone()) own.insert("comm_hook", c.comm_hook_state);
+  if (c.averager_step >= 0) own.insert("model_averager_step", c.averager_step);
   root.insert("libddp", own);
   write_torch_archive(root, sink);
 }
@@ -248,6 +250,13 @@ LightningCheckpoint read_lightning_checkpoint(std::shared_ptr<caffe2::serialize:
     }
     auto b = o.find("batches_in_epoch");
     if (b != o.end() && b->value().isInt()) c.batches_in_epoch = b->value().toInt();
+    auto hook = o.find("comm_hook");
+    if (hook != o.end()) c.comm_hook_state = hook->value();
+    auto avg = o.find("model_averager_step");
+    if (avg != o.end()) {
+      if (!avg->value().isInt() || avg->value().toInt() < 0) bad(name, "libddp's 'model_averager_step' is not a step count");
+      c.averager_step = avg->value().toInt();
+    }
   }
   return c;
 }

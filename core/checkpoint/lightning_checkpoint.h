@@ -6,7 +6,8 @@
 //   epoch, global_step, pytorch-lightning_version, state_dict,
 //   loops (the fit loop's progress: epochs, batches, optimizer steps),
 //   callbacks, optimizer_states, lr_schedulers, MixedPrecision (the grad
-//   scaler, with one), and "libddp": {format, user bytes, batches_in_epoch}.
+//   scaler, with one), and "libddp": {format, user bytes, batches_in_epoch,
+//   the comm hook's state and the model averager's step where there are}.
 //
 // Reading also accepts libddp's earlier DDPCKPT files (checkpoint_file.h).
 #pragma once
@@ -31,6 +32,11 @@ struct LightningCheckpoint {
   std::vector<c10::IValue> lr_schedulers;     // torch.optim.lr_scheduler state_dict layout
   std::vector<NamedTensor> precision;    // the grad scaler's "scale" and "growth_tracker"; empty without one
   std::vector<uint8_t> user;             // the caller's own bytes
+  // What the DDP engine keeps between steps beyond the model: the comm
+  // hook's state (None: none, or a stateless hook) and the model averager's
+  // step (-1: no averager).
+  c10::IValue comm_hook_state;
+  int64_t averager_step = -1;
 };
 
 // The Lightning layout's version this file writes (pytorch-lightning_version:

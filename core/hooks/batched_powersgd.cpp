@@ -18,7 +18,7 @@ constexpr uint64_t kSeedBound = 1000000000;
 
 class BatchedHook : public StatefulHook {
  public:
-  using StatefulHook::StatefulHook;
+  explicit BatchedHook(const PowerSgdOptions& opts) : StatefulHook(opts, "batched PowerSGD") {}
 
   PendingPtr run(Group& group, const BucketView& bucket) override {
     if (!compressing()) return allreduce_average(group, bucket);
@@ -36,7 +36,7 @@ class BatchedHook : public StatefulHook {
       input_copy = input.clone();
     }
     at::Tensor matrix = input.view({side, side});
-    BucketMemory& mem = memory_[bucket.index];
+    BucketMemory& mem = place(bucket.index, input);
     if (!opts_.warm_start || !mem.p.defined()) {
       mem.p = at::empty({side, r}, input.options());
       mem.q = SeededNormal(seeds_.randint(kSeedBound)).draw({side, r}, input);

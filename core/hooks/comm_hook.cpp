@@ -1,5 +1,7 @@
 #include "hooks/comm_hook.h"
 
+#include "common/error.h"
+
 namespace ddp::core {
 namespace {
 class AllreduceHook : public CommHook {
@@ -21,6 +23,42 @@ PendingPtr then(Group& group, const char* op, PendingPtr inner, std::function<vo
     shared->wait(std::max(Millis(0), left));
     after();
   });
+}
+
+namespace {
+std::string kind_of_state(const c10::IValue& saved) {
+  if (!saved.isGenericDict()) return "a " + saved.tagKind();
+  auto d = saved.toGenericDict();
+  auto it = d.find("kind");
+  return it != d.end() && it->value().isString() ? it->value().toStringRef() : "an unknown kind";
+}
+}  // namespace
+
+void CommHook::check_state_dict(const c10::IValue& saved) const {
+  // A stateless hook goes on whatever was saved before only when nothing was.
+  if (!saved.isNone())
+    fail(Status::IO, "comm hook state: the checkpoint holds the state of " + kind_of_state(saved) +
+                         " hook; this strategy's hook keeps none (resume with the same comm hook)");
+}
+
+c10::impl::GenericDict hook_state_of(const c10::IValue& saved, const std::string& kind) {
+  if (!saved.isGenericDict() || kind_of_state(saved) != kind)
+    fail(Status::IO, "comm hook state: the checkpoint holds the state of " + kind_of_state(saved) + " hook, not " +
+                         kind + "'s (resume with the same comm hook)");
+  return saved.toGenericDict();
+}
+
+const c10::IValue& hook_state_entry(const c10::impl::GenericDict& d, const std::string& kind, const char* key) {
+  auto it = d.find(key);
+  if (it == d.end()) fail(Status::IO, "comm hook state: " + kind + "'s state lacks '" + key + "'");
+  return it->value();
+}
+
+int64_t hook_state_int(const c10::impl::GenericDict& d, const std::string& kind, const char* key) {
+  const auto& v = hook_state_entry(d, kind, key);
+  if (!v.isInt() || v.toInt() < 0)
+    fail(Status::IO, "comm hook state: " + kind + "'s '" + key + "' is not a count");
+  return v.toInt();
 }
 
 }  // namespace ddp::core

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <memory>
 
@@ -33,7 +34,22 @@ class CommHook {
  public:
   virtual ~CommHook() = default;
   virtual PendingPtr run(Group& group, const BucketView& bucket) = 0;
+
+  // What the hook keeps between steps, for checkpoints: a dict with its
+  // "kind" and tensors and numbers (None for a hook that keeps nothing).
+  virtual c10::IValue state_dict() const { return c10::IValue(); }
+  // Status::IO naming what in `saved` (a state_dict() of this kind of hook;
+  // None: nothing saved, the hook starts afresh) does not fit this hook.
+  virtual void check_state_dict(const c10::IValue& saved) const;
+  // After check_state_dict: the hook goes on from `saved`.
+  virtual void load_state_dict(const c10::IValue& saved) { (void)saved; }
 };
+
+// For the hooks' state dicts: the dict `saved` of a hook of `kind`
+// (Status::IO naming both kinds otherwise), and its entries.
+c10::impl::GenericDict hook_state_of(const c10::IValue& saved, const std::string& kind);
+const c10::IValue& hook_state_entry(const c10::impl::GenericDict& d, const std::string& kind, const char* key);
+int64_t hook_state_int(const c10::impl::GenericDict& d, const std::string& kind, const char* key);
 
 // PyTorch's allreduce_hook: divide by the group size, then SUM.
 std::shared_ptr<CommHook> make_allreduce_hook();

@@ -31,6 +31,10 @@ class CompressWrapper : public CommHook {
     at::Tensor flat = bucket.flat, small = compressed.flat;
     return then(group, name_of(dtype_), std::move(inner), [flat, small]() mutable { flat.copy_(small); });
   }
+  // The wrapped hook's state is the state.
+  c10::IValue state_dict() const override { return inner_->state_dict(); }
+  void check_state_dict(const c10::IValue& saved) const override { inner_->check_state_dict(saved); }
+  void load_state_dict(const c10::IValue& saved) override { inner_->load_state_dict(saved); }
 
  private:
   at::ScalarType dtype_;

@@ -1,5 +1,7 @@
 #include "hooks/legacy_seed_stream.h"
 
+#include "common/error.h"
+
 namespace ddp::core {
 namespace {
 constexpr int kN = 624, kM = 397;
@@ -41,6 +43,21 @@ uint32_t LegacySeedStream::randint(uint64_t high) {
   while ((v = next32() & mask) > max) {
   }
   return v;
+}
+
+std::vector<int64_t> LegacySeedStream::state() const {
+  std::vector<int64_t> s(state_, state_ + kN);
+  s.push_back(pos_);
+  return s;
+}
+
+void LegacySeedStream::set_state(const std::vector<int64_t>& s) {
+  if (s.size() != kN + 1 || s[kN] < 0 || s[kN] > kN) fail(Status::IO, "seed stream state: not an MT19937 state");
+  for (int i = 0; i < kN; ++i) {
+    if (s[i] < 0 || s[i] > 0xffffffffLL) fail(Status::IO, "seed stream state: a word out of range");
+    state_[i] = static_cast<uint32_t>(s[i]);
+  }
+  pos_ = static_cast<int>(s[kN]);
 }
 
 }  // namespace ddp::core

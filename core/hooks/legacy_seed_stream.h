@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace ddp::core {
 
@@ -14,6 +15,11 @@ class LegacySeedStream {
   explicit LegacySeedStream(uint32_t seed);
   // numpy's RandomState.randint(high) for 0 < high <= 2^32: uniform in [0, high).
   uint32_t randint(uint64_t high);
+
+  // The generator's state (624 words and the position), for checkpoints.
+  std::vector<int64_t> state() const;
+  // Status::IO unless `s` is a state() of 625 entries with a position in range.
+  void set_state(const std::vector<int64_t>& s);
 
  private:
   uint32_t next32();

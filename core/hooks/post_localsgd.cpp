@@ -26,7 +26,22 @@ class PostLocalSgdHook : public CommHook {
     return divide_then_sum(*sub, bucket.flat, sub->size());
   }
 
+  // The steps counted before the switch to local averaging.
+  c10::IValue state_dict() const override {
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    d.insert("kind", std::string(kKind));
+    d.insert("iter", iter_);
+    return d;
+  }
+  void check_state_dict(const c10::IValue& saved) const override {
+    if (!saved.isNone()) hook_state_int(hook_state_of(saved, kKind), kKind, "iter");
+  }
+  void load_state_dict(const c10::IValue& saved) override {
+    if (!saved.isNone()) iter_ = hook_state_int(hook_state_of(saved, kKind), kKind, "iter");
+  }
+
  private:
+  static constexpr const char* kKind = "post-local SGD";
   std::shared_ptr<Group> subgroup_;  // shared: the caller may free its handle first
   std::unique_ptr<Group> own_subgroup_;
   int64_t start_, iter_ = 0;
@@ -45,6 +60,11 @@ ModelAverager::ModelAverager(Group& group, int64_t period, int64_t warmup_steps)
     : group_(group), period_(period), warmup_(warmup_steps) {
   check_arg(period > 0, "model averaging period " + std::to_string(period) + " must be positive");
   check_arg(warmup_steps >= 0, "warmup_steps " + std::to_string(warmup_steps) + " is negative");
+}
+
+void ModelAverager::set_steps_taken(int64_t steps) {
+  check_arg(steps >= 0, "model averager: step " + std::to_string(steps) + " is negative");
+  step_ = steps;
 }
 
 void ModelAverager::step(const std::vector<at::Tensor>& params) {

@@ -27,6 +27,8 @@ class ModelAverager {
   ModelAverager(Group& group, int64_t period, int64_t warmup_steps);
   void step(const std::vector<at::Tensor>& params);
   int64_t steps_taken() const { return step_; }
+  // A checkpoint's count, to go on from it.
+  void set_steps_taken(int64_t steps);
 
  private:
   Group& group_;

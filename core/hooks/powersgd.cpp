@@ -49,7 +49,7 @@ struct Step {
 
 class PerTensorHook : public StatefulHook {
  public:
-  using StatefulHook::StatefulHook;
+  explicit PerTensorHook(const PowerSgdOptions& opts) : StatefulHook(opts, "PowerSGD") {}
 
   PendingPtr run(Group& group, const BucketView& bucket) override {
     if (!compressing()) return allreduce_average(group, bucket);
@@ -61,7 +61,7 @@ class PerTensorHook : public StatefulHook {
     }
     int64_t p_total = 0, q_total = 0;
     split(bucket, *step, p_total, q_total);
-    BucketMemory& mem = memory_[bucket.index];
+    BucketMemory& mem = place(bucket.index, step->input);
     const bool fresh = !opts_.warm_start || !mem.p.defined();
     if (fresh) {
       mem.p = at::empty({p_total}, step->input.options());

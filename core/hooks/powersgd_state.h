@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <map>
+#include <string>
 #include <mutex>
 
 #include "hooks/legacy_seed_stream.h"
@@ -20,11 +21,19 @@ struct BucketMemory {
 
 class StatefulHook : public PowerSgdHook {
  public:
-  explicit StatefulHook(const PowerSgdOptions& opts) : opts_(opts), seeds_(opts.random_seed) {}
+  StatefulHook(const PowerSgdOptions& opts, std::string kind) : opts_(opts), seeds_(opts.random_seed), kind_(std::move(kind)) {}
   CompressionStats stats() const override {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     return stats_;
   }
+
+  // PowerSGDState's state between steps: the step count, the compression
+  // statistics, the seed stream, and per bucket the error-feedback residual
+  // and the P and Q memories (warm start). A resumed run compresses as an
+  // uninterrupted one does, given the same buckets.
+  c10::IValue state_dict() const override;
+  void check_state_dict(const c10::IValue& saved) const override;
+  void load_state_dict(const c10::IValue& saved) override;
 
  protected:
   bool compressing() const { return iter_ >= opts_.start_powersgd_iter; }
@@ -39,6 +48,9 @@ class StatefulHook : public PowerSgdHook {
     stats_.numel_before += uint64_t(before);
     stats_.numel_after += uint64_t(after);
   }
+  // Bucket `bucket`'s memory, on the device of `like` (restored memories
+  // come from a checkpoint on the CPU).
+  BucketMemory& place(size_t bucket, const at::Tensor& like);
   // Adds the residual into `input` (creating a zero one on first use).
   void add_error(size_t bucket, const at::Tensor& input);
   // Plain all-reduce average before the start step (PyTorch's _allreduce_fut).
@@ -49,6 +61,10 @@ class StatefulHook : public PowerSgdHook {
   std::map<size_t, BucketMemory> memory_;
 
  private:
+  // The saved buckets, checked against what this hook holds.
+  std::map<size_t, BucketMemory> read_memory(const c10::impl::GenericDict& d) const;
+
+  std::string kind_;  // "PowerSGD" or "batched PowerSGD": their memories differ in shape
   int64_t iter_ = 0;
   mutable std::mutex stats_mutex_;  // stats() may be read from another thread
   CompressionStats stats_;

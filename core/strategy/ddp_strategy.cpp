@@ -264,6 +264,40 @@ void DdpStrategy::on_rank_zero(const std::string& what, const std::string& verb,
   if (!failure.empty()) fail(Status::IO, what + ": global rank 0 could not " + verb + ": " + failure);
 }
 
+c10::IValue DdpStrategy::gather_hook_states() {
+  if (!opts_.comm_hook) return c10::IValue();
+  c10::IValue mine = opts_.comm_hook->state_dict();
+  // None on every rank alike: every rank has the same kind of hook.
+  if (mine.isNone()) return c10::IValue();
+  std::vector<uint8_t> bytes;
+  write_torch_archive(mine, [&](const void* data, size_t n) {
+    bytes.insert(bytes.end(), static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + n);
+  });
+  at::Tensor t = at::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, at::kByte)
+                     .to(to_aten_device(root_device()), /*non_blocking=*/false, /*copy=*/true);
+  auto p = all_gather_uneven(*group_, t);
+  p->wait();
+  if (!is_global_zero()) return c10::IValue();
+  c10::impl::GenericList ranks(c10::AnyType::get());
+  for (size_t r = 0; r < p->tensors.size(); ++r) {
+    at::Tensor b = p->tensors[r].cpu().contiguous();
+    ranks.push_back(read_torch_archive(bytes_source(std::vector<uint8_t>(b.data_ptr<uint8_t>(), b.data_ptr<uint8_t>() + b.numel())),
+                                       "rank " + std::to_string(r) + "'s comm hook state"));
+  }
+  return ranks;
+}
+
+c10::IValue DdpStrategy::this_ranks_hook_state(const c10::IValue& saved) const {
+  if (saved.isNone()) return saved;
+  if (!saved.isList()) fail(Status::IO, "load_checkpoint: libddp's 'comm_hook' is a " + saved.tagKind() +
+                                            ", not a list of the ranks' states");
+  // Saved by a job of another size: the ranks' residuals cannot be split
+  // or merged, so the hook starts afresh (as a hook without saved state).
+  const auto& ranks = saved.toListRef();
+  if (ranks.size() != static_cast<size_t>(world_size())) return c10::IValue();
+  return ranks[static_cast<size_t>(global_rank())];
+}
+
 namespace {
 
 void check_prefixes(const std::vector<CheckpointModule>& modules, const char* what) {
@@ -288,6 +322,7 @@ void DdpStrategy::save_checkpoint(const std::string& path, const std::vector<Che
                                   const TrainingObjects& objects, const CheckpointInfo& info) {
   require_setup("save_checkpoint");
   check_prefixes(modules, "save_checkpoint");
+  const c10::IValue hook_states = naming_failed_rank([&] { return gather_hook_states(); });
   on_rank_zero("save_checkpoint", "save", [&] {
     LightningCheckpoint c;
     c.epoch = info.epoch;
@@ -299,6 +334,12 @@ void DdpStrategy::save_checkpoint(const std::string& path, const std::vector<Che
     for (const auto* o : objects.optimizers) c.optimizer_states.push_back(o->state_dict());
     for (const auto* s : objects.schedulers) c.lr_schedulers.push_back(s->state_dict());
     c.precision = precision_->state();
+    // The engine's state beyond the model: what the comm hook keeps on
+    // every rank (PowerSGD's residuals and memories, post-local SGD's step
+    // count) and the model averager's step, so that a resumed run goes on
+    // as one that never stopped.
+    c.comm_hook_state = hook_states;
+    if (averager_) c.averager_step = averager_->steps_taken();
     opts_.checkpoint_io->save_streamed([&](const ByteSink& sink) { write_lightning_checkpoint(c, sink); }, path);
   });
 }
@@ -347,6 +388,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
   // change its model (a rank left behind would train apart from the rest).
   LightningCheckpoint c;
   std::vector<std::vector<NamedTensor>> module_states;
+  c10::IValue hook_state;
   std::string failure;
   try {
     c = read_lightning_checkpoint(opts_.checkpoint_io->open(path), path);
@@ -362,6 +404,12 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
     for (size_t i = 0; i < c.lr_schedulers.size(); ++i) objects.schedulers[i]->check_state_dict(c.lr_schedulers[i]);
     // A checkpoint from a run without a scaler starts the scaler afresh.
     if (!c.precision.empty()) precision_->check_state(c.precision);
+    // So does a hook (or an averager) the checkpoint has no state of.
+    hook_state = this_ranks_hook_state(c.comm_hook_state);
+    if (opts_.comm_hook) opts_.comm_hook->check_state_dict(hook_state);
+    else if (!hook_state.isNone())
+      fail(Status::IO, "load_checkpoint: " + path + " holds a comm hook's state; this strategy has no comm hook "
+                       "(resume with the same comm hook)");
   } catch (const std::exception& e) {
     failure = e.what();
   }
@@ -376,6 +424,8 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
   for (size_t i = 0; i < c.optimizer_states.size(); ++i) objects.optimizers[i]->load_state_dict(c.optimizer_states[i]);
   for (size_t i = 0; i < c.lr_schedulers.size(); ++i) objects.schedulers[i]->load_state_dict(c.lr_schedulers[i]);
   if (!c.precision.empty()) precision_->load_state(c.precision);
+  if (opts_.comm_hook) opts_.comm_hook->load_state_dict(hook_state);
+  if (averager_ && c.averager_step >= 0) averager_->set_steps_taken(c.averager_step);
   return {c.global_step, c.epoch, c.batches_in_epoch, std::move(c.user)};
 }
 

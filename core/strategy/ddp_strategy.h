@@ -198,6 +198,11 @@ class DdpStrategy {
  private:
   void require_setup(const char* what) const;
   bool forward_syncs_buffers() const;
+  // The comm hook's state of every rank, as a list, on global rank 0
+  // (None elsewhere, and for a hook that keeps none). Collective.
+  c10::IValue gather_hook_states();
+  // This rank's entry of a checkpoint's hook states (None: start afresh).
+  c10::IValue this_ranks_hook_state(const c10::IValue& saved) const;
   // Runs a collective step; when a peer failed and this process started
   // it, the status names that rank (Lightning's on_exception).
   template <typename F>

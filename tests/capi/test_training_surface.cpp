@@ -326,6 +326,49 @@ TEST_F(SurfaceModules, ParameterGroupsByNameAndTheirMistakes) {
   ddp_module_free(m);
 }
 
+// A strategy of one process with `hook` (may be NULL) and the module set up.
+ddp_strategy* one_rank_strategy(const ddp_comm_hook* hook, int64_t averaging_period = 0) {
+  ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+  o.comm_hook = hook;
+  o.model_averaging_period = averaging_period;
+  ddp_strategy* s = nullptr;
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
+  return s;
+}
+
+TEST_F(SurfaceModules, ACommHooksStateResumesOnlyIntoTheSameKindOfHook) {
+  ddp_powersgd_options po = DDP_POWERSGD_OPTIONS_INIT;
+  po.start_powersgd_iter = 2;
+  ddp_comm_hook *psgd = nullptr, *localsgd = nullptr;
+  ASSERT_EQ(ddp_comm_hook_powersgd(&psgd, &po), DDP_OK) << last();
+  ASSERT_EQ(ddp_comm_hook_post_localsgd(&localsgd, nullptr, 2, 1), DDP_OK) << last();
+  const std::string ckpt = dir + "/hook_kinds.ckpt";
+  {
+    ddp_strategy* s = one_rank_strategy(psgd);
+    ddp_module* m = load("two_heads.pt");
+    ASSERT_EQ(ddp_strategy_setup_module(s, m), DDP_OK) << last();
+    ASSERT_EQ(ddp_strategy_save_checkpoint_v2(s, ckpt.c_str(), m, nullptr, 0, nullptr, 0, nullptr), DDP_OK) << last();
+    // Into the same kind of hook: fine.
+    EXPECT_EQ(ddp_strategy_load_checkpoint_v2(s, ckpt.c_str(), m, nullptr, 0, nullptr, 0, nullptr, nullptr), DDP_OK)
+        << last();
+    ddp_module_free(m);
+    ddp_strategy_free(s);
+  }
+  for (const ddp_comm_hook* other : {static_cast<const ddp_comm_hook*>(nullptr), static_cast<const ddp_comm_hook*>(localsgd)}) {
+    ddp_strategy* s = one_rank_strategy(other, other ? 2 : 0);  // post-local SGD comes with averaging
+    ddp_module* m = load("two_heads.pt");
+    ASSERT_EQ(ddp_strategy_setup_module(s, m), DDP_OK) << last();
+    EXPECT_EQ(ddp_strategy_load_checkpoint_v2(s, ckpt.c_str(), m, nullptr, 0, nullptr, 0, nullptr, nullptr), DDP_E_IO);
+    EXPECT_TRUE(has(last(), other ? "the state of PowerSGD hook, not post-local SGD's" : "this strategy has no comm hook"))
+        << last();
+    ddp_module_free(m);
+    ddp_strategy_free(s);
+  }
+  ddp_comm_hook_free(psgd);
+  ddp_comm_hook_free(localsgd);
+}
+
 TEST(Seeding, LightningsSeedRulesAndTheDeterministicFlag) {
   unsetenv("PL_GLOBAL_SEED");
   int64_t used = -1;

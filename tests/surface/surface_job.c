@@ -16,6 +16,13 @@
  *
  * With "bench" (bench/run_surface_step.sh), only the training steps run and
  * each rank prints its mean step time over the steps after the first 20.
+ *
+ * Resuming a comm hook's state (SURFACE_HOOK=powersgd or batched: PowerSGD
+ * of rank 1 from step 3, error feedback, warm start): only the training
+ * steps run, dropout seeded per step, and each step prints the loss and a
+ * checksum of the synchronised (compressed) gradients. SURFACE_STOP_AT=K
+ * saves DIR/hook.ckpt after K steps and stops; SURFACE_RESUME=1 goes on
+ * from it to STEPS.
  * DIR holds what export_surface.py writes; the checkpoint goes to
  * DIR/surface.ckpt. Each line: "rank R <what> <hex>".
  */
@@ -89,6 +96,27 @@ static ddp_tensor *class_loss(ddp_tensor *logits, ddp_tensor *y, ddp_tensor *wei
   return l;
 }
 
+/* The sum over every parameter's synchronised gradient, in double. */
+static double grad_checksum(ddp_module *m) {
+  double total = 0;
+  for (size_t k = 0; k < ddp_module_state_count(m); ++k) {
+    const char *name = NULL;
+    int is_param = 0;
+    check(ddp_module_state_name(m, k, &name, &is_param), "state_name");
+    if (!is_param) continue;
+    ddp_tensor *g = NULL, *sum = NULL;
+    check(ddp_module_grad(m, name, &g), "grad");
+    if (!g) continue;
+    check(ddp_tensor_sum(g, NULL, 0, 0, &sum), "grad sum");
+    double v = 0;
+    check(ddp_tensor_item(sum, &v), "item");
+    total += v;
+    ddp_tensor_free(g);
+    ddp_tensor_free(sum);
+  }
+  return total;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: surface_job DIR [STEPS]\n");
@@ -103,8 +131,20 @@ int main(int argc, char **argv) {
   read_file(argv[1], "y.i64", ys, sizeof ys);
   read_file(argv[1], "r.f32", rs, sizeof rs);
 
+  const char *hook_kind = getenv("SURFACE_HOOK");
+  const int stop_at = getenv("SURFACE_STOP_AT") ? atoi(getenv("SURFACE_STOP_AT")) : 0;
+  const int resume = getenv("SURFACE_RESUME") != NULL;
+  ddp_comm_hook *hook = NULL;
+  if (hook_kind) {
+    ddp_powersgd_options po = DDP_POWERSGD_OPTIONS_INIT;
+    po.start_powersgd_iter = 3;
+    po.min_compression_rate = 0;
+    po.batched = strcmp(hook_kind, "batched") == 0;
+    check(ddp_comm_hook_powersgd(&hook, &po), "powersgd");
+  }
   ddp_strategy_options so = DDP_STRATEGY_OPTIONS_INIT;
   so.devices = 2;
+  so.comm_hook = hook;
   so.backend = getenv("SURFACE_BACKEND"); /* NULL: the default */
   so.timeout_ms = 60000;
   ddp_strategy *s = NULL;
@@ -131,11 +171,26 @@ int main(int argc, char **argv) {
   ddp_optimizer *opt = NULL;
   check(ddp_optimizer_new_sgd_groups(&opt, m, &sgd, groups, 2), "optimizer");
   check(ddp_seed_everything(42, 0, NULL), "seed_everything");
+  char ckpt[4096];
+  snprintf(ckpt, sizeof ckpt, "%s/hook.ckpt", argv[1]);
+  int first = 0;
+  if (resume) {
+    ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+    check(ddp_strategy_load_checkpoint_v2(s, ckpt, m, &opt, 1, NULL, 0, &info, NULL), "resume");
+    first = (int)info.step;
+  }
 
   float class_weight[CLASSES] = {1.0f, 2.0f, 0.5f};
   ddp_tensor *weight = blob(class_weight, DDP_FLOAT32, CLASSES, 0);
   const int per_rank = BATCH / world;
-  for (int step = 0; step < steps; ++step) {
+  for (int step = first; step < steps; ++step) {
+    if (hook && step == stop_at && stop_at > 0) {
+      ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+      info.step = step;
+      check(ddp_strategy_save_checkpoint_v2(s, ckpt, m, &opt, 1, NULL, 0, &info), "save at stop");
+      break;
+    }
+    if (hook) check(ddp_seed_everything(1000 + step, 0, NULL), "seed per step");
     if (step == warmup) started = now_ms();
     int64_t rows[BATCH];
     for (int i = 0; i < per_rank; ++i) rows[i] = (step * BATCH + rank * per_rank + i) % N;
@@ -160,11 +215,18 @@ int main(int argc, char **argv) {
     double v = 0;
     check(ddp_tensor_item(loss, &v), "item");
     if (!bench) printf("rank %d step %d loss %a\n", rank, step, v);
+    if (hook) printf("rank %d step %d grads %a\n", rank, step, grad_checksum(m));
     ddp_tensor *all[] = {in[0], in[1], y, r, logits, reg, ce, mse, scaled, loss};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) ddp_tensor_free(all[i]);
     ddp_outputs_free(out);
   }
 
+  if (hook) {
+    fflush(stdout);
+    check(ddp_strategy_teardown(s), "teardown");
+    ddp_comm_hook_free(hook);
+    return 0;
+  }
   if (bench) {
     if (steps > warmup) printf("rank %d step_ms %.4f\n", rank, (now_ms() - started) / (steps - warmup));
     fflush(stdout);
