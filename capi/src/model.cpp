@@ -291,6 +291,22 @@ ddp_status ddp_module_load_state_dict(ddp_module* m, const char* path, int stric
   });
 }
 
+ddp_status ddp_module_load_state_dict_nonstrict(ddp_module* m, const char* path, ddp_buffer** skipped) {
+  if (skipped) *skipped = nullptr;
+  if (!path) return invalid("ddp_module_load_state_dict_nonstrict: path is NULL");
+  return fence([&] {
+    auto* h = require(m, "module");
+    auto result = h->module->load_state_nonstrict(ddp::core::load_state_dict_file(path));
+    if (!skipped) return;
+    std::string text;
+    for (const auto& n : result.missing) text += "missing " + n + "\n";
+    for (const auto& n : result.unexpected) text += "unexpected " + n + "\n";
+    auto b = std::make_unique<ddp_buffer>();
+    b->bytes.assign(text.begin(), text.end());
+    hand_out(skipped, std::move(b));
+  });
+}
+
 ddp_status ddp_optimizer_new_sgd(ddp_optimizer** out, ddp_module* m, const ddp_sgd_options* opts) {
   return make_optimizer(out, m, "ddp_optimizer_new_sgd", [&] { return sgd_spec(opts); });
 }

@@ -230,6 +230,30 @@ void ScriptModule::save(const std::string& path) const {
   });
 }
 
+ScriptModule::Skipped ScriptModule::load_state_nonstrict(const std::vector<NamedTensor>& saved) {
+  auto have = by_name(saved);
+  auto mine = by_name(state());
+  Skipped skipped;
+  for (const auto& m : state()) {
+    auto it = have.find(m.name);
+    if (it == have.end()) {
+      skipped.missing.push_back(m.name);
+    } else if (it->second.sizes() != m.tensor.sizes() || it->second.scalar_type() != m.tensor.scalar_type()) {
+      fail(Status::IO, "module state: '" + m.name + "' was saved with shape " + c10::str(it->second.sizes()) + " " +
+                           c10::toString(it->second.scalar_type()) + ", the module has " + c10::str(m.tensor.sizes()) +
+                           " " + c10::toString(m.tensor.scalar_type()));
+    }
+  }
+  for (const auto& s : saved)
+    if (!mine.count(s.name)) skipped.unexpected.push_back(s.name);
+  at::NoGradGuard no_grad;
+  for (const auto& m : state()) {
+    auto it = have.find(m.name);
+    if (it != have.end()) m.tensor.copy_(it->second);
+  }
+  return skipped;
+}
+
 void ScriptModule::load_state(const std::vector<NamedTensor>& saved) {
   check_state(saved);
   auto have = by_name(saved);

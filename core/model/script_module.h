@@ -72,6 +72,14 @@ class ScriptModule {
   // Status::IO naming the first entry of `saved` this module does not have
   // (PyTorch's "unexpected key" of a strict load_state_dict).
   void check_no_extra(const std::vector<NamedTensor>& saved) const;
+  // PyTorch's load_state_dict(strict=False): copies the entries of `saved`
+  // this module has; Status::IO naming one with another shape or dtype
+  // (then nothing changes). Returns what was skipped.
+  struct Skipped {
+    std::vector<std::string> missing;     // the module's, not in `saved`
+    std::vector<std::string> unexpected;  // in `saved`, not the module's
+  };
+  Skipped load_state_nonstrict(const std::vector<NamedTensor>& saved);
 
   // One parameter or buffer by its dotted name: the module's own tensor
   // (detached; it shares the memory). Status::InvalidArgument naming an

@@ -344,3 +344,42 @@ def test_seed_everything_refuses_out_of_bounds_seeds_like_lightning():
     L = lib()
     assert L.lib.ddp_seed_everything(2 ** 32, 0, None) != 0
     assert b"not in bounds" in L.lib.ddp_last_error_message()
+
+
+def test_nonstrict_state_dict_loading_skips_and_names_what_pytorch_does(data, tmp_path):
+    L = lib()
+    vp = ctypes.c_void_p
+    L.lib.ddp_module_load_state_dict_nonstrict.argtypes = [vp, ctypes.c_char_p, ctypes.POINTER(vp)]
+    L.lib.ddp_buffer_data.argtypes = [vp]
+    L.lib.ddp_buffer_data.restype = vp
+    L.lib.ddp_buffer_size.argtypes = [vp]
+    L.lib.ddp_buffer_size.restype = ctypes.c_size_t
+    L.lib.ddp_buffer_free.argtypes = [vp]
+    path = os.path.join(data, "two_heads.pt")
+    # A state dict from another version of the model: the regression head
+    # gone, an extra head added, the rest changed.
+    sd = {k: v + 1 for k, v in torch.jit.load(path).state_dict().items() if not k.startswith("reg.")}
+    sd["extra.weight"] = torch.zeros(2, 2)
+    f = str(tmp_path / "partial.pt")
+    torch.save(sd, f)
+    python_module = torch.jit.load(path)
+    result = python_module.load_state_dict(torch.load(f, weights_only=True), strict=False)
+    m = L.module(path)
+    report = vp()
+    L.check(L.lib.ddp_module_load_state_dict_nonstrict(m, f.encode(), ctypes.byref(report)), "nonstrict")
+    text = ctypes.string_at(L.lib.ddp_buffer_data(report), L.lib.ddp_buffer_size(report)).decode()
+    L.lib.ddp_buffer_free(report)
+    missing = [l.split(" ", 1)[1] for l in text.splitlines() if l.startswith("missing ")]
+    unexpected = [l.split(" ", 1)[1] for l in text.splitlines() if l.startswith("unexpected ")]
+    assert sorted(missing) == sorted(result.missing_keys) and missing
+    assert sorted(unexpected) == sorted(result.unexpected_keys) == ["extra.weight"]
+    mine = L.module_state(m)
+    for k, v in python_module.state_dict().items():
+        if v.dtype == torch.float32:
+            assert torch.equal(mine[k].reshape(v.shape), v), k
+    # A shape that differs is still refused, and nothing changes.
+    sd["cls.weight"] = torch.zeros(5, 5)
+    torch.save(sd, f)
+    assert L.lib.ddp_module_load_state_dict_nonstrict(m, f.encode(), None) == -8  # DDP_E_IO
+    assert b"'cls.weight' was saved with shape [5, 5]" in L.lib.ddp_last_error_message()
+    L.lib.ddp_module_free(m)

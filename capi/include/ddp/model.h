@@ -155,6 +155,20 @@ DDP_API ddp_status ddp_module_save_state_dict(const ddp_module *m, const char *p
  */
 DDP_API ddp_status ddp_module_load_state_dict(ddp_module *m, const char *path, int strict);
 
+/**
+ * PyTorch's load_state_dict(strict=False), naming what it skipped: the
+ * entries of the file that fit the module (name, shape and dtype) are
+ * copied; the module's entries the file lacks keep their values, and the
+ * file's entries the module does not have are ignored. An entry of both
+ * with another shape or dtype is still DDP_E_IO naming it, and nothing
+ * changes then (as PyTorch's size mismatch).
+ * @param[out] skipped may be NULL; new reference to text with one line per
+ *         skipped entry: "missing <name>" (the module's, not in the file)
+ *         or "unexpected <name>" (the file's, not in the module); empty
+ *         when nothing was skipped.
+ */
+DDP_API ddp_status ddp_module_load_state_dict_nonstrict(ddp_module *m, const char *path, ddp_buffer **skipped);
+
 #define DDP_SGD_OPTIONS_VERSION 1
 
 /** torch.optim.SGD's arguments. Initialise with DDP_SGD_OPTIONS_INIT. */
