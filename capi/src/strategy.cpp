@@ -306,7 +306,13 @@ ddp_status ddp_strategy_barrier(ddp_strategy* s, const char* name) {
 }
 
 ddp_status ddp_strategy_reduce(ddp_strategy* s, ddp_tensor* t, ddp_reduce_op op) {
-  return fence([&] { strategy_of(s).reduce(require(t, "tensor")->t, to_core(op)); });
+  return ddp_strategy_reduce_v2(s, t, op, nullptr);
+}
+
+ddp_status ddp_strategy_reduce_v2(ddp_strategy* s, ddp_tensor* t, ddp_reduce_op op, ddp_group* group) {
+  return fence([&] {
+    strategy_of(s).reduce(require(t, "tensor")->t, to_core(op), group ? require(group, "group")->group : nullptr);
+  });
 }
 
 ddp_status ddp_strategy_broadcast_bytes(ddp_strategy* s, const void* data, size_t len, int src, ddp_buffer** out) {
@@ -322,11 +328,17 @@ ddp_status ddp_strategy_all_gather(ddp_strategy* s, const ddp_tensor* in, ddp_te
 }
 
 ddp_status ddp_strategy_all_gather_v2(ddp_strategy* s, const ddp_tensor* in, int sync_grads, ddp_tensor** out) {
-  if (!out) return invalid("ddp_strategy_all_gather_v2: out is NULL");
+  return ddp_strategy_all_gather_v3(s, in, sync_grads, nullptr, out);
+}
+
+ddp_status ddp_strategy_all_gather_v3(ddp_strategy* s, const ddp_tensor* in, int sync_grads, ddp_group* group,
+                                      ddp_tensor** out) {
+  if (!out) return invalid("ddp_strategy_all_gather: out is NULL");
   *out = nullptr;
   return fence([&] {
     auto& st = strategy_of(s);
-    hand_out(out, wrap_tensor(st.all_gather(require(in, "input")->t, sync_grads != 0)));
+    hand_out(out, wrap_tensor(st.all_gather(require(in, "input")->t, sync_grads != 0,
+                                            group ? require(group, "group")->group : nullptr)));
   });
 }
 

@@ -207,6 +207,8 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   impl->master_addr = env.master_addr;
   impl->node = std::to_string(env.node_rank);
   impl->detail_checks = detail_checks_from_env();
+  static std::atomic<uint64_t> inits{0};
+  impl->job_token = ++inits;
 
   std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   int port = env.master_port;
@@ -253,6 +255,7 @@ std::unique_ptr<Group> Group::new_subgroup(int group_size) {
   impl->master_addr = impl_->master_addr;
   impl->node = impl_->node;
   impl->detail_checks = impl_->detail_checks;
+  impl->job_token = impl_->job_token;
   impl->prefix = impl_->prefix + "/" + sub;
   impl->store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->store);
   impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->monitor_store);
@@ -263,6 +266,7 @@ std::unique_ptr<Group> Group::new_subgroup(int group_size) {
 }
 
 int Group::rank() const { return impl_->rank; }
+bool Group::same_job(const Group& other) const { return impl_->job_token == other.impl_->job_token; }
 int Group::size() const { return impl_->size; }
 const std::string& Group::backend_name() const { return impl_->backend_name; }
 Millis Group::timeout() const { return impl_->timeout; }

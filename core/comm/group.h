@@ -54,6 +54,9 @@ class Group {
 
   int rank() const;
   int size() const;
+  // Whether `other` is this group or a subgroup of the same job (made by
+  // new_subgroup from it or from the group it came from).
+  bool same_job(const Group& other) const;
   const std::string& backend_name() const;
   Millis timeout() const;
   void set_timeout(Millis timeout);

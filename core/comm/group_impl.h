@@ -30,6 +30,10 @@ struct Group::Impl {
   Millis timeout{0};
   Device device{DeviceType::CPU, 0};
   int subgroups_made = 0;
+  // The same for a job's group and every subgroup made from it, and
+  // different for each group init in this process: what says a group
+  // belongs to a job.
+  uint64_t job_token = 0;
   bool detail_checks = false;
   int64_t checks_made = 0;
 

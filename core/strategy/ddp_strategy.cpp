@@ -224,14 +224,24 @@ void DdpStrategy::barrier(const std::string& name) {
   }
 }
 
-void DdpStrategy::reduce(const at::Tensor& t, ReduceOp op) {
-  require_setup("reduce");
-  naming_failed_rank([&] { all_reduce(*group_, t, op)->wait(); });
+const std::shared_ptr<Group>& DdpStrategy::group_or_own(const std::shared_ptr<Group>& group, const char* what) const {
+  if (!group) return group_;
+  check_arg(group->same_job(*group_), std::string("strategy ") + what +
+                                          ": the group is not of this strategy's job (make subgroups from the "
+                                          "strategy's group)");
+  return group;
 }
 
-at::Tensor DdpStrategy::all_gather(const at::Tensor& t, bool sync_grads) {
+void DdpStrategy::reduce(const at::Tensor& t, ReduceOp op, const std::shared_ptr<Group>& group) {
+  require_setup("reduce");
+  const auto& g = group_or_own(group, "reduce");
+  naming_failed_rank([&] { all_reduce(*g, t, op)->wait(); });
+}
+
+at::Tensor DdpStrategy::all_gather(const at::Tensor& t, bool sync_grads, const std::shared_ptr<Group>& group) {
   require_setup("all_gather");
-  return naming_failed_rank([&] { return all_gather_with_grad(group_, sync_grads ? t : t.detach()); });
+  const auto& g = group_or_own(group, "all_gather");
+  return naming_failed_rank([&] { return all_gather_with_grad(g, sync_grads ? t : t.detach()); });
 }
 
 double DdpStrategy::compute_metric(const LoggedMetric& metric) {

@@ -150,11 +150,13 @@ class DdpStrategy {
   // Lightning's barrier(name) and reduce (in place); `name` goes into the
   // message of a failure.
   void barrier(const std::string& name);
-  void reduce(const at::Tensor& t, ReduceOp op);
+  // `group`: a subgroup of this strategy's job (nullptr: the strategy's
+  // group); Status::InvalidArgument for a group of another job.
+  void reduce(const at::Tensor& t, ReduceOp op, const std::shared_ptr<Group>& group = nullptr);
   // Lightning's all_gather: (world, *shape). With sync_grads the result has
   // a backward that hands each rank the sum over ranks of its slice's
   // gradient (comm/all_gather_grad.h).
-  at::Tensor all_gather(const at::Tensor& t, bool sync_grads);
+  at::Tensor all_gather(const at::Tensor& t, bool sync_grads, const std::shared_ptr<Group>& group = nullptr);
   // A logged metric's epoch value over the group (Lightning's sync_dist);
   // collective.
   double compute_metric(const LoggedMetric& metric);
@@ -198,6 +200,8 @@ class DdpStrategy {
  private:
   void require_setup(const char* what) const;
   bool forward_syncs_buffers() const;
+  // `group`, or the strategy's for nullptr; refuses a group of another job.
+  const std::shared_ptr<Group>& group_or_own(const std::shared_ptr<Group>& group, const char* what) const;
   // The comm hook's state of every rank, as a list, on global rank 0
   // (None elsewhere, and for a hook that keeps none). Collective.
   c10::IValue gather_hook_states();

@@ -297,6 +297,19 @@ DDP_API ddp_status ddp_strategy_reduce_boolean_decision(ddp_strategy *s, int dec
  */
 DDP_API ddp_status ddp_strategy_all_gather_v2(ddp_strategy *s, const ddp_tensor *in, int sync_grads, ddp_tensor **out);
 
+/**
+ * Lightning's reduce(tensor, group=..., reduce_op=...) and all_gather(
+ * tensor, group=..., sync_grads=...) over @p group: NULL for the strategy's
+ * own, or a subgroup of its job (ddp_group_new_subgroups on
+ * ddp_strategy_group(s)); the result then has @p group's size. Every rank
+ * of @p group makes the call.
+ * @return DDP_E_INVALID_ARGUMENT for a group of another job (a group made by
+ *         another ddp_group_init), before any communication.
+ */
+DDP_API ddp_status ddp_strategy_reduce_v2(ddp_strategy *s, ddp_tensor *t, ddp_reduce_op op, ddp_group *group);
+DDP_API ddp_status ddp_strategy_all_gather_v3(ddp_strategy *s, const ddp_tensor *in, int sync_grads, ddp_group *group,
+                                             ddp_tensor **out);
+
 #define DDP_CHECKPOINT_INFO_VERSION 1
 
 /** The counters a checkpoint carries beside the state. Initialise with DDP_CHECKPOINT_INFO_INIT. */

@@ -894,4 +894,7 @@ extern "C" {
     pub fn ddp_optimizer_set_group_lr(opt: *mut ddp_optimizer, group: usize, lr: f64) -> ddp_status;
     pub fn ddp_strategy_save_checkpoint_v3(s: *mut ddp_strategy, path: *const c_char, modules: *const *mut ddp_module, prefixes: *const *const c_char, num_modules: usize, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *const ddp_checkpoint_info) -> ddp_status;
     pub fn ddp_strategy_load_checkpoint_v3(s: *mut ddp_strategy, path: *const c_char, modules: *const *mut ddp_module, prefixes: *const *const c_char, num_modules: usize, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *mut ddp_checkpoint_info, user: *mut *mut ddp_buffer) -> ddp_status;
+    pub fn ddp_module_load_state_dict_nonstrict(m: *mut ddp_module, path: *const c_char, skipped: *mut *mut ddp_buffer) -> ddp_status;
+    pub fn ddp_strategy_reduce_v2(s: *mut ddp_strategy, t: *mut ddp_tensor, op: ddp_reduce_op, group: *mut ddp_group) -> ddp_status;
+    pub fn ddp_strategy_all_gather_v3(s: *mut ddp_strategy, input: *const ddp_tensor, sync_grads: c_int, group: *mut ddp_group, out: *mut *mut ddp_tensor) -> ddp_status;
 }
