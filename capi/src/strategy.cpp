@@ -1,6 +1,7 @@
 // The strategy: option checks and handle mapping, then core/strategy.
 #include "ddp/strategy.h"
 
+#include <csignal>
 #include <cstddef>
 #include <cstring>
 
@@ -25,11 +26,13 @@ namespace {
 constexpr size_t kOptionsV1Bytes = offsetof(ddp_strategy_options, gradient_as_bucket_view);
 constexpr size_t kOptionsV2Bytes = offsetof(ddp_strategy_options, precision);
 constexpr size_t kOptionsV3Bytes = offsetof(ddp_strategy_options, state_dict_prefix);
+constexpr size_t kOptionsV4Bytes = offsetof(ddp_strategy_options, requeue_signal);
 
 size_t options_bytes(unsigned int version) {
   return version == 1   ? kOptionsV1Bytes
          : version == 2 ? kOptionsV2Bytes
          : version == 3 ? kOptionsV3Bytes
+         : version == 4 ? kOptionsV4Bytes
                         : sizeof(ddp_strategy_options);
 }
 
@@ -112,6 +115,9 @@ ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
   o.launch_local_ranks = in.kind == DDP_STRATEGY_DDP;
   if (in.backend) o.backend = in.backend;
   if (in.state_dict_prefix) o.state_dict_prefix = in.state_dict_prefix;
+  ddp::core::check_arg(in.requeue_signal >= -1, "ddp_strategy_new: requeue_signal " +
+                                                    std::to_string(in.requeue_signal) + " is not a signal (-1: off)");
+  o.requeue_signal = in.requeue_signal == 0 ? SIGUSR1 : in.requeue_signal < 0 ? 0 : in.requeue_signal;
   if (in.timeout_ms > 0) o.timeout = ddp::core::Millis(in.timeout_ms);
   o.ddp.bucket_cap_mb = in.bucket_cap_mb;
   o.ddp.first_bucket_mb = in.first_bucket_mb;
@@ -279,6 +285,16 @@ ddp_status ddp_strategy_call(ddp_strategy* s, ddp_module* m, const char* method,
     auto* mod = require(m, "module");
     hand_out(out, wrap_outputs(st.call(*mod->module, method ? method : "forward", tensors_of(inputs, num_inputs))));
   });
+}
+
+ddp_status ddp_strategy_requeue_requested(ddp_strategy* s, int* out) {
+  if (!out) return invalid("ddp_strategy_requeue_requested: out is NULL");
+  *out = 0;
+  return fence([&] { *out = strategy_of(s).requeue_requested() ? 1 : 0; });
+}
+
+ddp_status ddp_strategy_requeue(ddp_strategy* s) {
+  return fence([&] { strategy_of(s).requeue(); });
 }
 
 ddp_status ddp_strategy_backward(ddp_strategy* s, const ddp_tensor* loss) {

@@ -13,6 +13,7 @@
 #include "memory/host_cache.h"
 #include "reducer/autograd_hooks.h"
 #include "strategy/logged_metric.h"
+#include "strategy/slurm_requeue.h"
 #include "strategy/popen_launcher.h"
 #include "strategy/sync_batchnorm.h"
 #include "tensor/tensors.h"
@@ -97,6 +98,26 @@ void DdpStrategy::setup_environment(const ClusterEnv& env) {
   group_ = std::shared_ptr<Group>(Group::init(env, g));
   env_ = env;
   host_cache_ = std::make_unique<HostCacheUse>(host_cache_bytes);
+  // Lightning installs its SLURM requeue handler when it runs under SLURM
+  // (SLURMEnvironment's auto_requeue).
+  if (env.name == "slurm" && opts_.requeue_signal > 0)
+    requeue_signal_ = std::make_unique<RequeueSignal>(opts_.requeue_signal);
+}
+
+bool DdpStrategy::requeue_requested() {
+  require_setup("requeue_requested");
+  const bool mine = requeue_signal_ && requeue_signal_->received();
+  // Any rank's signal stops every rank at the same step.
+  return naming_failed_rank([&] {
+    auto p = reduce_boolean_decision(*group_, mine, /*all=*/false);
+    p->wait();
+    return p->decision;
+  });
+}
+
+void DdpStrategy::requeue() {
+  require_setup("requeue");
+  on_rank_zero("requeue", "requeue the job", [&] { slurm_requeue(slurm_job_to_requeue(), Millis(60000)); });
 }
 
 template <typename F>
@@ -440,6 +461,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
 }
 
 void DdpStrategy::teardown() {
+  requeue_signal_.reset();
   sync_batchnorm_.reset();
   sync_batchnorm_layers_ = 0;
   averager_.reset();

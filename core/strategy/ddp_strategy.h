@@ -25,6 +25,7 @@
 namespace ddp::core {
 
 class HostCacheUse;
+class RequeueSignal;
 class LoggedMetric;
 class SyncBatchNormBinding;
 class ModelAverager;
@@ -68,6 +69,10 @@ struct StrategyOptions {
   // model`): checkpoints name the module's state with it, as Lightning's
   // state_dict does, and loading takes names with or without it.
   std::string state_dict_prefix;
+  // Lightning's SLURM auto-requeue: under the SLURM environment, this
+  // signal (SLURM's --signal; 0: none) is caught from setup_environment to
+  // teardown; see requeue_requested.
+  int requeue_signal = 10;  // SIGUSR1 on Linux
 };
 
 // The counters a checkpoint carries beside the state (Lightning's epoch,
@@ -191,6 +196,15 @@ class DdpStrategy {
   // checkpoint IO; every rank learns the outcome.
   void remove_checkpoint(const std::string& path);
 
+  // Whether the requeue signal reached any rank (SLURM's warning before the
+  // time limit): a collective decision, so that every rank saves and stops
+  // at the same step. False outside SLURM or without the signal.
+  bool requeue_requested();
+  // Global rank 0 asks SLURM to requeue the job (scontrol requeue, the
+  // array task's id or SLURM_JOB_ID, as Lightning); every rank learns the
+  // outcome (Status::IO naming the failure on every rank).
+  void requeue();
+
   // Undoes setup: the engine, the averager, the group, and (when this
   // process started the other local ranks) waits up to the timeout for them
   // to end; Status::WorkerFailed names one that failed. A later
@@ -235,6 +249,7 @@ class DdpStrategy {
   std::unique_ptr<ModelAverager> averager_;
   std::unique_ptr<PopenLauncher> launcher_;
   std::unique_ptr<HostCacheUse> host_cache_;
+  std::unique_ptr<RequeueSignal> requeue_signal_;  // under SLURM, from setup_environment to teardown
   std::unique_ptr<SyncBatchNormBinding> sync_batchnorm_;  // from setup_module to teardown
   int sync_batchnorm_layers_ = 0;  // CPU accelerator: from setup_environment to teardown
 };

@@ -112,8 +112,8 @@ typedef struct ddp_checkpoint_io {
  * the default. A caller built against an earlier version keeps working:
  * libddp reads and writes only that version's fields for it, and its
  * defaults (devices 1) are kept. */
-/* 4 added state_dict_prefix. */
-#define DDP_STRATEGY_OPTIONS_VERSION 4
+/* 4 added state_dict_prefix; 5 requeue_signal. */
+#define DDP_STRATEGY_OPTIONS_VERSION 5
 
 /** DDPStrategy's arguments, with Lightning's and PyTorch's defaults. Initialise with DDP_STRATEGY_OPTIONS_INIT. */
 typedef struct ddp_strategy_options {
@@ -151,13 +151,17 @@ typedef struct ddp_strategy_options {
   const char *state_dict_prefix; /**< NULL: none. The LightningModule's attribute holding the model, with its dot ("net."
                                       for `self.net = model`): checkpoint state_dict names carry it, as Lightning's do, and
                                       loading takes names with or without it. Copied by ddp_strategy_new */
+  /* version 5 */
+  int requeue_signal;            /**< 0: SIGUSR1. Lightning's SLURM auto-requeue: under the SLURM environment this signal
+                                      (sbatch --signal=USR1@90) is caught from setup_environment to teardown, and
+                                      ddp_strategy_requeue_requested reports it; -1: off (the signal keeps its handler) */
 } ddp_strategy_options;
 
 #define DDP_STRATEGY_OPTIONS_INIT                                                                                   \
   {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, 0, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0, 0, 0, 0, \
-   NULL, 0.0, DDP_CLIP_NORM, NULL, NULL, NULL, NULL}
+   NULL, 0.0, DDP_CLIP_NORM, NULL, NULL, NULL, NULL, 0}
 
-/** Fills @p opts with the defaults of @p version (1 to 4; an earlier version writes only its own fields, devices 1). */
+/** Fills @p opts with the defaults of @p version (1 to 5; an earlier version writes only its own fields, devices 1). */
 DDP_API ddp_status ddp_strategy_options_init(ddp_strategy_options *opts, unsigned int version);
 
 /**
@@ -410,6 +414,31 @@ DDP_API ddp_status ddp_strategy_save_module(ddp_strategy *s, const char *path, c
  * failure is DDP_E_IO on every rank.
  */
 DDP_API ddp_status ddp_strategy_remove_checkpoint(ddp_strategy *s, const char *path);
+
+/**
+ * Whether SLURM's requeue signal (the option requeue_signal) reached any
+ * rank: collective, so every rank sees the same answer at the same step.
+ * Lightning's handling, from C:
+ * @code
+ *   int requeue = 0;
+ *   ddp_strategy_requeue_requested(s, &requeue);   // e.g. after each step
+ *   if (requeue) {
+ *     ddp_strategy_save_checkpoint_v2(s, "hpc_ckpt.ckpt", ...);
+ *     ddp_strategy_requeue(s);                      // scontrol requeue
+ *     break;                                        // the requeued job resumes from it
+ *   }
+ * @endcode
+ * @param[out] out 1 when it came, else 0 (always 0 outside SLURM or with requeue_signal -1).
+ */
+DDP_API ddp_status ddp_strategy_requeue_requested(ddp_strategy *s, int *out);
+
+/**
+ * Global rank 0 runs `scontrol requeue <job>` (the job id Lightning uses:
+ * SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID for an array task, else
+ * SLURM_JOB_ID), waiting at most a minute. Collective: a failure (no
+ * scontrol, its exit status, no job id) is DDP_E_IO naming it on every rank.
+ */
+DDP_API ddp_status ddp_strategy_requeue(ddp_strategy *s);
 
 /** Undoes setup (the engine, the group, the host cache); a later setup_environment starts again. */
 DDP_API ddp_status ddp_strategy_teardown(ddp_strategy *s);

@@ -359,6 +359,7 @@ mutable struct StrategyOptions
     cluster_callbacks::Ptr{ClusterCallbacks}
     checkpoint_io::Ptr{CheckpointIO}
     state_dict_prefix::Cstring
+    requeue_signal::Cint
 end
 
 """A TorchScript module saved by torch.jit.save."""
@@ -426,8 +427,8 @@ end
 
 function Strategy(; devices::Integer=1, timeout_ms::Integer=0, find_unused_parameters::Bool=false)
     o = StrategyOptions(0, 0, 0, 0, Cstring(C_NULL), 0, 0, 0, 0, 0, C_NULL, 0, 0, 0, 0, 0,
-                        Cstring(C_NULL), 0, 0, C_NULL, C_NULL, C_NULL, Cstring(C_NULL))
-    @check ccall((:ddp_strategy_options_init, libddp), Cint, (Ref{StrategyOptions}, Cuint), o, 4)
+                        Cstring(C_NULL), 0, 0, C_NULL, C_NULL, C_NULL, Cstring(C_NULL), 0)
+    @check ccall((:ddp_strategy_options_init, libddp), Cint, (Ref{StrategyOptions}, Cuint), o, 5)
     o.devices = devices
     o.timeout_ms = timeout_ms
     o.find_unused_parameters = find_unused_parameters

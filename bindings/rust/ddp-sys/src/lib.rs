@@ -205,7 +205,7 @@ pub const DDP_STRATEGY_DDP: ddp_strategy_kind = 0;
 pub const DDP_STRATEGY_DDP_FORK: ddp_strategy_kind = 2;
 pub const DDP_STRATEGY_DDP_SPAWN: ddp_strategy_kind = 1;
 pub const DDP_STRATEGY_KIND_FORCE_INT: ddp_strategy_kind = 2147483647;
-pub const DDP_STRATEGY_OPTIONS_VERSION: u32 = 4;
+pub const DDP_STRATEGY_OPTIONS_VERSION: u32 = 5;
 pub type ddp_strategy_kind = c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -390,6 +390,7 @@ pub struct ddp_strategy_options {
     pub cluster_callbacks: *const ddp_cluster_callbacks,
     pub checkpoint_io: *const ddp_checkpoint_io,
     pub state_dict_prefix: *const c_char,
+    pub requeue_signal: c_int,
 }
 
 #[link(name = "ddp")]
@@ -897,4 +898,6 @@ extern "C" {
     pub fn ddp_module_load_state_dict_nonstrict(m: *mut ddp_module, path: *const c_char, skipped: *mut *mut ddp_buffer) -> ddp_status;
     pub fn ddp_strategy_reduce_v2(s: *mut ddp_strategy, t: *mut ddp_tensor, op: ddp_reduce_op, group: *mut ddp_group) -> ddp_status;
     pub fn ddp_strategy_all_gather_v3(s: *mut ddp_strategy, input: *const ddp_tensor, sync_grads: c_int, group: *mut ddp_group, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_strategy_requeue_requested(s: *mut ddp_strategy, out: *mut c_int) -> ddp_status;
+    pub fn ddp_strategy_requeue(s: *mut ddp_strategy) -> ddp_status;
 }
