@@ -123,6 +123,8 @@ ddp::core::StrategyOptions options_of(const ddp_strategy_options* opts) {
   o.ddp.first_bucket_mb = in.first_bucket_mb;
   o.ddp.find_unused_parameters = in.find_unused_parameters != 0;
   o.ddp.gradient_as_bucket_view = in.gradient_as_bucket_view != 0;
+  o.ddp.join_enabled = in.join_enabled != 0;
+  o.ddp.divide_by_initial_world_size = in.divide_by_initial_world_size != 0;
   o.broadcast_buffers = in.broadcast_buffers != 0;
   o.model_averaging_period = in.model_averaging_period;
   o.model_averaging_warmup = in.model_averaging_warmup;
@@ -291,6 +293,10 @@ ddp_status ddp_strategy_requeue_requested(ddp_strategy* s, int* out) {
   if (!out) return invalid("ddp_strategy_requeue_requested: out is NULL");
   *out = 0;
   return fence([&] { *out = strategy_of(s).requeue_requested() ? 1 : 0; });
+}
+
+ddp_status ddp_strategy_join(ddp_strategy* s) {
+  return fence([&] { strategy_of(s).join(); });
 }
 
 ddp_status ddp_strategy_requeue(ddp_strategy* s) {

@@ -314,14 +314,21 @@ int Reducer::count_active(bool active) {
 void Reducer::begin_step_if_needed() {
   if (step_begun_) return;
   step_begun_ = true;
-  divisor_ = opts_.join_enabled ? count_active(true) : group_.size();
+  divisor_ = group_.size();
+  if (opts_.join_enabled) {
+    int active = count_active(true);
+    if (!opts_.divide_by_initial_world_size) divisor_ = active;
+  }
 }
 
-void Reducer::join() {
+bool Reducer::join(const std::function<void()>& each_step) {
   if (!opts_.join_enabled) fail(Status::State, "join: create the reducer with join_enabled on every rank");
   if (step_in_progress()) fail(Status::State, "join: a step is in progress; finish it first");
   // Shadow the others: each of their steps is one count plus the buckets in order.
+  bool shadowed = false;
   while (count_active(false) > 0) {
+    shadowed = true;
+    if (each_step) each_step();
     for (size_t b = 0; b < buckets_.size(); ++b) {
       buckets_[b].flat.zero_();
       if (hook_) {
@@ -331,6 +338,7 @@ void Reducer::join() {
       }
     }
   }
+  return shadowed;
 }
 
 void Reducer::mark_ready(size_t i) {

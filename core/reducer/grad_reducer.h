@@ -11,6 +11,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ struct ReducerOptions {
   // ran out of data can join() and shadow the others' reductions. Every rank
   // must use the same setting.
   bool join_enabled = false;
+  // With join_enabled: average over the group's size, the joined ranks
+  // counting as zeros (PyTorch's Join default, divide_by_initial_world_size
+  // = True), rather than over the ranks still training.
+  bool divide_by_initial_world_size = false;
   // PyTorch's static_graph: the first synchronised step only counts how
   // often each gradient is marked ready, and reduces every bucket at its
   // end (unmarked gradients as zeros). From then on the set of gradients and
@@ -88,7 +93,14 @@ class Reducer {
   void set_gradient_source(std::unique_ptr<GradientSource> source);
   // This rank has no more data: shadow the other ranks' steps (count 0,
   // zero buckets) until every rank has joined. Needs join_enabled.
-  void join();
+  // `each_step` runs in each shadowed step between the count and the
+  // buckets (what the others do in their forward: the buffer broadcast).
+  // Returns whether it shadowed any step (false: this rank joined last).
+  bool join(const std::function<void()>& each_step = {});
+  // With join_enabled, the step's count of ranks still training, where a
+  // synchronised step begins (the strategy's forward, as PyTorch's DDP
+  // counts in its forward); otherwise the first gradient's mark counts.
+  void begin_synchronised_step() { begin_step_if_needed(); }
   bool sync() const { return sync_; }
 
   size_t size() const { return grads_.size(); }

@@ -157,8 +157,8 @@ void DdpStrategy::setup_module(ScriptModule& module) {
     if (w.module == &module) fail(Status::State, "strategy: this module is set up already; teardown first");
   // A comm hook's state (PowerSGD's error feedback, post-local SGD's step)
   // and the model averager follow one module's gradients and parameters.
-  if (!wrapped_.empty() && (opts_.comm_hook || opts_.model_averaging_period > 0))
-    fail(Status::Unsupported, "strategy: a second module cannot be set up with a comm hook or model averaging "
+  if (!wrapped_.empty() && (opts_.comm_hook || opts_.model_averaging_period > 0 || opts_.ddp.join_enabled))
+    fail(Status::Unsupported, "strategy: a second module cannot be set up with a comm hook, model averaging or join "
                               "(they follow one module)");
   module.to(root_device());
   precision_->convert_module(module, to_aten_device(root_device()));
@@ -214,9 +214,52 @@ bool DdpStrategy::forward_syncs_buffers() const {
 ModuleOutputs DdpStrategy::call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs) {
   require_setup("forward");
   return naming_failed_rank([&] {
-    if (forward_syncs_buffers())
-      for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
+    // Join: a synchronised step starts with the count of ranks still
+    // training (PyTorch's DDP counts in its forward), which the joined
+    // ranks match; the buffers then come from the highest such rank.
+    const bool joining = opts_.ddp.join_enabled && at::GradMode::is_enabled() && sync_enabled_;
+    if (joining)
+      for (auto& w : wrapped_)
+        if (w.module == &module) w.reducer->begin_synchronised_step();
+    const auto buffers = module.buffers();
+    if (forward_syncs_buffers() && !buffers.empty()) {
+      const int src = joining ? common_rank(true) : 0;
+      for (auto& b : buffers) broadcast(*group_, b, src)->wait();
+    }
     return precision_->call(module, method, inputs);  // moved to root_device, where setup placed the module
+  });
+}
+
+int DdpStrategy::common_rank(bool candidate) {
+  // PyTorch's DDP._find_common_rank: the highest rank that is a candidate.
+  at::Tensor t = at::full({1}, candidate ? group_->rank() : -1, at::TensorOptions().dtype(at::kLong))
+                     .to(to_aten_device(root_device()));
+  all_reduce(*group_, t, ReduceOp::Max)->wait();
+  const int64_t r = t.item<int64_t>();
+  if (r < 0) fail(Status::State, "join: no rank is a candidate to broadcast from");
+  return static_cast<int>(r);
+}
+
+void DdpStrategy::join() {
+  require_setup("join");
+  if (!opts_.ddp.join_enabled) fail(Status::State, "strategy: join needs the option join_enabled on every rank");
+  if (wrapped_.size() != 1) fail(Status::State, "strategy: join needs exactly one module set up");
+  WrappedModule& w = wrapped_.front();
+  ScriptModule& module = *const_cast<ScriptModule*>(w.module);
+  naming_failed_rank([&] {
+    // Shadow each step the others still take: their count, their buffer
+    // broadcast, their gradient buckets (zeros from here).
+    const bool buffers = opts_.broadcast_buffers && group_->size() > 1 && !module.buffers().empty();
+    const bool shadowed = w.reducer->join([&] {
+      if (!buffers) return;
+      const int src = common_rank(false);
+      for (auto& b : module.buffers()) broadcast(*group_, b, src)->wait();
+    });
+    // Join's post hook: every rank takes the model of the (highest) rank
+    // that joined last, which took every step.
+    const int src = common_rank(!shadowed);
+    at::NoGradGuard no_grad;
+    for (auto& t : module.state()) broadcast(*group_, t.tensor, src)->wait();
   });
 }
 

@@ -43,7 +43,7 @@ struct StrategyOptions {
   bool launch_local_ranks = true;
   std::string backend;                       // "": nccl for CUDA, else gloo
   Millis timeout{1800 * 1000};               // Lightning's default_pg_timeout
-  ReducerOptions ddp;                        // bucket caps, find_unused_parameters, ...
+  ReducerOptions ddp;                        // bucket caps, find_unused_parameters, join_enabled, ...
   bool broadcast_buffers = true;             // as PyTorch's DDP: rank 0's buffers before each forward
   std::shared_ptr<CommHook> comm_hook;       // nullptr: the built-in all-reduce
   // Post-local SGD: average the parameters every `period` optimizer steps
@@ -196,6 +196,12 @@ class DdpStrategy {
   // checkpoint IO; every rank learns the outcome.
   void remove_checkpoint(const std::string& path);
 
+  // PyTorch's Join for uneven inputs (the option ddp.join_enabled): this
+  // rank has no more batches; it shadows the others' steps until every
+  // rank has joined, then every rank takes the model of the rank that
+  // joined last. Collective over the ranks that are still training.
+  void join();
+
   // Whether the requeue signal reached any rank (SLURM's warning before the
   // time limit): a collective decision, so that every rank saves and stops
   // at the same step. False outside SLURM or without the signal.
@@ -214,6 +220,8 @@ class DdpStrategy {
  private:
   void require_setup(const char* what) const;
   bool forward_syncs_buffers() const;
+  // PyTorch's DDP._find_common_rank: the highest rank with `candidate` set. Collective.
+  int common_rank(bool candidate);
   // `group`, or the strategy's for nullptr; refuses a group of another job.
   const std::shared_ptr<Group>& group_or_own(const std::shared_ptr<Group>& group, const char* what) const;
   // The comm hook's state of every rank, as a list, on global rank 0

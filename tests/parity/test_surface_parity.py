@@ -16,6 +16,8 @@ same wheel.
 - gan_job (C): two modules, each with its own engine, and two optimizers in
   one strategy, a GAN step in DCGAN's order: both losses every step
   bitwise PyTorch DDP's with one DistributedDataParallel per module.
+- join_job (C): uneven batches and ddp_strategy_join, bitwise PyTorch's
+  Join (losses, final state), with and without divide_by_initial_world_size.
 - Each loss of ddp_loss_compute with its arguments, and the arithmetic,
   against torch.nn.functional and torch: values and input gradients.
 - ddp_seed_everything(42) then dropout: the masks torch.manual_seed(42)
@@ -140,6 +142,32 @@ def test_powersgd_resumed_from_a_checkpoint_compresses_as_an_uninterrupted_run(d
     saved = torch.load(os.path.join(data, "hook.ckpt"), weights_only=True)["libddp"]["comm_hook"]
     assert len(saved) == 2 and saved[0]["iter"] == 8
     assert not torch.equal(saved[0]["buckets"][0]["error"], saved[1]["buckets"][0]["error"])  # each rank its own
+
+
+@pytest.mark.parametrize("divide", ["1", "0"])
+@pytest.mark.parametrize("model", ["gen.pt", "norm.pt"])
+def test_join_with_uneven_batches_equals_pytorchs_join(data, model, divide):
+    """6 batches on rank 0, 4 on rank 1, then join: every step's loss and
+    the final state on both ranks (the last joiner's) bitwise PyTorch's Join,
+    with divide_by_initial_world_size on and off, without and with buffers
+    (a batch norm's, broadcast from the highest rank still training)."""
+    job = subprocess.run([os.path.join(BUILD, "tests", "join_job"), data, model], capture_output=True, text=True,
+                         timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1", JOIN_DIVIDE=divide))
+    assert job.returncode == 0, job.stderr + job.stdout
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, os.path.join(SURFACE, "join_reference.py"), model],
+                              env=dict(os.environ, RANK=str(r), WORLD_SIZE="2", TORCH_PORT=str(port),
+                                       OMP_NUM_THREADS="1", JOIN_DIVIDE=divide),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = []
+    for p in procs:
+        o, e = p.communicate(timeout=300)
+        assert p.returncode == 0, e
+        outs.append(o)
+    mine, theirs = lines_by_rank(job.stdout), lines_by_rank("\n".join(outs))
+    assert len(mine["0"]) == 7 and len(mine["1"]) == 5
+    assert mine == theirs
+    assert mine["0"][-1] == mine["1"][-1]  # one model after the join
 
 
 def lib():

@@ -58,6 +58,22 @@ class Discriminator(nn.Module):
         return self.net(x)
 
 
+class NormNet(nn.Module):
+    """Noise to the GAN's REAL features through a batch norm (buffers): the Join test's second model."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(LATENT, 8), nn.BatchNorm1d(8), nn.Linear(8, REAL))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z)
+
+
+def make_norm_net():
+    torch.manual_seed(21)
+    return NormNet()
+
+
 def make_gan():
     torch.manual_seed(9)
     return Generator(), Discriminator()

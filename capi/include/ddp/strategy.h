@@ -112,7 +112,7 @@ typedef struct ddp_checkpoint_io {
  * the default. A caller built against an earlier version keeps working:
  * libddp reads and writes only that version's fields for it, and its
  * defaults (devices 1) are kept. */
-/* 4 added state_dict_prefix; 5 requeue_signal. */
+/* 4 added state_dict_prefix; 5 requeue_signal, join_enabled and divide_by_initial_world_size. */
 #define DDP_STRATEGY_OPTIONS_VERSION 5
 
 /** DDPStrategy's arguments, with Lightning's and PyTorch's defaults. Initialise with DDP_STRATEGY_OPTIONS_INIT. */
@@ -155,11 +155,16 @@ typedef struct ddp_strategy_options {
   int requeue_signal;            /**< 0: SIGUSR1. Lightning's SLURM auto-requeue: under the SLURM environment this signal
                                       (sbatch --signal=USR1@90) is caught from setup_environment to teardown, and
                                       ddp_strategy_requeue_requested reports it; -1: off (the signal keeps its handler) */
+  int join_enabled;              /**< 0; 1: PyTorch's Join for uneven inputs: a rank out of batches calls
+                                      ddp_strategy_join. Every forward with gradients on is then followed by a
+                                      backward, and one module is set up. The same on every rank */
+  int divide_by_initial_world_size; /**< 1 (Join's default): gradients averaged over the world size, joined ranks
+                                      counting as zeros; 0: over the ranks still training */
 } ddp_strategy_options;
 
 #define DDP_STRATEGY_OPTIONS_INIT                                                                                   \
   {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, 0, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0, 0, 0, 0, \
-   NULL, 0.0, DDP_CLIP_NORM, NULL, NULL, NULL, NULL, 0}
+   NULL, 0.0, DDP_CLIP_NORM, NULL, NULL, NULL, NULL, 0, 0, 1}
 
 /** Fills @p opts with the defaults of @p version (1 to 5; an earlier version writes only its own fields, devices 1). */
 DDP_API ddp_status ddp_strategy_options_init(ddp_strategy_options *opts, unsigned int version);
@@ -414,6 +419,18 @@ DDP_API ddp_status ddp_strategy_save_module(ddp_strategy *s, const char *path, c
  * failure is DDP_E_IO on every rank.
  */
 DDP_API ddp_status ddp_strategy_remove_checkpoint(ddp_strategy *s, const char *path);
+
+/**
+ * PyTorch's Join (the option join_enabled): this rank has no more batches.
+ * It shadows the steps the other ranks still take (their count of ranks
+ * training, their buffer broadcast, their gradient all-reduces, with zeros
+ * from here) until every rank has called it; then every rank takes the
+ * parameters and buffers of the rank that joined last (the highest, when
+ * several), as Join's post hook does, and the call returns. Every rank
+ * calls it once, after its last step.
+ * @return DDP_E_STATE without join_enabled, or with other than one module.
+ */
+DDP_API ddp_status ddp_strategy_join(ddp_strategy *s);
 
 /**
  * Whether SLURM's requeue signal (the option requeue_signal) reached any

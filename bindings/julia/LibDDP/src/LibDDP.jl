@@ -360,6 +360,8 @@ mutable struct StrategyOptions
     checkpoint_io::Ptr{CheckpointIO}
     state_dict_prefix::Cstring
     requeue_signal::Cint
+    join_enabled::Cint
+    divide_by_initial_world_size::Cint
 end
 
 """A TorchScript module saved by torch.jit.save."""
@@ -427,7 +429,7 @@ end
 
 function Strategy(; devices::Integer=1, timeout_ms::Integer=0, find_unused_parameters::Bool=false)
     o = StrategyOptions(0, 0, 0, 0, Cstring(C_NULL), 0, 0, 0, 0, 0, C_NULL, 0, 0, 0, 0, 0,
-                        Cstring(C_NULL), 0, 0, C_NULL, C_NULL, C_NULL, Cstring(C_NULL), 0)
+                        Cstring(C_NULL), 0, 0, C_NULL, C_NULL, C_NULL, Cstring(C_NULL), 0, 0, 1)
     @check ccall((:ddp_strategy_options_init, libddp), Cint, (Ref{StrategyOptions}, Cuint), o, 5)
     o.devices = devices
     o.timeout_ms = timeout_ms

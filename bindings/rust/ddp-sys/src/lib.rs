@@ -391,6 +391,8 @@ pub struct ddp_strategy_options {
     pub checkpoint_io: *const ddp_checkpoint_io,
     pub state_dict_prefix: *const c_char,
     pub requeue_signal: c_int,
+    pub join_enabled: c_int,
+    pub divide_by_initial_world_size: c_int,
 }
 
 #[link(name = "ddp")]
@@ -900,4 +902,5 @@ extern "C" {
     pub fn ddp_strategy_all_gather_v3(s: *mut ddp_strategy, input: *const ddp_tensor, sync_grads: c_int, group: *mut ddp_group, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_strategy_requeue_requested(s: *mut ddp_strategy, out: *mut c_int) -> ddp_status;
     pub fn ddp_strategy_requeue(s: *mut ddp_strategy) -> ddp_status;
+    pub fn ddp_strategy_join(s: *mut ddp_strategy) -> ddp_status;
 }
