@@ -20,6 +20,8 @@
 
 #include <ddp/ddp.h>
 
+#include "job_util.h"
+
 #define N 96
 #define FEATURES 8
 #define LATENT 4
@@ -27,24 +29,6 @@
 #define PER_RANK 8
 
 static float xs[N * FEATURES], zs[N * LATENT];
-
-static void check(ddp_status st, const char *what) {
-  if (st != DDP_OK) {
-    fprintf(stderr, "gan_job: %s: %s (status %d)\n", what, ddp_last_error_message(), (int)st);
-    exit(2);
-  }
-}
-
-static void read_file(const char *dir, const char *name, void *dst, size_t bytes) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "rb");
-  if (!f || fread(dst, 1, bytes, f) != bytes) {
-    fprintf(stderr, "gan_job: cannot read %s\n", path);
-    exit(2);
-  }
-  fclose(f);
-}
 
 static ddp_module *load(ddp_strategy *s, const char *dir, const char *name) {
   char path[4096];
@@ -70,6 +54,7 @@ static ddp_tensor *bce(ddp_tensor *logits, ddp_tensor *target) {
 }
 
 int main(int argc, char **argv) {
+  job_name = "gan_job";
   if (argc < 2) {
     fprintf(stderr, "usage: gan_job DIR [STEPS]\n");
     return 2;

@@ -14,14 +14,9 @@
 
 #include <ddp/ddp.h>
 
-static int failures = 0;
+#include "job_util.h"
 
-static void check(ddp_status st, const char *what) {
-  if (st != DDP_OK) {
-    fprintf(stderr, "group_job: %s: %s (status %d)\n", what, ddp_last_error_message(), (int)st);
-    exit(2);
-  }
-}
+static int failures = 0;
 
 static void expect(int ok, int rank, const char *what) {
   if (!ok) {
@@ -31,6 +26,7 @@ static void expect(int ok, int rank, const char *what) {
 }
 
 int main(void) {
+  job_name = "group_job";
   ddp_strategy_options so = DDP_STRATEGY_OPTIONS_INIT;
   so.devices = 4;
   so.timeout_ms = 30000;

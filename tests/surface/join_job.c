@@ -16,6 +16,8 @@
 
 #include <ddp/ddp.h>
 
+#include "job_util.h"
+
 #define N 96
 #define FEATURES 8
 #define LATENT 4
@@ -24,25 +26,8 @@
 
 static float xs[N * FEATURES], zs[N * LATENT];
 
-static void check(ddp_status st, const char *what) {
-  if (st != DDP_OK) {
-    fprintf(stderr, "join_job: %s: %s (status %d)\n", what, ddp_last_error_message(), (int)st);
-    exit(2);
-  }
-}
-
-static void read_file(const char *dir, const char *name, void *dst, size_t bytes) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "rb");
-  if (!f || fread(dst, 1, bytes, f) != bytes) {
-    fprintf(stderr, "join_job: cannot read %s\n", path);
-    exit(2);
-  }
-  fclose(f);
-}
-
 int main(int argc, char **argv) {
+  job_name = "join_job";
   if (argc < 3) {
     fprintf(stderr, "usage: join_job DIR MODEL\n");
     return 2;

@@ -15,14 +15,10 @@
 
 #include <ddp/ddp.h>
 
-static void check(ddp_status st, const char *what) {
-  if (st != DDP_OK) {
-    fprintf(stderr, "requeue_job: %s: %s (status %d)\n", what, ddp_last_error_message(), (int)st);
-    exit(2);
-  }
-}
+#include "job_util.h"
 
 int main(int argc, char **argv) {
+  job_name = "requeue_job";
   if (argc < 2) return 2;
   const int raise_at = atoi(getenv("REQUEUE_RAISE_AT") ? getenv("REQUEUE_RAISE_AT") : "3");
   const int raise_rank = atoi(getenv("REQUEUE_RAISE_RANK") ? getenv("REQUEUE_RAISE_RANK") : "1");

@@ -33,6 +33,8 @@
 
 #include <ddp/ddp.h>
 
+#include "job_util.h"
+
 #define N 96
 #define FEATURES 8
 #define SIDE 4
@@ -48,24 +50,6 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void check(ddp_status st, const char *what) {
-  if (st != DDP_OK) {
-    fprintf(stderr, "surface_job: %s: %s (status %d)\n", what, ddp_last_error_message(), (int)st);
-    exit(2);
-  }
-}
-
-static void read_file(const char *dir, const char *name, void *dst, size_t bytes) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "rb");
-  if (!f || fread(dst, 1, bytes, f) != bytes) {
-    fprintf(stderr, "surface_job: cannot read %s\n", path);
-    exit(2);
-  }
-  fclose(f);
 }
 
 /* Rows `rows` (n of them) of a row-major table with `width` columns, copied into `dst`. */
@@ -118,6 +102,7 @@ static double grad_checksum(ddp_module *m) {
 }
 
 int main(int argc, char **argv) {
+  job_name = "surface_job";
   if (argc < 2) {
     fprintf(stderr, "usage: surface_job DIR [STEPS]\n");
     return 2;
