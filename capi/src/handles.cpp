@@ -104,4 +104,15 @@ std::vector<at::Tensor> tensors_of(const ddp_tensor* const* handles, size_t n) {
   return out;
 }
 
+std::vector<ddp::core::NamedTensor> keywords_of(const char* const* names, const ddp_tensor* const* values, size_t n) {
+  if (n > 0 && (!names || !values))
+    fail(DDP_E_INVALID_ARGUMENT, "kw_names or kw_values is NULL with " + std::to_string(n) + " keywords");
+  std::vector<ddp::core::NamedTensor> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (!names[i]) fail(DDP_E_INVALID_ARGUMENT, "keyword " + std::to_string(i) + "'s name is NULL");
+    out.push_back({names[i], require(values[i], ("keyword '" + std::string(names[i]) + "'").c_str())->t});
+  }
+  return out;
+}
+
 }  // namespace ddp::capi

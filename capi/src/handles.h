@@ -165,5 +165,7 @@ std::unique_ptr<ddp_tensor> wrap_tensor(at::Tensor t);
 std::unique_ptr<ddp_outputs> wrap_outputs(ddp::core::ModuleOutputs o);
 // The tensors behind `n` handles (each live; NULL `handles` only with n 0).
 std::vector<at::Tensor> tensors_of(const ddp_tensor* const* handles, size_t n);
+// Keyword inputs: `n` names and tensors (NULL arrays only with n 0).
+std::vector<ddp::core::NamedTensor> keywords_of(const char* const* names, const ddp_tensor* const* values, size_t n);
 
 }  // namespace ddp::capi

@@ -280,12 +280,19 @@ ddp_status ddp_strategy_forward(ddp_strategy* s, ddp_module* m, const ddp_tensor
 
 ddp_status ddp_strategy_call(ddp_strategy* s, ddp_module* m, const char* method, const ddp_tensor* const* inputs,
                              size_t num_inputs, ddp_outputs** out) {
+  return ddp_strategy_call_v2(s, m, method, inputs, num_inputs, nullptr, nullptr, 0, out);
+}
+
+ddp_status ddp_strategy_call_v2(ddp_strategy* s, ddp_module* m, const char* method, const ddp_tensor* const* inputs,
+                                size_t num_inputs, const char* const* kw_names, const ddp_tensor* const* kw_values,
+                                size_t num_kw, ddp_outputs** out) {
   if (!out) return invalid("ddp_strategy_call: out is NULL");
   *out = nullptr;
   return fence([&] {
     auto& st = strategy_of(s);
     auto* mod = require(m, "module");
-    hand_out(out, wrap_outputs(st.call(*mod->module, method ? method : "forward", tensors_of(inputs, num_inputs))));
+    hand_out(out, wrap_outputs(st.call(*mod->module, method ? method : "forward", tensors_of(inputs, num_inputs),
+                                       keywords_of(kw_names, kw_values, num_kw))));
   });
 }
 

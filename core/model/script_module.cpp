@@ -66,7 +66,8 @@ ModuleOutputs flatten_outputs(const c10::IValue& out, const std::string& method)
 
 }  // namespace
 
-ModuleOutputs ScriptModule::call(const std::string& method, const std::vector<at::Tensor>& inputs) {
+ModuleOutputs ScriptModule::call(const std::string& method, const std::vector<at::Tensor>& inputs,
+                                 const std::vector<NamedTensor>& keywords) {
   auto m = impl_->module.find_method(method);
   check_arg(m.has_value(), "module: no method named '" + method + "'");
   // The schema's first argument is self; the defaults may fill the tail.
@@ -74,14 +75,30 @@ ModuleOutputs ScriptModule::call(const std::string& method, const std::vector<at
   const size_t takes = args.empty() ? 0 : args.size() - 1;
   size_t required = takes;
   while (required > 0 && args[required].default_value()) --required;
-  check_arg(inputs.size() >= required && inputs.size() <= takes,
+  // With keywords, TorchScript's own matching names what is missing or unknown.
+  check_arg(inputs.size() <= takes && (!keywords.empty() || inputs.size() >= required),
             "module " + method + ": " + std::to_string(inputs.size()) + " inputs given, the method takes " +
                 (required == takes ? std::to_string(takes) : std::to_string(required) + " to " + std::to_string(takes)));
+  auto on_device = [&](const at::Tensor& t, const std::string& what) {
+    check_arg(t.defined(), "module " + method + ": " + what + " is undefined");
+    return t.device() == impl_->device ? t : t.to(impl_->device);
+  };
   std::vector<c10::IValue> stack;
   stack.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    check_arg(inputs[i].defined(), "module " + method + ": input " + std::to_string(i) + " is undefined");
-    stack.emplace_back(inputs[i].device() == impl_->device ? inputs[i] : inputs[i].to(impl_->device));
+  for (size_t i = 0; i < inputs.size(); ++i) stack.emplace_back(on_device(inputs[i], "input " + std::to_string(i)));
+  torch::jit::Kwargs kwargs;
+  for (const auto& k : keywords) {
+    check_arg(!kwargs.count(k.name), "module " + method + ": keyword '" + k.name + "' is given twice");
+    size_t at = 1;
+    while (at < args.size() && args[at].name() != k.name) ++at;
+    if (at == args.size()) {
+      std::string names;
+      for (size_t i = 1; i < args.size(); ++i) names += (i > 1 ? ", " : "") + args[i].name();
+      fail(Status::InvalidArgument, "module " + method + ": no argument named '" + k.name + "' (it takes " +
+                                        (names.empty() ? "none" : names) + ")");
+    }
+    check_arg(at > inputs.size(), "module " + method + ": argument '" + k.name + "' is given by position and by keyword");
+    kwargs[k.name] = on_device(k.tensor, "keyword '" + k.name + "'");
   }
   c10::IValue out;
   // TorchScript's optimising executor turns the graph into differentiable
@@ -96,7 +113,7 @@ ModuleOutputs ScriptModule::call(const std::string& method, const std::vector<at
   torch::jit::GraphOptimizerEnabledGuard as_recorded(false);
   parked_error.reset();
   try {
-    out = (*m)(std::move(stack));
+    out = (*m)(std::move(stack), kwargs);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -42,7 +42,10 @@ class ScriptModule {
   // input count outside what the method takes (its defaults fill the
   // rest), the module's own refusal of an input, or an output that is not
   // one of ModuleOutputs' shapes.
-  ModuleOutputs call(const std::string& method, const std::vector<at::Tensor>& inputs);
+  // `keywords`: inputs by the method's argument names (Python's keyword
+  // arguments); TorchScript's matching names an unknown or missing one.
+  ModuleOutputs call(const std::string& method, const std::vector<at::Tensor>& inputs,
+                     const std::vector<NamedTensor>& keywords = {});
   void train(bool on);
   void to(Device device);
   // Casts the floating-point parameters and buffers to `dtype` (a true

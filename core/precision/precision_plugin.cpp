@@ -95,17 +95,21 @@ at::Tensor PrecisionPlugin::forward(ScriptModule& module, const at::Tensor& inpu
 }
 
 ModuleOutputs PrecisionPlugin::call(ScriptModule& module, const std::string& method,
-                                    const std::vector<at::Tensor>& inputs) {
+                                    const std::vector<at::Tensor>& inputs, const std::vector<NamedTensor>& keywords) {
   switch (choice_.precision) {
     case Precision::Fp32True:
-      return module.call(method, inputs);
+      return module.call(method, inputs, keywords);
     case Precision::Bf16True:
     case Precision::Fp16True: {
       // HalfPrecision.convert_input: floating inputs in the parameters' dtype.
+      auto convert = [&](const at::Tensor& t) {
+        return t.defined() && t.is_floating_point() ? t.to(half_type(choice_.precision)) : t;
+      };
       std::vector<at::Tensor> cast;
-      for (const auto& t : inputs)
-        cast.push_back(t.defined() && t.is_floating_point() ? t.to(half_type(choice_.precision)) : t);
-      return module.call(method, cast);
+      for (const auto& t : inputs) cast.push_back(convert(t));
+      std::vector<NamedTensor> cast_keywords;
+      for (const auto& k : keywords) cast_keywords.push_back({k.name, convert(k.tensor)});
+      return module.call(method, cast, cast_keywords);
     }
     case Precision::Bf16Mixed:
     case Precision::Fp16Mixed:
@@ -115,7 +119,7 @@ ModuleOutputs PrecisionPlugin::call(ScriptModule& module, const std::string& met
   {
     // The module moves the inputs to its device: autocast for that device.
     AutocastScope autocast(device_type_, half_type(choice_.precision));
-    out = module.call(method, inputs);
+    out = module.call(method, inputs, keywords);
   }
   for (auto& t : out.tensors)
     if (t.is_floating_point()) t = t.to(at::kFloat);

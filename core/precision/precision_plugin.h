@@ -63,7 +63,8 @@ class PrecisionPlugin {
   // under autocast).
   at::Tensor forward(ScriptModule& module, const at::Tensor& input);
   // The same for any method with any number of inputs and outputs.
-  ModuleOutputs call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs);
+  ModuleOutputs call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs,
+                     const std::vector<NamedTensor>& keywords = {});
   // The loss backward runs on (scaled by the gradient scaler).
   at::Tensor pre_backward(const at::Tensor& loss) const;
   // Unscales, clips, runs `step` unless the scaler found a gradient that is

@@ -211,7 +211,8 @@ bool DdpStrategy::forward_syncs_buffers() const {
   return opts_.broadcast_buffers && group_->size() > 1 && at::GradMode::is_enabled() && sync_enabled_;
 }
 
-ModuleOutputs DdpStrategy::call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs) {
+ModuleOutputs DdpStrategy::call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs,
+                                const std::vector<NamedTensor>& keywords) {
   require_setup("forward");
   return naming_failed_rank([&] {
     // Join: a synchronised step starts with the count of ranks still
@@ -226,7 +227,7 @@ ModuleOutputs DdpStrategy::call(ScriptModule& module, const std::string& method,
       const int src = joining ? common_rank(true) : 0;
       for (auto& b : buffers) broadcast(*group_, b, src)->wait();
     }
-    return precision_->call(module, method, inputs);  // moved to root_device, where setup placed the module
+    return precision_->call(module, method, inputs, keywords);  // moved to root_device, where setup placed the module
   });
 }
 

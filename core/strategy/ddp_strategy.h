@@ -143,7 +143,8 @@ class DdpStrategy {
   at::Tensor forward(ScriptModule& module, const at::Tensor& input);
   // The same for the module's method `method` with several inputs and
   // outputs (ScriptModule::call).
-  ModuleOutputs call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs);
+  ModuleOutputs call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs,
+                     const std::vector<NamedTensor>& keywords = {});
   // loss.backward() (the loss scaled by the precision's gradient scaler):
   // the engine all-reduces the gradients as they become ready, unless
   // block_backward_sync is on.

@@ -245,6 +245,30 @@ TEST_F(SurfaceModules, DictOutputsNamedMethodsAndParameterGradients) {
   const ddp_tensor* swapped[2] = {ts, tx};
   EXPECT_EQ(ddp_module_call(m, "forward", swapped, 2, &e), DDP_E_INVALID_ARGUMENT);
   EXPECT_TRUE(has(last(), "module forward")) << last();
+  // Keyword inputs: the same outputs as by position; unknown, doubled and missing ones named.
+  const char* names[1] = {"s"};
+  const ddp_tensor* values[1] = {ts};
+  ddp_outputs *kw = nullptr, *pos = nullptr;
+  ddp_tensor *kw_logits = nullptr, *pos_logits = nullptr;
+  ASSERT_EQ(ddp_seed_everything(5, 0, nullptr), DDP_OK);  // the same dropout draws for both
+  ASSERT_EQ(ddp_module_call(m, "forward", in, 2, &pos), DDP_OK) << last();
+  ASSERT_EQ(ddp_seed_everything(5, 0, nullptr), DDP_OK);
+  ASSERT_EQ(ddp_module_call_v2(m, "forward", in, 1, names, values, 1, &kw), DDP_OK) << last();
+  ASSERT_EQ(ddp_outputs_get(kw, "logits", &kw_logits), DDP_OK);
+  ASSERT_EQ(ddp_outputs_get(pos, "logits", &pos_logits), DDP_OK);
+  EXPECT_EQ(std::memcmp(ddp_tensor_data(kw_logits), ddp_tensor_data(pos_logits), ddp_tensor_nbytes(pos_logits)), 0);
+  for (ddp_tensor* t : {kw_logits, pos_logits}) ddp_tensor_free(t);
+  ddp_outputs_free(kw);
+  ddp_outputs_free(pos);
+  kw = nullptr;
+  const char* wrong[1] = {"side"};
+  EXPECT_EQ(ddp_module_call_v2(m, "forward", in, 1, wrong, values, 1, &kw), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "side")) << last();
+  EXPECT_EQ(ddp_module_call_v2(m, "forward", in, 2, names, values, 1, &kw), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "'s'")) << last();
+  EXPECT_EQ(ddp_module_call_v2(m, "forward", nullptr, 0, names, values, 1, &kw), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "'x'")) << last();
+  EXPECT_EQ(kw, nullptr);
   // The one-tensor forward refuses a dict output, pointing at the call.
   ddp_tensor* single = nullptr;
   EXPECT_EQ(ddp_module_forward(m, tx, &single), DDP_E_INVALID_ARGUMENT);

@@ -54,6 +54,16 @@ DDP_API ddp_status ddp_module_forward(ddp_module *m, const ddp_tensor *input, dd
 DDP_API ddp_status ddp_module_call(ddp_module *m, const char *method, const ddp_tensor *const *inputs,
                                    size_t num_inputs, ddp_outputs **out);
 
+/**
+ * ddp_module_call with keyword inputs too: @p kw_values[i] is given as the
+ * method's argument named @p kw_names[i] (Python's keyword arguments).
+ * @return DDP_E_INVALID_ARGUMENT naming an unknown keyword, one given twice
+ *         or also given by position, or an argument given by neither.
+ */
+DDP_API ddp_status ddp_module_call_v2(ddp_module *m, const char *method, const ddp_tensor *const *inputs,
+                                      size_t num_inputs, const char *const *kw_names,
+                                      const ddp_tensor *const *kw_values, size_t num_kw, ddp_outputs **out);
+
 /** @return the number of tensors @p o holds (1 for a single tensor); 0 for an invalid handle. */
 DDP_API size_t ddp_outputs_count(const ddp_outputs *o);
 

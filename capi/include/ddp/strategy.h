@@ -261,6 +261,12 @@ DDP_API ddp_status ddp_strategy_forward(ddp_strategy *s, ddp_module *m, const dd
 DDP_API ddp_status ddp_strategy_call(ddp_strategy *s, ddp_module *m, const char *method, const ddp_tensor *const *inputs,
                                      size_t num_inputs, ddp_outputs **out);
 
+/** ddp_strategy_call with keyword inputs too (see ddp_module_call_v2). */
+DDP_API ddp_status ddp_strategy_call_v2(ddp_strategy *s, ddp_module *m, const char *method,
+                                        const ddp_tensor *const *inputs, size_t num_inputs,
+                                        const char *const *kw_names, const ddp_tensor *const *kw_values,
+                                        size_t num_kw, ddp_outputs **out);
+
 /** loss.backward(): the gradients are averaged over the ranks as they become ready. Collective. */
 DDP_API ddp_status ddp_strategy_backward(ddp_strategy *s, const ddp_tensor *loss);
 

@@ -903,4 +903,6 @@ extern "C" {
     pub fn ddp_strategy_requeue_requested(s: *mut ddp_strategy, out: *mut c_int) -> ddp_status;
     pub fn ddp_strategy_requeue(s: *mut ddp_strategy) -> ddp_status;
     pub fn ddp_strategy_join(s: *mut ddp_strategy) -> ddp_status;
+    pub fn ddp_module_call_v2(m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: usize, kw_names: *const *const c_char, kw_values: *const *const ddp_tensor, num_kw: usize, out: *mut *mut ddp_outputs) -> ddp_status;
+    pub fn ddp_strategy_call_v2(s: *mut ddp_strategy, m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: usize, kw_names: *const *const c_char, kw_values: *const *const ddp_tensor, num_kw: usize, out: *mut *mut ddp_outputs) -> ddp_status;
 }
