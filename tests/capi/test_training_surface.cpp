@@ -81,7 +81,7 @@ TEST(TensorOps, BadInputIsNamed) {
   EXPECT_EQ(out, nullptr);
   EXPECT_EQ(ddp_tensor_binary(static_cast<ddp_binary_op>(99), ta, ta, &out), DDP_E_INVALID_ARGUMENT);
   EXPECT_TRUE(has(last(), "99")) << last();
-  EXPECT_EQ(ddp_tensor_unary(static_cast<ddp_unary_op>(-1), ta, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_tensor_unary(static_cast<ddp_unary_op>(77), ta, &out), DDP_E_INVALID_ARGUMENT);
   EXPECT_EQ(ddp_tensor_binary(DDP_OP_ADD, ta, nullptr, &out), DDP_E_INVALID_ARGUMENT);
   double v;
   EXPECT_EQ(ddp_tensor_item(ta, &v), DDP_E_INVALID_ARGUMENT);
