@@ -149,6 +149,24 @@ ddp_status ddp_module_load(ddp_module** out, const char* path) {
   });
 }
 
+ddp_status ddp_module_from_tensors(ddp_module** out, const char* const* names, ddp_tensor* const* tensors,
+                                   const int* is_buffer, size_t n) {
+  if (!out) return invalid("ddp_module_from_tensors: out is NULL");
+  *out = nullptr;
+  if (n > 0 && (!names || !tensors)) return invalid("ddp_module_from_tensors: names or tensors is NULL");
+  return fence([&] {
+    std::vector<ddp::core::NamedTensor> params, buffers;
+    for (size_t i = 0; i < n; ++i) {
+      if (!names[i]) fail(DDP_E_INVALID_ARGUMENT, "ddp_module_from_tensors: name " + std::to_string(i) + " is NULL");
+      const at::Tensor& t = require(tensors[i], ("tensor '" + std::string(names[i]) + "'").c_str())->t;
+      (is_buffer && is_buffer[i] ? buffers : params).push_back({names[i], t});
+    }
+    auto h = std::make_unique<ddp_module>();
+    h->module = ddp::core::ScriptModule::from_tensors(params, buffers);
+    hand_out(out, std::move(h));
+  });
+}
+
 ddp_status ddp_module_forward(ddp_module* m, const ddp_tensor* input, ddp_tensor** out) {
   if (!out) return invalid("ddp_module_forward: out is NULL");
   *out = nullptr;

@@ -302,6 +302,27 @@ ddp_status ddp_strategy_requeue_requested(ddp_strategy* s, int* out) {
   return fence([&] { *out = strategy_of(s).requeue_requested() ? 1 : 0; });
 }
 
+ddp_status ddp_strategy_forward_begin(ddp_strategy* s, ddp_module* m) {
+  return fence([&] { strategy_of(s).forward_begin(*require(m, "module")->module); });
+}
+
+ddp_status ddp_strategy_forward_end(ddp_strategy* s) {
+  return fence([&] { strategy_of(s).forward_end(); });
+}
+
+ddp_status ddp_strategy_optimizer_step_fn(ddp_strategy* s, int (*step)(void* user_data), void* user_data, int* stepped) {
+  if (stepped) *stepped = 0;
+  if (!step) return invalid("ddp_strategy_optimizer_step_fn: step is NULL");
+  return fence([&] {
+    bool ran = strategy_of(s).optimizer_step([&] {
+      int rc = step(user_data);
+      if (rc != 0) fail(DDP_E_INVALID_ARGUMENT, "ddp_strategy_optimizer_step_fn: the step callback returned " +
+                                                    std::to_string(rc));
+    });
+    if (stepped) *stepped = ran ? 1 : 0;
+  });
+}
+
 ddp_status ddp_strategy_join(ddp_strategy* s) {
   return fence([&] { strategy_of(s).join(); });
 }

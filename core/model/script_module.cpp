@@ -19,9 +19,73 @@ struct ScriptModule::Impl {
   // parameters and buffers with `module`.
   std::optional<torch::jit::Module> as_loaded;
   at::Device device{at::kCPU};  // where to() put it
+  bool caller_owned = false;     // from_tensors
 };
 
 ScriptModule::ScriptModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+namespace {
+
+// "fc1.weight" -> {"fc1", "weight"}; an empty part is refused.
+std::vector<std::string> name_parts(const std::string& name) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (;;) {
+    size_t dot = name.find('.', start);
+    parts.push_back(name.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    check_arg(!parts.back().empty(), "model: the name '" + name + "' has an empty part");
+    if (dot == std::string::npos) return parts;
+    start = dot + 1;
+  }
+}
+
+// A submodule's class name: TorchScript wants identifiers, and Sequential's
+// children are named 0, 1, ...
+std::string class_path(const std::vector<std::string>& parts, size_t n) {
+  std::string path = "__torch__.libddp.caller_model";
+  for (size_t i = 0; i < n; ++i) path += ".m_" + parts[i];
+  return path;
+}
+
+}  // namespace
+
+std::unique_ptr<ScriptModule> ScriptModule::from_tensors(const std::vector<NamedTensor>& parameters,
+                                                         const std::vector<NamedTensor>& buffers) {
+  auto impl = std::make_unique<Impl>();
+  impl->module = torch::jit::Module(c10::QualifiedName(class_path({}, 0)));
+  impl->caller_owned = true;
+  std::map<std::string, bool> leaves;  // every full name, and whether it is a tensor (else a submodule)
+  auto add = [&](const NamedTensor& t, bool is_buffer) {
+    const std::string what = is_buffer ? "buffer" : "parameter";
+    check_arg(t.tensor.defined(), "model: " + what + " '" + t.name + "' is undefined");
+    check_arg(is_buffer || t.tensor.is_leaf(),
+              "model: parameter '" + t.name + "' is not a leaf tensor (the result of an operation, not a weight)");
+    auto parts = name_parts(t.name);
+    torch::jit::Module at = impl->module;
+    std::string prefix;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      prefix += (i ? "." : "") + parts[i];
+      auto seen = leaves.find(prefix);
+      check_arg(seen == leaves.end() || !seen->second,
+                "model: '" + prefix + "' is a tensor and also holds '" + t.name + "'");
+      if (seen == leaves.end()) {
+        at.register_module(parts[i], torch::jit::Module(c10::QualifiedName(class_path(parts, i + 1))));
+        leaves[prefix] = false;
+      }
+      at = at.attr(parts[i]).toModule();
+    }
+    check_arg(!leaves.count(t.name), "model: the name '" + t.name + "' is given twice, or is also a submodule's");
+    leaves[t.name] = true;
+    at.register_parameter(parts.back(), t.tensor, is_buffer);
+  };
+  for (const auto& p : parameters) add(p, false);
+  for (const auto& b : buffers) add(b, true);
+  auto first = !parameters.empty() ? parameters.front().tensor : !buffers.empty() ? buffers.front().tensor : at::Tensor();
+  if (first.defined()) impl->device = first.device();
+  return std::unique_ptr<ScriptModule>(new ScriptModule(std::move(impl)));
+}
+
+bool ScriptModule::caller_owned() const { return impl_->caller_owned; }
 ScriptModule::~ScriptModule() = default;
 
 std::unique_ptr<ScriptModule> ScriptModule::load(const std::string& path) {
@@ -233,6 +297,8 @@ void ScriptModule::set(const std::string& name, const at::Tensor& value) {
 }
 
 void ScriptModule::save(const std::string& path) const {
+  check_arg(!impl_->caller_owned, "module " + path + ": a model given as tensors has no TorchScript code to export; "
+                                  "save its state dict (ddp_module_save_state_dict) or a checkpoint");
   write_file_atomically(path, [&](const std::function<void(const void*, size_t)>& sink) {
     try {
       torch::jit::ExportModule(impl_->as_loaded ? *impl_->as_loaded : impl_->module, [&](const void* data, size_t n) {

@@ -31,6 +31,19 @@ class ScriptModule {
  public:
   // Throws Status::IO naming the path when it is not a loadable TorchScript file.
   static std::unique_ptr<ScriptModule> load(const std::string& path);
+  // A model the caller owns and runs itself (a LibTorch torch::nn::Module,
+  // JavaCPP's or tch-rs's tensors): its dotted-name parameters and buffers,
+  // shared, not copied, held as a module without methods, so that the
+  // strategy sets it up, synchronises and checkpoints it as it does a
+  // TorchScript module, under the same names a Python module with the same
+  // attributes has. Status::InvalidArgument naming an undefined tensor, a
+  // name given twice or that is also another's prefix ("fc" and
+  // "fc.weight"), an empty name part, or a parameter that is not a leaf.
+  static std::unique_ptr<ScriptModule> from_tensors(const std::vector<NamedTensor>& parameters,
+                                                    const std::vector<NamedTensor>& buffers);
+  // Made by from_tensors: it has no methods, and it is never moved or cast
+  // (the caller's tensors are the model).
+  bool caller_owned() const;
   ~ScriptModule();
 
   // An input on another device than the module's is moved there first (a

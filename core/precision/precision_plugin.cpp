@@ -126,6 +126,11 @@ ModuleOutputs PrecisionPlugin::call(ScriptModule& module, const std::string& met
   return out;
 }
 
+std::shared_ptr<void> PrecisionPlugin::forward_context() const {
+  if (choice_.precision != Precision::Bf16Mixed && choice_.precision != Precision::Fp16Mixed) return nullptr;
+  return std::make_shared<AutocastScope>(device_type_, half_type(choice_.precision));
+}
+
 at::Tensor PrecisionPlugin::pre_backward(const at::Tensor& loss) const {
   return scaler_ ? scaler_->scale(loss) : loss;
 }

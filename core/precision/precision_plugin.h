@@ -65,6 +65,10 @@ class PrecisionPlugin {
   // The same for any method with any number of inputs and outputs.
   ModuleOutputs call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs,
                      const std::vector<NamedTensor>& keywords = {});
+  // The forward's precision context for a model the caller runs itself:
+  // autocast for the mixed precisions (its output is the caller's to cast),
+  // nothing otherwise; it lasts as long as the returned object.
+  std::shared_ptr<void> forward_context() const;
   // The loss backward runs on (scaled by the gradient scaler).
   at::Tensor pre_backward(const at::Tensor& loss) const;
   // Unscales, clips, runs `step` unless the scaler found a gradient that is

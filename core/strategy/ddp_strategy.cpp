@@ -160,9 +160,25 @@ void DdpStrategy::setup_module(ScriptModule& module) {
   if (!wrapped_.empty() && (opts_.comm_hook || opts_.model_averaging_period > 0 || opts_.ddp.join_enabled))
     fail(Status::Unsupported, "strategy: a second module cannot be set up with a comm hook, model averaging or join "
                               "(they follow one module)");
-  module.to(root_device());
-  precision_->convert_module(module, to_aten_device(root_device()));
-  if (opts_.sync_batchnorm) {
+  if (module.caller_owned()) {
+    // The caller's tensors are the model: never moved or cast here.
+    const at::Device root = to_aten_device(root_device());
+    const auto half = precision_->choice().precision == Precision::Bf16True   ? at::kBFloat16
+                      : precision_->choice().precision == Precision::Fp16True ? at::kHalf
+                                                                             : at::ScalarType::Undefined;
+    for (const auto& t : module.state()) {
+      check_arg(t.tensor.device() == root, "setup_module: '" + t.name + "' is on " + t.tensor.device().str() +
+                                               ", the strategy's root device is " + root.str());
+      check_arg(half == at::ScalarType::Undefined || !t.tensor.is_floating_point() || t.tensor.scalar_type() == half,
+                "setup_module: '" + t.name + "' is " + std::string(c10::toString(t.tensor.scalar_type())) + "; " +
+                    precision_->choice().name + " needs the model cast to " + c10::toString(half) + " first");
+    }
+    precision_->prepare(root);
+  } else {
+    module.to(root_device());
+    precision_->convert_module(module, to_aten_device(root_device()));
+  }
+  if (opts_.sync_batchnorm && !module.caller_owned()) {
     // Lightning converts in setup, as SyncBatchNorm.convert_sync_batchnorm.
     if (!sync_batchnorm_) sync_batchnorm_ = std::make_unique<SyncBatchNormBinding>(group_);
     sync_batchnorm_layers_ += convert_sync_batchnorm(module, *sync_batchnorm_);
@@ -211,23 +227,58 @@ bool DdpStrategy::forward_syncs_buffers() const {
   return opts_.broadcast_buffers && group_->size() > 1 && at::GradMode::is_enabled() && sync_enabled_;
 }
 
+void DdpStrategy::pre_forward(ScriptModule& module) {
+  // Join: a synchronised step starts with the count of ranks still
+  // training (PyTorch's DDP counts in its forward), which the joined ranks
+  // match; the buffers then come from the highest such rank.
+  const bool joining = opts_.ddp.join_enabled && at::GradMode::is_enabled() && sync_enabled_;
+  if (joining)
+    for (auto& w : wrapped_)
+      if (w.module == &module) w.reducer->begin_synchronised_step();
+  const auto buffers = module.buffers();
+  if (forward_syncs_buffers() && !buffers.empty()) {
+    const int src = joining ? common_rank(true) : 0;
+    for (auto& b : buffers) broadcast(*group_, b, src)->wait();
+  }
+}
+
 ModuleOutputs DdpStrategy::call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs,
                                 const std::vector<NamedTensor>& keywords) {
   require_setup("forward");
+  check_arg(!module.caller_owned(), "strategy forward: the model was given as tensors; run its forward yourself "
+                                    "between forward_begin and forward_end");
   return naming_failed_rank([&] {
-    // Join: a synchronised step starts with the count of ranks still
-    // training (PyTorch's DDP counts in its forward), which the joined
-    // ranks match; the buffers then come from the highest such rank.
-    const bool joining = opts_.ddp.join_enabled && at::GradMode::is_enabled() && sync_enabled_;
-    if (joining)
-      for (auto& w : wrapped_)
-        if (w.module == &module) w.reducer->begin_synchronised_step();
-    const auto buffers = module.buffers();
-    if (forward_syncs_buffers() && !buffers.empty()) {
-      const int src = joining ? common_rank(true) : 0;
-      for (auto& b : buffers) broadcast(*group_, b, src)->wait();
-    }
+    pre_forward(module);
     return precision_->call(module, method, inputs, keywords);  // moved to root_device, where setup placed the module
+  });
+}
+
+void DdpStrategy::forward_begin(ScriptModule& module) {
+  require_setup("forward_begin");
+  if (forward_context_) fail(Status::State, "strategy: forward_begin again before forward_end");
+  naming_failed_rank([&] { pre_forward(module); });
+  forward_context_ = precision_->forward_context();
+  if (!forward_context_) forward_context_ = std::make_shared<int>(0);  // open, without a context to hold
+}
+
+void DdpStrategy::forward_end() {
+  if (!forward_context_) fail(Status::State, "strategy: forward_end without forward_begin");
+  forward_context_.reset();
+}
+
+std::vector<at::Tensor> DdpStrategy::all_parameters() const {
+  std::vector<at::Tensor> out;
+  for (const auto& w : wrapped_) out.insert(out.end(), w.params.begin(), w.params.end());
+  return out;
+}
+
+bool DdpStrategy::optimizer_step(const std::function<void()>& step) {
+  require_setup("optimizer_step");
+  if (wrapped_.empty()) fail(Status::State, "strategy: optimizer_step before setup_module");
+  return naming_failed_rank([&] {
+    bool stepped = precision_->optimizer_step(all_parameters(), step);
+    if (averager_) averager_->step(wrapped_.front().params);
+    return stepped;
   });
 }
 
@@ -505,6 +556,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
 }
 
 void DdpStrategy::teardown() {
+  forward_context_.reset();
   requeue_signal_.reset();
   sync_batchnorm_.reset();
   sync_batchnorm_layers_ = 0;

@@ -145,6 +145,17 @@ class DdpStrategy {
   // outputs (ScriptModule::call).
   ModuleOutputs call(ScriptModule& module, const std::string& method, const std::vector<at::Tensor>& inputs,
                      const std::vector<NamedTensor>& keywords = {});
+  // For a model the caller runs itself (ScriptModule::from_tensors): what
+  // forward does before running the module (Join's count, the buffer
+  // broadcast) and then the precision's context (autocast for the mixed
+  // precisions), until forward_end. Status::State for a second
+  // forward_begin before forward_end.
+  void forward_begin(ScriptModule& module);
+  void forward_end();
+  // optimizer_step for the caller's own optimizer: the precision's step
+  // (unscale, clip, skip on inf or NaN) around `step`, then the model
+  // averager's, over the parameters of the modules set up.
+  bool optimizer_step(const std::function<void()>& step);
   // loss.backward() (the loss scaled by the precision's gradient scaler):
   // the engine all-reduces the gradients as they become ready, unless
   // block_backward_sync is on.
@@ -221,6 +232,10 @@ class DdpStrategy {
  private:
   void require_setup(const char* what) const;
   bool forward_syncs_buffers() const;
+  // The part of forward before the module runs: Join's count, the buffers.
+  void pre_forward(ScriptModule& module);
+  // The parameters of every module set up (what clipping and the scaler see).
+  std::vector<at::Tensor> all_parameters() const;
   // PyTorch's DDP._find_common_rank: the highest rank with `candidate` set. Collective.
   int common_rank(bool candidate);
   // `group`, or the strategy's for nullptr; refuses a group of another job.
@@ -258,7 +273,8 @@ class DdpStrategy {
   std::unique_ptr<ModelAverager> averager_;
   std::unique_ptr<PopenLauncher> launcher_;
   std::unique_ptr<HostCacheUse> host_cache_;
-  std::unique_ptr<RequeueSignal> requeue_signal_;  // under SLURM, from setup_environment to teardown
+  std::unique_ptr<RequeueSignal> requeue_signal_;
+  std::shared_ptr<void> forward_context_;  // forward_begin to forward_end  // under SLURM, from setup_environment to teardown
   std::unique_ptr<SyncBatchNormBinding> sync_batchnorm_;  // from setup_module to teardown
   int sync_batchnorm_layers_ = 0;  // CPU accelerator: from setup_environment to teardown
 };

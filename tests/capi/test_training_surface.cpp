@@ -393,6 +393,81 @@ TEST_F(SurfaceModules, ACommHooksStateResumesOnlyIntoTheSameKindOfHook) {
   ddp_comm_hook_free(localsgd);
 }
 
+TEST(CallerOwnedModels, TensorsByNameAreTheModelAndMistakesAreNamed) {
+  float w[6] = {1, 2, 3, 4, 5, 6}, b[2] = {0.5f, -0.5f}, mean[2] = {0, 0};
+  ddp_tensor *tw = blob(w, {2, 3}), *tb = blob(b, {2}), *tm = blob(mean, {2});
+  ASSERT_EQ(ddp_tensor_set_requires_grad(tw, 1), DDP_OK);
+  ASSERT_EQ(ddp_tensor_set_requires_grad(tb, 1), DDP_OK);
+  const char* names[3] = {"fc.weight", "fc.bias", "norm.running_mean"};
+  ddp_tensor* tensors[3] = {tw, tb, tm};
+  const int is_buffer[3] = {0, 0, 1};
+  ddp_module* m = nullptr;
+  ASSERT_EQ(ddp_module_from_tensors(&m, names, tensors, is_buffer, 3), DDP_OK) << last();
+  ASSERT_EQ(ddp_module_state_count(m), 3u);
+  const char* name = nullptr;
+  int is_param = -1;
+  ASSERT_EQ(ddp_module_state_name(m, 2, &name, &is_param), DDP_OK);
+  EXPECT_STREQ(name, "norm.running_mean");
+  EXPECT_EQ(is_param, 0);
+  // The caller's memory is the model: a set writes into it.
+  float nw[6] = {9, 9, 9, 9, 9, 9};
+  ddp_tensor* tnw = blob(nw, {2, 3});
+  ASSERT_EQ(ddp_module_set(m, "fc.weight", tnw), DDP_OK) << last();
+  EXPECT_EQ(w[5], 9.0f);
+  // It has no forward of its own and no TorchScript to export.
+  ddp_outputs* o = nullptr;
+  const ddp_tensor* in[1] = {tb};
+  EXPECT_EQ(ddp_module_call(m, nullptr, in, 1, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "no method named 'forward'")) << last();
+  EXPECT_EQ(ddp_module_save(m, "/tmp/never.pt"), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "no TorchScript code to export")) << last();
+  ddp_module_free(m);
+
+  ddp_module* bad = nullptr;
+  const char* twice[2] = {"fc.weight", "fc.weight"};
+  EXPECT_EQ(ddp_module_from_tensors(&bad, twice, tensors, nullptr, 2), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "'fc.weight' is given twice")) << last();
+  const char* nested[2] = {"fc", "fc.bias"};
+  EXPECT_EQ(ddp_module_from_tensors(&bad, nested, tensors, nullptr, 2), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "'fc' is a tensor and also holds 'fc.bias'")) << last();
+  const char* empty_part[1] = {"fc..weight"};
+  EXPECT_EQ(ddp_module_from_tensors(&bad, empty_part, tensors, nullptr, 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "empty part")) << last();
+  ddp_tensor* derived = nullptr;
+  ASSERT_EQ(ddp_tensor_unary(DDP_OP_NEG, tw, &derived), DDP_OK);
+  ddp_tensor* not_leaf[1] = {derived};
+  const char* one[1] = {"fc.weight"};
+  EXPECT_EQ(ddp_module_from_tensors(&bad, one, not_leaf, nullptr, 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "'fc.weight' is not a leaf tensor")) << last();
+  ddp_tensor* freed = blob(b, {2});
+  ddp_tensor_free(freed);
+  ddp_tensor* dangling[1] = {freed};
+  EXPECT_EQ(ddp_module_from_tensors(&bad, one, dangling, nullptr, 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "tensor 'fc.weight' is not a live ddp_tensor")) << last();
+  const char* null_name[1] = {nullptr};
+  EXPECT_EQ(ddp_module_from_tensors(&bad, null_name, tensors, nullptr, 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, nullptr);
+
+  // Under a strategy of one process: its forward is the caller's.
+  ddp_strategy* s = one_rank_strategy(nullptr);
+  ASSERT_EQ(ddp_module_from_tensors(&m, names, tensors, is_buffer, 3), DDP_OK);
+  ASSERT_EQ(ddp_strategy_setup_module(s, m), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_forward(s, m, tb, &derived), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "run its forward yourself")) << last();
+  EXPECT_EQ(ddp_strategy_forward_end(s), DDP_E_STATE);
+  ASSERT_EQ(ddp_strategy_forward_begin(s, m), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_forward_begin(s, m), DDP_E_STATE);
+  ASSERT_EQ(ddp_strategy_forward_end(s), DDP_OK);
+  int stepped = -1;
+  EXPECT_EQ(ddp_strategy_optimizer_step_fn(s, [](void*) { return 7; }, nullptr, &stepped), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "returned 7")) << last();
+  EXPECT_EQ(ddp_strategy_optimizer_step_fn(s, [](void* u) { return ++*static_cast<int*>(u), 0; }, &stepped, nullptr),
+            DDP_OK);
+  ddp_strategy_free(s);
+  ddp_module_free(m);
+  for (ddp_tensor* t : {tw, tb, tm, tnw}) ddp_tensor_free(t);
+}
+
 TEST(Seeding, LightningsSeedRulesAndTheDeterministicFlag) {
   unsetenv("PL_GLOBAL_SEED");
   int64_t used = -1;

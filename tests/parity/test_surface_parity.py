@@ -170,6 +170,37 @@ def test_join_with_uneven_batches_equals_pytorchs_join(data, model, divide):
     assert mine["0"][-1] == mine["1"][-1]  # one model after the join
 
 
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_a_libtorch_module_under_the_strategy_equals_pytorch_ddp(data, precision):
+    """tests/torch/native_job.cpp: a torch::nn::Module (Linear, BatchNorm1d,
+    Linear) handed over with ddp::module_from, run by its own forward and
+    stepped by its own torch::optim::SGD, 10 steps on 2 ranks: every loss
+    bitwise PyTorch DDP's on the Python module with the same names and
+    weights, each rank's running statistics too (rank 0's broadcast before
+    each forward), and the checkpoint's state_dict (under "model.") its
+    final state."""
+    job = subprocess.run([os.path.join(BUILD, "tests", "native_job"), data, precision], capture_output=True,
+                         text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert job.returncode == 0, job.stderr + job.stdout
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, os.path.join(SURFACE, "native_reference.py"), data, precision],
+                              env=dict(os.environ, RANK=str(r), WORLD_SIZE="2", TORCH_PORT=str(port),
+                                       OMP_NUM_THREADS="1"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = []
+    for p in procs:
+        o, e = p.communicate(timeout=300)
+        assert p.returncode == 0, e
+        outs.append(o)
+    mine, theirs = lines_by_rank(job.stdout), lines_by_rank("\n".join(outs))
+    assert len(mine["0"]) == 11 and mine == theirs  # 10 losses and the running statistics
+    saved = torch.load(os.path.join(data, "native.ckpt"), weights_only=True)["state_dict"]
+    ref = torch.load(os.path.join(data, "native_ref.pt"), weights_only=True)
+    assert saved.keys() == {"model." + k for k in ref}
+    for k, v in ref.items():
+        assert torch.equal(saved["model." + k], v), k
+
+
 def lib():
     L = Lib()
     vp = ctypes.c_void_p

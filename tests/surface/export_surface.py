@@ -1,5 +1,6 @@
 """Writes two_heads.pt (TwoHeads scripted), pair.pt (a tuple output), the
-GAN's gen.pt and disc.pt, norm.pt (with a batch norm), and the data as raw little-endian files (x.f32,
+GAN's gen.pt and disc.pt, norm.pt (with a batch norm) and its state dict
+norm_state.pt, and the data as raw little-endian files (x.f32,
 s.f32, y.i64, r.f32, the GAN's noise z.f32) to OUT_DIR.
     export_surface.py OUT_DIR"""
 import os
@@ -20,4 +21,6 @@ gen, disc = make_gan()
 torch.jit.script(gen).save(os.path.join(out, "gen.pt"))
 torch.jit.script(disc).save(os.path.join(out, "disc.pt"))
 make_latent().numpy().tofile(os.path.join(out, "z.f32"))
-torch.jit.script(make_norm_net()).save(os.path.join(out, "norm.pt"))
+norm = make_norm_net()
+torch.jit.script(norm).save(os.path.join(out, "norm.pt"))
+torch.save(norm.state_dict(), os.path.join(out, "norm_state.pt"))  # for the LibTorch model of native_job

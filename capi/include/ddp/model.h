@@ -33,6 +33,29 @@ typedef struct ddp_outputs ddp_outputs;
 DDP_API ddp_status ddp_module_load(ddp_module **out, const char *path);
 
 /**
+ * A model the caller owns and runs itself (a LibTorch `torch::nn::Module`,
+ * JavaCPP's or tch-rs's tensors; C++: ddp::module_from in torch.hpp), as a
+ * module without methods: its @p n parameters and buffers by dotted name
+ * ("net.0.weight", "bn.running_mean"; a Python module with the same
+ * attributes has the same names), shared, never copied. The strategy sets it
+ * up (rank 0's values are written into the caller's tensors), synchronises
+ * its gradients through autograd hooks on the parameters, and checkpoints it
+ * by name; ddp_module_get / _set / _state_* and the state dict calls work
+ * on it. Its forward is the caller's, between ddp_strategy_forward_begin
+ * and _end. Frozen parameters (not requiring grad) are kept out of the
+ * gradient synchronisation, as PyTorch's DDP does.
+ * @param tensors each made with ddp_tensor_from_aten (or any tensor handle); borrowed.
+ * @param is_buffer NULL: all parameters; else 1 for a buffer, 0 for a parameter.
+ * @param[out] out new reference.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming a NULL name or tensor, a
+ *         name given twice or also the prefix of another ("fc" and
+ *         "fc.weight"), an empty name part, or a parameter that is not a
+ *         leaf tensor.
+ */
+DDP_API ddp_status ddp_module_from_tensors(ddp_module **out, const char *const *names, ddp_tensor *const *tensors,
+                                           const int *is_buffer, size_t n);
+
+/**
  * The module's forward on one tensor, without the strategy (evaluation, or a
  * module that is not trained here). ddp_strategy_forward is the training path.
  * @param[out] out new reference to the output (keeps its autograd graph).

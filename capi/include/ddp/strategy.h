@@ -267,6 +267,38 @@ DDP_API ddp_status ddp_strategy_call_v2(ddp_strategy *s, ddp_module *m, const ch
                                         const char *const *kw_names, const ddp_tensor *const *kw_values,
                                         size_t num_kw, ddp_outputs **out);
 
+/**
+ * For a model whose forward the caller runs itself (ddp_module_from_tensors):
+ * forward_begin does what ddp_strategy_forward does before running a module
+ * (Join's count, rank 0's buffers broadcast into the caller's buffers when
+ * the forward's gradients will be synchronised) and enters the precision's
+ * context on this thread (autocast for "bf16-mixed" and "16-mixed"; the
+ * output is the caller's to cast to float32 before the loss, as Lightning
+ * does); forward_end leaves it.
+ * @code
+ *   ddp_strategy_forward_begin(s, m);
+ *   at::Tensor out = net->forward(x);             // the caller's own forward
+ *   ddp_strategy_forward_end(s);
+ *   at::Tensor loss = torch::mse_loss(out.to(torch::kFloat), y);
+ *   ddp_tensor_from_aten(&l, &loss); ddp_strategy_backward(s, l);
+ *   ddp_strategy_optimizer_step_fn(s, step, &opt, NULL);  // the caller's optimizer
+ * @endcode
+ * @return DDP_E_STATE for a second begin before end, or an end without begin.
+ */
+DDP_API ddp_status ddp_strategy_forward_begin(ddp_strategy *s, ddp_module *m);
+DDP_API ddp_status ddp_strategy_forward_end(ddp_strategy *s);
+
+/**
+ * ddp_strategy_optimizer_step for the caller's own optimizer: the
+ * precision's step (unscale, clip, and @p step called unless the gradient
+ * scaler found an inf or NaN) over the parameters of the modules set up,
+ * then the model averager's. @p step returns 0, else the call fails with
+ * DDP_E_INVALID_ARGUMENT naming the value.
+ * @param[out] stepped may be NULL: 1 when @p step ran.
+ */
+DDP_API ddp_status ddp_strategy_optimizer_step_fn(ddp_strategy *s, int (*step)(void *user_data), void *user_data,
+                                                  int *stepped);
+
 /** loss.backward(): the gradients are averaged over the ranks as they become ready. Collective. */
 DDP_API ddp_status ddp_strategy_backward(ddp_strategy *s, const ddp_tensor *loss);
 

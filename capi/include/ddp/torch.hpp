@@ -8,6 +8,12 @@
  *   optimizer.step();
  *   { auto guard = ddp.no_sync(); loss2.backward(); }   // accumulate locally
  *
+ * Or the whole strategy (strategy.h) over a torch::nn::Module:
+ *
+ *   ddp_module* m = ddp::module_from(*net);     // its parameters and buffers, by name
+ *   ddp_strategy_setup_module(s, m);
+ *   ddp_strategy_forward_begin(s, m); auto out = net->forward(x); ddp_strategy_forward_end(s);
+ *
  * Everything goes through the C ABI (ddp_tensor_from_aten, ddp_reducer_*);
  * only this header needs LibTorch's headers.
  */
@@ -96,6 +102,43 @@ class DistributedDataParallel {
  private:
   ddp_reducer* reducer_ = nullptr;
 };
+
+/**
+ * A ddp_module over a LibTorch module the caller keeps and runs (any type
+ * with named_parameters() and named_buffers(), as torch::nn::Module):
+ * ddp_module_from_tensors with its parameters and buffers by name, shared.
+ * @return a new reference (ddp_module_free); throws ddp::error.
+ */
+template <typename TorchModule>
+ddp_module* module_from(const TorchModule& module) {
+  std::vector<std::string> names;
+  std::vector<ddp_tensor*> handles;
+  std::vector<int> is_buffer;
+  auto release = [&] {
+    for (auto* h : handles) ddp_tensor_free(h);
+  };
+  try {
+    auto add = [&](const std::string& name, const at::Tensor& t, int buffer) {
+      ddp_tensor* h = nullptr;
+      check(ddp_tensor_from_aten(&h, &t), "ddp_tensor_from_aten");
+      handles.push_back(h);
+      names.push_back(name);
+      is_buffer.push_back(buffer);
+    };
+    for (const auto& p : module.named_parameters()) add(p.key(), p.value(), 0);
+    for (const auto& b : module.named_buffers()) add(b.key(), b.value(), 1);
+    std::vector<const char*> cnames;
+    for (const auto& n : names) cnames.push_back(n.c_str());
+    ddp_module* m = nullptr;
+    check(ddp_module_from_tensors(&m, cnames.data(), handles.data(), is_buffer.data(), handles.size()),
+          "ddp_module_from_tensors");
+    release();
+    return m;
+  } catch (...) {
+    release();
+    throw;
+  }
+}
 
 }  // namespace ddp
 

@@ -905,4 +905,15 @@ extern "C" {
     pub fn ddp_strategy_join(s: *mut ddp_strategy) -> ddp_status;
     pub fn ddp_module_call_v2(m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: usize, kw_names: *const *const c_char, kw_values: *const *const ddp_tensor, num_kw: usize, out: *mut *mut ddp_outputs) -> ddp_status;
     pub fn ddp_strategy_call_v2(s: *mut ddp_strategy, m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: usize, kw_names: *const *const c_char, kw_values: *const *const ddp_tensor, num_kw: usize, out: *mut *mut ddp_outputs) -> ddp_status;
+    pub fn ddp_module_from_tensors(out: *mut *mut ddp_module, names: *const *const c_char, tensors: *const *mut ddp_tensor, is_buffer: *const c_int, n: usize) -> ddp_status;
+    pub fn ddp_strategy_forward_begin(s: *mut ddp_strategy, m: *mut ddp_module) -> ddp_status;
+    pub fn ddp_strategy_forward_end(s: *mut ddp_strategy) -> ddp_status;
+    pub fn ddp_strategy_optimizer_step_fn(
+        s: *mut ddp_strategy,
+        step: ::std::option::Option<
+            unsafe extern "C" fn(user_data: *mut c_void) -> c_int,
+        >,
+        user_data: *mut c_void,
+        stepped: *mut c_int,
+    ) -> ddp_status;
 }
