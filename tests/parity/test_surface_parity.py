@@ -60,11 +60,12 @@ def lines_by_rank(text):
     return out
 
 
-def reference(out_dir, world=2, steps=12, script="surface_reference.py"):
+def reference(out_dir, world=2, steps=12, script="surface_reference.py", args=None, env=None):
+    """The lines of `script` run on `world` ranks of PyTorch over Gloo (args: STEPS OUT unless given)."""
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, os.path.join(SURFACE, script), str(steps), out_dir],
-                              env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), TORCH_PORT=str(port),
-                                       OMP_NUM_THREADS="1"),
+    argv = [sys.executable, os.path.join(SURFACE, script)] + (args if args is not None else [str(steps), out_dir])
+    procs = [subprocess.Popen(argv, env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), TORCH_PORT=str(port),
+                                             OMP_NUM_THREADS="1", **(env or {})),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
     outs = []
     for p in procs:
@@ -154,17 +155,8 @@ def test_join_with_uneven_batches_equals_pytorchs_join(data, model, divide):
     job = subprocess.run([os.path.join(BUILD, "tests", "join_job"), data, model], capture_output=True, text=True,
                          timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1", JOIN_DIVIDE=divide))
     assert job.returncode == 0, job.stderr + job.stdout
-    port = free_port()
-    procs = [subprocess.Popen([sys.executable, os.path.join(SURFACE, "join_reference.py"), model],
-                              env=dict(os.environ, RANK=str(r), WORLD_SIZE="2", TORCH_PORT=str(port),
-                                       OMP_NUM_THREADS="1", JOIN_DIVIDE=divide),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
-    outs = []
-    for p in procs:
-        o, e = p.communicate(timeout=300)
-        assert p.returncode == 0, e
-        outs.append(o)
-    mine, theirs = lines_by_rank(job.stdout), lines_by_rank("\n".join(outs))
+    mine = lines_by_rank(job.stdout)
+    theirs = reference(data, script="join_reference.py", args=[model], env={"JOIN_DIVIDE": divide})
     assert len(mine["0"]) == 7 and len(mine["1"]) == 5
     assert mine == theirs
     assert mine["0"][-1] == mine["1"][-1]  # one model after the join
@@ -182,17 +174,8 @@ def test_a_libtorch_module_under_the_strategy_equals_pytorch_ddp(data, precision
     job = subprocess.run([os.path.join(BUILD, "tests", "native_job"), data, precision], capture_output=True,
                          text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert job.returncode == 0, job.stderr + job.stdout
-    port = free_port()
-    procs = [subprocess.Popen([sys.executable, os.path.join(SURFACE, "native_reference.py"), data, precision],
-                              env=dict(os.environ, RANK=str(r), WORLD_SIZE="2", TORCH_PORT=str(port),
-                                       OMP_NUM_THREADS="1"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
-    outs = []
-    for p in procs:
-        o, e = p.communicate(timeout=300)
-        assert p.returncode == 0, e
-        outs.append(o)
-    mine, theirs = lines_by_rank(job.stdout), lines_by_rank("\n".join(outs))
+    mine = lines_by_rank(job.stdout)
+    theirs = reference(data, script="native_reference.py", args=[data, precision])
     assert len(mine["0"]) == 11 and mine == theirs  # 10 losses and the running statistics
     saved = torch.load(os.path.join(data, "native.ckpt"), weights_only=True)["state_dict"]
     ref = torch.load(os.path.join(data, "native_ref.pt"), weights_only=True)

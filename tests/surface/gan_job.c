@@ -22,11 +22,6 @@
 
 #include "job_util.h"
 
-#define N 96
-#define FEATURES 8
-#define LATENT 4
-#define REAL 6
-#define PER_RANK 8
 
 static float xs[N * FEATURES], zs[N * LATENT];
 
@@ -86,11 +81,7 @@ int main(int argc, char **argv) {
   check(ddp_tensor_from_blob(&t_zeros, zeros, DDP_FLOAT32, target_shape, 2), "zeros");
   for (int step = 0; step < steps; ++step) {
     float real[PER_RANK * REAL], z[PER_RANK * LATENT];
-    for (int i = 0; i < PER_RANK; ++i) {
-      int row = (step * 2 * PER_RANK + rank * PER_RANK + i) % N;
-      memcpy(real + i * REAL, xs + row * FEATURES, sizeof(float) * REAL);
-      memcpy(z + i * LATENT, zs + row * LATENT, sizeof(float) * LATENT);
-    }
+    noise_rows(xs, zs, step, rank, real, z);
     int64_t real_shape[2] = {PER_RANK, REAL}, z_shape[2] = {PER_RANK, LATENT};
     ddp_tensor *t_real = NULL, *t_z = NULL;
     check(ddp_tensor_from_blob(&t_real, real, DDP_FLOAT32, real_shape, 2), "real");

@@ -18,11 +18,6 @@
 
 #include "job_util.h"
 
-#define N 96
-#define FEATURES 8
-#define LATENT 4
-#define REAL 6
-#define PER_RANK 8
 
 static float xs[N * FEATURES], zs[N * LATENT];
 
@@ -56,11 +51,7 @@ int main(int argc, char **argv) {
   const int batches = rank == 0 ? 6 : 4;
   for (int step = 0; step < batches; ++step) {
     float real[PER_RANK * REAL], z[PER_RANK * LATENT];
-    for (int i = 0; i < PER_RANK; ++i) {
-      int row = (step * 2 * PER_RANK + rank * PER_RANK + i) % N;
-      memcpy(real + i * REAL, xs + row * FEATURES, sizeof(float) * REAL);
-      memcpy(z + i * LATENT, zs + row * LATENT, sizeof(float) * LATENT);
-    }
+    noise_rows(xs, zs, step, rank, real, z);
     int64_t real_shape[2] = {PER_RANK, REAL}, z_shape[2] = {PER_RANK, LATENT};
     ddp_tensor *t_real = NULL, *t_z = NULL, *out = NULL, *loss = NULL;
     check(ddp_tensor_from_blob(&t_real, real, DDP_FLOAT32, real_shape, 2), "real");

@@ -35,8 +35,6 @@
 
 #include "job_util.h"
 
-#define N 96
-#define FEATURES 8
 #define SIDE 4
 #define CLASSES 3
 #define REG 2
