@@ -4,7 +4,6 @@
 #include "handles.h"
 #include "strategy/ddp_strategy.h"
 #include "strategy/logged_metric.h"
-#include "tensor/tensors.h"
 
 using namespace ddp::capi;
 

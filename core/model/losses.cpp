@@ -13,11 +13,8 @@ namespace {
 using Kind = LossSpec::Kind;
 using Reduction = LossSpec::Reduction;
 
-std::string shape_of(const at::Tensor& t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
-}
+// "[2, 3]", as ScriptModule's messages print shapes.
+std::string shape_of(const at::Tensor& t) { return c10::str(t.sizes()); }
 
 int64_t aten_reduction(Reduction r) {
   switch (r) {

@@ -130,6 +130,13 @@ ModuleOutputs flatten_outputs(const c10::IValue& out, const std::string& method)
 
 }  // namespace
 
+at::Tensor single_output(const ModuleOutputs& out, const std::string& who) {
+  check_arg(out.tensors.size() == 1 && out.keys.empty(),
+            who + ": the module returned " + std::to_string(out.tensors.size()) +
+                " tensors, not one (read several outputs with the multi-output forward)");
+  return out.tensors[0];
+}
+
 ModuleOutputs ScriptModule::call(const std::string& method, const std::vector<at::Tensor>& inputs,
                                  const std::vector<NamedTensor>& keywords) {
   auto m = impl_->module.find_method(method);
@@ -199,11 +206,7 @@ ModuleOutputs ScriptModule::call(const std::string& method, const std::vector<at
 }
 
 at::Tensor ScriptModule::forward(const at::Tensor& input) {
-  ModuleOutputs out = call("forward", {input});
-  check_arg(out.tensors.size() == 1 && out.keys.empty(),
-            "module forward: the module returned " + std::to_string(out.tensors.size()) +
-                " tensors, not one (read several outputs with the multi-output forward)");
-  return out.tensors[0];
+  return single_output(call("forward", {input}), "module forward");
 }
 
 void ScriptModule::train(bool on) { impl_->module.train(on); }

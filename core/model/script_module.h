@@ -27,6 +27,10 @@ struct ModuleOutputs {
   std::vector<std::string> keys;
 };
 
+// The one tensor of `out`; Status::InvalidArgument naming `who` when the
+// method returned several, or a dict (read those with call()).
+at::Tensor single_output(const ModuleOutputs& out, const std::string& who);
+
 class ScriptModule {
  public:
   // Throws Status::IO naming the path when it is not a loadable TorchScript file.

@@ -87,11 +87,7 @@ void PrecisionPlugin::prepare(at::Device device) {
 }
 
 at::Tensor PrecisionPlugin::forward(ScriptModule& module, const at::Tensor& input) {
-  ModuleOutputs out = call(module, "forward", {input});
-  check_arg(out.tensors.size() == 1 && out.keys.empty(),
-            "module forward: the module returned " + std::to_string(out.tensors.size()) +
-                " tensors, not one (read several outputs with the multi-output forward)");
-  return out.tensors[0];
+  return single_output(call(module, "forward", {input}), "module forward");
 }
 
 ModuleOutputs PrecisionPlugin::call(ScriptModule& module, const std::string& method,

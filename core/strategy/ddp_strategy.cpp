@@ -210,11 +210,7 @@ void DdpStrategy::setup_module(ScriptModule& module) {
 }
 
 at::Tensor DdpStrategy::forward(ScriptModule& module, const at::Tensor& input) {
-  ModuleOutputs out = call(module, "forward", {input});
-  check_arg(out.tensors.size() == 1 && out.keys.empty(),
-            "strategy forward: the module returned " + std::to_string(out.tensors.size()) +
-                " tensors, not one (read several outputs with the multi-output forward)");
-  return out.tensors[0];
+  return single_output(call(module, "forward", {input}), "strategy forward");
 }
 
 bool DdpStrategy::forward_syncs_buffers() const {

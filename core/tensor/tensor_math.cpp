@@ -9,11 +9,8 @@
 namespace ddp::core {
 namespace {
 
-std::string shape_of(const at::Tensor& t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
-}
+// "[2, 3]", as ScriptModule's messages print shapes.
+std::string shape_of(const at::Tensor& t) { return c10::str(t.sizes()); }
 
 // ATen's refusal (shapes that do not broadcast, a dtype an operator does
 // not take) as the caller's mistake, naming the operator.
