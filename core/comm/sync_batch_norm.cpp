@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "comm/batch_norm_kernels.h"
 #include "comm/collectives.h"
 #include "common/error.h"
 
@@ -59,13 +60,19 @@ std::vector<double> to_host(const at::Tensor& t) {
   return out;
 }
 
-GlobalStats gather_stats(Group& g, const at::Tensor& x) {
+// This rank's count, per-channel mean and sum of squared deviations, in
+// one float64 vector: (count, mean[C], m2[C]).
+at::Tensor local_stats(const at::Tensor& x) {
   const int64_t channels = x.size(1);
   const int64_t local_count = x.numel() == 0 ? 0 : x.numel() / channels;
-  // This rank's count, mean and sum of squared deviations.
-  at::Tensor mine = at::zeros({2 * channels + 1}, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor mine = at::empty({2 * channels + 1}, at::TensorOptions().dtype(at::kDouble));
   double* m = mine.data_ptr<double>();
   m[0] = static_cast<double>(local_count);
+  if (bn_kernels::applies(x)) {
+    bn_kernels::moments(x, m + 1, m + 1 + channels);
+    return mine;
+  }
+  std::fill(m + 1, m + 1 + 2 * channels, 0.0);
   if (local_count > 0) {
     // batch_norm's own statistics kernel (mean and biased variance, one
     // pass): over 10x faster than var_mean's strided reduction here.
@@ -76,7 +83,12 @@ GlobalStats gather_stats(Group& g, const at::Tensor& x) {
       m[1 + channels + c] = var_h[c] * static_cast<double>(local_count);
     }
   }
-  auto p = all_gather(g, mine.to(x.device()));
+  return mine;
+}
+
+GlobalStats gather_stats(Group& g, const at::Tensor& x) {
+  const int64_t channels = x.size(1);
+  auto p = all_gather(g, local_stats(x).to(x.device()));
   p->wait();
   // Chan's combination: (world, 2C + 1) numbers.
   at::Tensor all = p->tensors[0].to(at::kCPU).contiguous();
@@ -101,63 +113,100 @@ GlobalStats gather_stats(Group& g, const at::Tensor& x) {
     s.mean[c] = mean;
     s.var[c] = m2 / s.count;
   }
-  s.mean_t = to_device(s.mean, x);
-  s.var_t = to_device(s.var, x);
+  if (!bn_kernels::applies(x)) {  // ATen's kernels take the statistics as tensors
+    s.mean_t = to_device(s.mean, x);
+    s.var_t = to_device(s.var, x);
+  }
   return s;
+}
+
+// batch_norm's update of a running statistic: momentum * now + (1 - momentum) * running.
+void update_running(const at::Tensor& running, const std::vector<double>& now, double momentum) {
+  if (!running.defined()) return;
+  auto old = to_host(running);
+  for (size_t c = 0; c < old.size(); ++c) old[c] = momentum * now[c] + (1 - momentum) * old[c];
+  if (!bn_kernels::write(running, old)) running.copy_(to_device(old, running.device(), running.scalar_type()));
 }
 
 // The backward of one synchronised batch norm: holds what it needs, and the
 // group, for as long as the graph holds it.
 struct SyncBatchNormBackward : public torch::autograd::Node {
   std::shared_ptr<Group> group;
-  at::Tensor x, weight, mean_t, var_t;
-  std::vector<double> mean, var, weight_h;  // host copies (weight_h: empty without a weight)
+  at::Tensor x, weight, mean_t, var_t;  // mean_t, var_t: ATen's path only
+  std::vector<double> mean, invstd, scale;  // scale: invstd * weight (invstd without a weight)
   double eps = 0, count = 0;
   bool has_bias = false;
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
-    at::Tensor dy = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(x);
+  // Per channel: sum(dy) and sum(dy * (x - mean)) of this rank, and the
+  // input's gradient from the group's totals of both. (A rank without rows
+  // has zeros: ATen's kernel would divide by its zero count.)
+  struct LocalGrads {
+    std::vector<double> sum_dy, sum_dy_xmu;
+    at::Tensor dx;  // ATen's path: dy * scale, to which the rest is added
+  };
+  LocalGrads local_sums(const at::Tensor& dy) {
     const int64_t channels = x.size(1);
-    // One fused pass: dy * invstd * weight, sum(dy * (x - mean)) * invstd and
-    // sum(dy). (A rank without rows has zeros; the kernel would divide by
-    // its zero count.)
-    at::Tensor dx, dxhat_sum, dy_sum;
-    if (x.numel() > 0) {
-      std::tie(dx, dxhat_sum, dy_sum) = at::native_batch_norm_backward(dy, x, weight, mean_t, var_t, {}, {},
-                                                                       /*train=*/false, eps, {true, true, true});
-    } else {
-      dx = at::zeros_like(x);
-      dxhat_sum = at::zeros_like(mean_t);
-      dy_sum = at::zeros_like(mean_t);
+    LocalGrads l;
+    l.sum_dy.resize(channels);
+    l.sum_dy_xmu.resize(channels);
+    if (bn_kernels::applies(x)) {
+      bn_kernels::grad_sums(dy, x, mean, l.sum_dy.data(), l.sum_dy_xmu.data());
+      return l;
     }
-    // The two sums SyncBatchNorm reduces over the group: sum(dy) and
-    // sum(dy * (x - mean)). The weight's and bias's gradients stay this
-    // rank's own (DDP averages them).
-    std::vector<double> invstd(channels);
-    for (int64_t c = 0; c < channels; ++c) invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+    if (x.numel() == 0) {
+      l.dx = at::zeros_like(x);
+      return l;
+    }
+    // One fused pass: dy * invstd * weight, sum(dy * (x - mean)) * invstd and sum(dy).
+    at::Tensor dxhat_sum, dy_sum;
+    std::tie(l.dx, dxhat_sum, dy_sum) = at::native_batch_norm_backward(dy, x, weight, mean_t, var_t, {}, {},
+                                                                       /*train=*/false, eps, {true, true, true});
     auto dy_sum_h = to_host(dy_sum), dxhat_sum_h = to_host(dxhat_sum);
+    for (int64_t c = 0; c < channels; ++c) {
+      l.sum_dy[c] = dy_sum_h[c];
+      l.sum_dy_xmu[c] = dxhat_sum_h[c] / invstd[c];
+    }
+    return l;
+  }
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    at::Tensor dy = grads[0].defined() ? grads[0].to(x.scalar_type()).contiguous() : at::zeros_like(x);
+    const int64_t channels = x.size(1);
+    LocalGrads l = local_sums(dy);
+    // The weight's and bias's gradients stay this rank's own (DDP averages them).
+    std::vector<double> grad_w(channels);
+    for (int64_t c = 0; c < channels; ++c) grad_w[c] = l.sum_dy_xmu[c] * invstd[c];
+    at::Tensor grad_weight, grad_bias;
+    if (weight.defined()) grad_weight = to_device(grad_w, weight.device(), weight.scalar_type());
+    if (has_bias)
+      grad_bias = to_device(l.sum_dy, x.device(), weight.defined() ? weight.scalar_type() : x.scalar_type());
+    // The two sums SyncBatchNorm reduces over the group.
     at::Tensor sums = at::empty({2 * channels}, at::TensorOptions().dtype(at::kDouble));
     double* s = sums.data_ptr<double>();
-    for (int64_t c = 0; c < channels; ++c) {
-      s[c] = dy_sum_h[c];
-      s[channels + c] = dxhat_sum_h[c] / invstd[c];
-    }
+    std::copy(l.sum_dy.begin(), l.sum_dy.end(), s);
+    std::copy(l.sum_dy_xmu.begin(), l.sum_dy_xmu.end(), s + channels);
     sums = sums.to(x.device());
     all_reduce(*group, sums, ReduceOp::Sum)->wait();
     auto total = to_host(sums);
     // dx = (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy * (x - mean))) * invstd * weight
-    //    = dy * invstd * weight + x * b + c, per channel.
-    std::vector<double> b(channels), cc(channels);
+    std::vector<double> mean_dy(channels), k(channels);
     for (int64_t c = 0; c < channels; ++c) {
-      double scale = invstd[c] * (weight_h.empty() ? 1.0 : weight_h[c]);
-      double k = invstd[c] * invstd[c] * total[channels + c] / count;
-      b[c] = -k * scale;
-      cc[c] = (mean[c] * k - total[c] / count) * scale;
+      mean_dy[c] = total[c] / count;
+      k[c] = invstd[c] * invstd[c] * total[channels + c] / count;
     }
-    dx.addcmul_(x, per_channel(to_device(b, x.device(), x.scalar_type()), x))
-        .add_(per_channel(to_device(cc, x.device(), x.scalar_type()), x));
-    at::Tensor grad_weight = weight.defined() ? dxhat_sum.to(weight.scalar_type()) : at::Tensor();
-    at::Tensor grad_bias = has_bias ? dy_sum.to(weight.defined() ? weight.scalar_type() : x.scalar_type()) : at::Tensor();
+    at::Tensor dx;
+    if (bn_kernels::applies(x)) {
+      dx = bn_kernels::grad_input(dy, x, mean, mean_dy, k, scale);
+    } else {
+      // ATen's dx holds dy * scale: add x * b + c per channel.
+      std::vector<double> b(channels), cc(channels);
+      for (int64_t c = 0; c < channels; ++c) {
+        b[c] = -k[c] * scale[c];
+        cc[c] = (mean[c] * k[c] - mean_dy[c]) * scale[c];
+      }
+      dx = l.dx.addcmul_(x, per_channel(to_device(b, x.device(), x.scalar_type()), x))
+               .add_(per_channel(to_device(cc, x.device(), x.scalar_type()), x));
+    }
     return {dx, grad_weight, grad_bias};
   }
   std::string name() const override { return "ddp::SyncBatchNormBackward"; }
@@ -177,28 +226,35 @@ at::Tensor sync_batch_norm(const std::shared_ptr<Group>& g, const at::Tensor& in
   check_arg(input.dim() >= 2, "sync_batchnorm: the input has " + std::to_string(input.dim()) +
                                   " dimensions; batch norm needs (N, C, ...)");
   at::Tensor x = input.detach().contiguous();
+  const int64_t channels = x.size(1);
   GlobalStats s = gather_stats(*g, x);
+  std::vector<double> invstd(channels), scale(channels);
+  std::vector<double> weight_h = weight.defined() ? to_host(weight.detach()) : std::vector<double>();
+  for (int64_t c = 0; c < channels; ++c) {
+    invstd[c] = 1.0 / std::sqrt(s.var[c] + eps);
+    scale[c] = invstd[c] * (weight_h.empty() ? 1.0 : weight_h[c]);
+  }
   at::Tensor y;
   {
     at::NoGradGuard no_grad;
     if (running_mean.defined() || running_var.defined()) {
       std::vector<double> unbiased(s.var);
       for (double& v : unbiased) v *= s.count / (s.count - 1);
-      // batch_norm's update: momentum * new + (1 - momentum) * running.
-      auto update = [momentum](const at::Tensor& running, const std::vector<double>& now) {
-        if (!running.defined()) return;
-        auto old = to_host(running);
-        for (size_t c = 0; c < old.size(); ++c) old[c] = momentum * now[c] + (1 - momentum) * old[c];
-        running.copy_(to_device(old, running.device(), running.scalar_type()));
-      };
-      update(running_mean, s.mean);
-      update(running_var, unbiased);
+      update_running(running_mean, s.mean, momentum);
+      update_running(running_var, unbiased, momentum);
     }
-    // Normalising with given statistics is batch_norm's eval kernel: one fused pass.
-    at::Tensor w = weight.defined() ? weight.detach() : at::Tensor();
-    at::Tensor b = bias.defined() ? bias.detach() : at::Tensor();
-    y = x.numel() > 0 ? at::batch_norm(x, w, b, s.mean_t, s.var_t, /*training=*/false, 0.0, eps, /*cudnn_enabled=*/true)
-                      : at::empty_like(x);
+    if (bn_kernels::applies(x)) {
+      std::vector<double> bias_h = bias.defined() ? to_host(bias.detach()) : std::vector<double>(channels, 0.0);
+      std::vector<double> shift(channels);
+      for (int64_t c = 0; c < channels; ++c) shift[c] = bias_h[c] - s.mean[c] * scale[c];
+      y = bn_kernels::scale_shift(x, scale, shift);
+    } else {
+      // Normalising with given statistics is batch_norm's eval kernel: one fused pass.
+      at::Tensor w = weight.defined() ? weight.detach() : at::Tensor();
+      at::Tensor b = bias.defined() ? bias.detach() : at::Tensor();
+      y = x.numel() > 0 ? at::batch_norm(x, w, b, s.mean_t, s.var_t, /*training=*/false, 0.0, eps, /*cudnn_enabled=*/true)
+                        : at::empty_like(x);
+    }
   }
   bool needs_grad = at::GradMode::is_enabled() && (input.requires_grad() || (weight.defined() && weight.requires_grad()) ||
                                                    (bias.defined() && bias.requires_grad()));
@@ -207,11 +263,11 @@ at::Tensor sync_batch_norm(const std::shared_ptr<Group>& g, const at::Tensor& in
   node->group = g;
   node->x = x;
   node->weight = weight.defined() ? weight.detach() : at::Tensor();
-  if (weight.defined()) node->weight_h = to_host(weight.detach());
   node->mean_t = s.mean_t;
   node->var_t = s.var_t;
   node->mean = std::move(s.mean);
-  node->var = std::move(s.var);
+  node->invstd = std::move(invstd);
+  node->scale = std::move(scale);
   node->eps = eps;
   node->count = s.count;
   node->has_bias = bias.defined();
