@@ -98,6 +98,8 @@ typedef struct {} DdpStrategy;
 
 %newobject DdpTensor::zeros;
 %newobject DdpTensor::wrap;
+%newobject DdpTensor::from_aten_address;
+%newobject DdpModule::from_tensors;
 %newobject DdpGroup::new_subgroups;
 %newobject DdpGroup::all_gather;
 %newobject DdpReducer::gradient;
@@ -141,6 +143,17 @@ typedef struct {} DdpStrategy;
     ddp_swig_check(ddp_tensor_from_blob(&t, BUFFER, dtype, SHAPE, NDIM));
     return t;
   }
+  /* A tensor of the caller's own LibTorch binding (JavaCPP's presets:
+   * tensor.address()), by the address of its at::Tensor: shared, never
+   * copied. Refused (UNSUPPORTED, naming both) unless torch_version has the
+   * major.minor of the LibTorch libddp was built against (torch_version()). */
+  static DdpTensor *from_aten_address(long long address, const char *torch_version) {
+    DdpTensor *t = NULL;
+    if (ddp_swig_check(ddp_torch_check_version(torch_version))) return NULL;
+    ddp_swig_check(ddp_tensor_from_aten(&t, (const void *)(intptr_t)address));
+    return t;
+  }
+  static const char *torch_version() { return ddp_torch_version(); }
   ~DdpTensor() { ddp_tensor_free($self); }
   ddp_dtype dtype() { return ddp_tensor_dtype($self); }
   size_t ndim() { return ddp_tensor_ndim($self); }
@@ -309,6 +322,25 @@ typedef struct {} DdpWorker;
   }
   void train(bool on = true) { ddp_swig_check(ddp_module_train($self, on)); }
   size_t num_parameters() { return ddp_module_num_parameters($self); }
+#if defined(SWIGJAVA)
+  /* A model made of the caller's tensors by name (ddp_module_from_tensors),
+   * shared: the first tensors are its parameters, the last num_buffers its
+   * buffers. The names are as many as the tensors. */
+  static DdpModule *from_tensors(char **STRING_ARRAY, DdpTensor **TENSORS, size_t NTENSORS, size_t num_buffers) {
+    DdpModule *m = NULL;
+    size_t n = 0;
+    while (STRING_ARRAY && STRING_ARRAY[n]) ++n;
+    if (n != NTENSORS || num_buffers > NTENSORS) {
+      ddp_swig_check(DDP_E_INVALID_ARGUMENT); /* the C API cannot see the arrays' lengths */
+      return NULL;
+    }
+    int *is_buffer = (int *)calloc(NTENSORS ? NTENSORS : 1, sizeof(int));
+    for (size_t i = NTENSORS - num_buffers; i < NTENSORS; ++i) is_buffer[i] = 1;
+    ddp_swig_check(ddp_module_from_tensors(&m, (const char *const *)STRING_ARRAY, TENSORS, is_buffer, NTENSORS));
+    free(is_buffer);
+    return m;
+  }
+#endif
 }
 
 %extend DdpOptimizer {

@@ -372,6 +372,17 @@ ddp_status ddp_optimizer_new_adamw_groups(ddp_optimizer** out, ddp_module* m, co
   });
 }
 
+ddp_status ddp_optimizer_from_torch(ddp_optimizer** out, void* torch_optimizer) {
+  if (!out) return invalid("ddp_optimizer_from_torch: out is NULL");
+  *out = nullptr;
+  if (!torch_optimizer) return invalid("ddp_optimizer_from_torch: torch_optimizer is NULL");
+  return fence([&] {
+    auto h = std::make_unique<ddp_optimizer>();
+    h->optimizer = ddp::core::Optimizer::borrow(*static_cast<torch::optim::Optimizer*>(torch_optimizer));
+    hand_out(out, std::move(h));
+  });
+}
+
 size_t ddp_optimizer_num_groups(const ddp_optimizer* opt) {
   auto* h = live(opt);
   return h ? h->optimizer->num_groups() : 0;

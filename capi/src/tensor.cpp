@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "handles.h"
 #include "tensor/tensors.h"
+#include "tensor/torch_version.h"
 
 using namespace ddp::capi;
 
@@ -31,6 +32,13 @@ ddp_status ddp_tensor_from_aten(ddp_tensor** out, const void* aten_tensor) {
     if (!t.defined()) fail(DDP_E_INVALID_ARGUMENT, "ddp_tensor_from_aten: the tensor is undefined");
     hand_out(out, wrap_tensor(t));
   });
+}
+
+const char* ddp_torch_version(void) { return ddp::core::torch_version(); }
+
+ddp_status ddp_torch_check_version(const char* caller_version) {
+  if (!caller_version) return invalid("ddp_torch_check_version: caller_version is NULL");
+  return fence([&] { ddp::core::check_torch_version(caller_version); });
 }
 
 void ddp_tensor_free(ddp_tensor* t) { release(t); }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <typeinfo>
 #include <map>
 #include <string>
 
@@ -57,6 +58,16 @@ struct Kind<torch::optim::SGD> {
   static std::vector<std::string> group_keys() { return {"lr", "momentum", "dampening", "nesterov"}; }
   static double momentum(const Options& o) { return o.momentum(); }
   static void set_momentum(Options& o, double m) { o.momentum(m); }
+  static OptimizerSpec spec(const Options& o) {
+    OptimizerSpec s;
+    s.kind = OptimizerSpec::Kind::Sgd;
+    s.lr = o.lr();
+    s.momentum = o.momentum();
+    s.dampening = o.dampening();
+    s.nesterov = o.nesterov();
+    s.weight_decay = o.weight_decay();
+    return s;
+  }
   // PyTorch 2.11's SGD param_group, in its order.
   static void put_group(c10::impl::GenericDict& g, const Options& o) {
     g.insert("lr", o.lr());
@@ -99,6 +110,17 @@ struct AdamKind {
   static std::vector<std::string> group_keys() { return {"lr", "betas", "eps", "amsgrad"}; }
   static double momentum(const Options& o) { return std::get<0>(o.betas()); }
   static void set_momentum(Options& o, double m) { o.betas({m, std::get<1>(o.betas())}); }
+  static OptimizerSpec spec(const Options& o) {
+    OptimizerSpec s;
+    s.kind = kDecoupled ? OptimizerSpec::Kind::AdamW : OptimizerSpec::Kind::Adam;
+    s.lr = o.lr();
+    s.beta1 = std::get<0>(o.betas());
+    s.beta2 = std::get<1>(o.betas());
+    s.eps = o.eps();
+    s.amsgrad = o.amsgrad();
+    s.weight_decay = o.weight_decay();
+    return s;
+  }
   static void put_group(c10::impl::GenericDict& g, const Options& o) {
     g.insert("lr", o.lr());
     g.insert("betas", c10::ivalue::Tuple::create(std::get<0>(o.betas()), std::get<1>(o.betas())));
@@ -147,7 +169,8 @@ class TorchOptimizer : public Optimizer {
   using State = typename K::State;
 
  public:
-  TorchOptimizer(const OptimizerSpec& spec, std::unique_ptr<Torch> opt, std::vector<size_t> group_sizes)
+  // `opt`: made here (owned), or the caller's (a shared_ptr that deletes nothing).
+  TorchOptimizer(const OptimizerSpec& spec, std::shared_ptr<Torch> opt, std::vector<size_t> group_sizes)
       : spec_(spec), opt_(std::move(opt)), group_sizes_(std::move(group_sizes)), extras_(group_sizes_.size()) {
     for (auto& group : opt_->param_groups())
       for (auto& p : group.params()) params_.push_back(p);
@@ -330,7 +353,7 @@ class TorchOptimizer : public Optimizer {
   }
 
   OptimizerSpec spec_;
-  std::unique_ptr<Torch> opt_;
+  std::shared_ptr<Torch> opt_;
   std::vector<size_t> group_sizes_;
   std::vector<at::Tensor> params_;  // every group's, in order
   std::vector<std::map<std::string, double>> extras_;  // per group
@@ -386,6 +409,27 @@ std::unique_ptr<Optimizer> make_torch(const OptimizerSpec& s, const Options& def
 }
 
 }  // namespace
+
+namespace {
+
+template <typename Torch>
+std::unique_ptr<Optimizer> borrow_as(Torch& opt) {
+  std::vector<size_t> sizes;
+  for (auto& group : opt.param_groups()) sizes.push_back(group.params().size());
+  check_arg(!sizes.empty(), "optimizer: the torch::optim optimizer has no parameter groups");
+  auto spec = Kind<Torch>::spec(static_cast<const typename Kind<Torch>::Options&>(opt.param_groups()[0].options()));
+  return std::make_unique<TorchOptimizer<Torch>>(spec, std::shared_ptr<Torch>(&opt, [](Torch*) {}), sizes);
+}
+
+}  // namespace
+
+std::unique_ptr<Optimizer> Optimizer::borrow(torch::optim::Optimizer& opt) {
+  if (auto* sgd = dynamic_cast<torch::optim::SGD*>(&opt)) return borrow_as(*sgd);
+  if (auto* adam = dynamic_cast<torch::optim::Adam*>(&opt)) return borrow_as(*adam);
+  if (auto* adamw = dynamic_cast<torch::optim::AdamW*>(&opt)) return borrow_as(*adamw);
+  fail(Status::InvalidArgument, std::string("optimizer: a torch::optim optimizer of type ") + typeid(opt).name() +
+                                    " is none of SGD, Adam and AdamW, the kinds whose state checkpoints hold");
+}
 
 std::unique_ptr<Optimizer> Optimizer::make(const OptimizerSpec& s, const std::vector<ParamGroup>& groups) {
   check_spec(s);

@@ -13,6 +13,10 @@
 #include "checkpoint/checkpoint_file.h"
 #include "model/param_groups.h"
 
+namespace torch::optim {
+class Optimizer;
+}
+
 namespace ddp::core {
 
 struct OptimizerSpec {
@@ -38,6 +42,13 @@ class Optimizer {
   // torch.optim's parameter groups: `spec` is the defaults, each group's
   // own values replace them (lr, weight_decay, SGD's momentum).
   static std::unique_ptr<Optimizer> make(const OptimizerSpec& spec, const std::vector<ParamGroup>& groups);
+  // A torch::optim optimizer the caller made and keeps alive (C++ programs,
+  // and JavaCPP's or tch's LibTorch when it is this library's): its kind
+  // (SGD, Adam, AdamW) found from its dynamic type, its groups and state
+  // its own. Stepped, scheduled and checkpointed exactly as one made here,
+  // since one made here is the same torch::optim object. spec() is its first
+  // group's. Status::InvalidArgument for another kind, naming it.
+  static std::unique_ptr<Optimizer> borrow(torch::optim::Optimizer& opt);
   virtual ~Optimizer() = default;
 
   // PyTorch 2's default: gradients set to None, not zeroed.

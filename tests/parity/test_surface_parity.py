@@ -162,26 +162,55 @@ def test_join_with_uneven_batches_equals_pytorchs_join(data, model, divide):
     assert mine["0"][-1] == mine["1"][-1]  # one model after the join
 
 
-@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
-def test_a_libtorch_module_under_the_strategy_equals_pytorch_ddp(data, precision):
-    """tests/torch/native_job.cpp: a torch::nn::Module (Linear, BatchNorm1d,
-    Linear) handed over with ddp::module_from, run by its own forward and
-    stepped by its own torch::optim::SGD, 10 steps on 2 ranks: every loss
-    bitwise PyTorch DDP's on the Python module with the same names and
-    weights, each rank's running statistics too (rank 0's broadcast before
-    each forward), and the checkpoint's state_dict (under "model.") its
-    final state."""
-    job = subprocess.run([os.path.join(BUILD, "tests", "native_job"), data, precision], capture_output=True,
+def native_job(data, precision, *extra):
+    job = subprocess.run([os.path.join(BUILD, "tests", "native_job"), data, precision, *extra], capture_output=True,
                          text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert job.returncode == 0, job.stderr + job.stdout
-    mine = lines_by_rank(job.stdout)
+    return lines_by_rank(job.stdout)
+
+
+def joined(*runs):
+    return {rank: sum((run[rank] for run in runs), []) for rank in runs[0]}
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_a_libtorch_module_and_optimizer_under_the_strategy_equal_pytorch_ddp_through_a_resume(data, precision):
+    """tests/torch/native_job.cpp: a torch::nn::Module (Linear, BatchNorm1d,
+    Linear) and its own torch::optim::SGD (momentum) under ddp::Strategy,
+    run by its own forward, 10 steps on 2 ranks, a checkpoint, then 10 more
+    steps in a new job resumed from it: every loss bitwise PyTorch DDP's 20
+    uninterrupted steps on the Python module with the same names and
+    weights, each rank's running statistics too (rank 0's broadcast before
+    each forward). The checkpoint holds the state after step 10: the
+    state_dict under "model." and the optimizer's state_dict (momentum
+    buffers bitwise, param_groups equal as dicts). Across frameworks in both
+    directions: PyTorch resumed from the C++ checkpoint, and the C++ job
+    from the one PyTorch wrote in Lightning's layout, continue with the
+    uninterrupted run's losses."""
     theirs = reference(data, script="native_reference.py", args=[data, precision])
-    assert len(mine["0"]) == 11 and mine == theirs  # 10 losses and the running statistics
-    saved = torch.load(os.path.join(data, "native.ckpt"), weights_only=True)["state_dict"]
+    first = native_job(data, precision)
+    assert len(first["0"]) == 11  # 10 losses and the running statistics
+    ckpt = os.path.join(data, "native.ckpt")
+    resumed = native_job(data, precision, "--resume", ckpt)
+    assert joined(first, resumed) == theirs
+
+    saved = torch.load(ckpt, weights_only=True)
     ref = torch.load(os.path.join(data, "native_ref.pt"), weights_only=True)
-    assert saved.keys() == {"model." + k for k in ref}
+    assert saved["state_dict"].keys() == {"model." + k for k in ref}
     for k, v in ref.items():
-        assert torch.equal(saved["model." + k], v), k
+        assert torch.equal(saved["state_dict"]["model." + k], v), k
+    ref_opt = torch.load(os.path.join(data, "native_ref_opt.pt"), weights_only=True)
+    mine_opt = saved["optimizer_states"][0]
+    assert mine_opt["param_groups"] == ref_opt["param_groups"]
+    assert mine_opt["state"].keys() == ref_opt["state"].keys() and len(ref_opt["state"]) == 6
+    for i, buffers in ref_opt["state"].items():
+        assert torch.equal(mine_opt["state"][i]["momentum_buffer"], buffers["momentum_buffer"]), i
+
+    # PyTorch resumed from the C++ checkpoint, the C++ job from PyTorch's.
+    pytorch_resumed = reference(data, script="native_reference.py", args=[data, precision, "--resume", ckpt])
+    assert joined(first, pytorch_resumed) == theirs
+    cpp_resumed = native_job(data, precision, "--resume", os.path.join(data, "native_py.ckpt"))
+    assert joined(first, cpp_resumed) == theirs
 
 
 def lib():

@@ -242,6 +242,27 @@ DDP_API ddp_status ddp_optimizer_new_sgd(ddp_optimizer **out, ddp_module *m, con
 DDP_API ddp_status ddp_optimizer_new_adam(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts);
 DDP_API ddp_status ddp_optimizer_new_adamw(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts);
 
+/**
+ * For programs that use LibTorch themselves: a handle to the caller's own
+ * torch::optim::SGD, Adam or AdamW (found from its type), which libddp then
+ * treats as one of its own: ddp_strategy_optimizer_step (unscale, clip,
+ * skip), LR schedulers, and its state and param_groups in and out of
+ * checkpoints in torch.optim's layout, so that PyTorch and Lightning resume
+ * them. The optimizer's parameters are the ones it was given (in C++,
+ * module->parameters(): the order PyTorch's optimizer numbers them in).
+ * Not stable ABI: libddp and the caller must use the same LibTorch (see
+ * ddp_torch_check_version).
+ *
+ * @param[out] out new reference (ddp_optimizer_free frees the handle, never
+ *        the optimizer); NULL on error.
+ * @param torch_optimizer address of a torch::optim::Optimizer (the base
+ *        class: `static_cast<torch::optim::Optimizer*>(&sgd)`); borrowed: it
+ *        must outlive the handle.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for NULL or another kind of
+ *         optimizer (named).
+ */
+DDP_API ddp_status ddp_optimizer_from_torch(ddp_optimizer **out, void *torch_optimizer);
+
 #define DDP_PARAM_GROUP_VERSION 1
 
 /** A hyper-parameter of a ddp_param_group that the optimizer's options give. */

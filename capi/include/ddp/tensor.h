@@ -58,6 +58,30 @@ DDP_API ddp_status ddp_tensor_new(ddp_tensor **out, ddp_dtype dtype, const int64
  */
 DDP_API ddp_status ddp_tensor_from_aten(ddp_tensor **out, const void *aten_tensor);
 
+/**
+ * @return the LibTorch version libddp was built against ("2.11.0"), static.
+ *         The functions that take a LibTorch object's address
+ *         (ddp_tensor_from_aten, ddp_optimizer_from_torch) read it as this
+ *         LibTorch lays it out.
+ */
+DDP_API const char *ddp_torch_version(void);
+
+/**
+ * Whether objects of the caller's LibTorch can be handed to libddp by address:
+ * the same major and minor version as ddp_torch_version() (LibTorch keeps
+ * its C++ ABI within a minor release, not across). Call it once before
+ * ddp_tensor_from_aten when the caller's LibTorch is not the one libddp
+ * links (JavaCPP's presets, tch-rs): a mismatch is then a status, where an
+ * object of another layout would be undefined behaviour. torch.hpp, the
+ * Java binding and the Rust crate call it for you.
+ *
+ * @param caller_version the caller's LibTorch version, e.g. TORCH_VERSION
+ *        from <torch/version.h>, or torch.__version__ ("2.11.0+cpu").
+ * @return DDP_OK; DDP_E_UNSUPPORTED naming both versions;
+ *         DDP_E_INVALID_ARGUMENT for NULL or text that is not a version.
+ */
+DDP_API ddp_status ddp_torch_check_version(const char *caller_version);
+
 /** Frees the handle (and the memory if libddp owns it); NULL is accepted. */
 DDP_API void ddp_tensor_free(ddp_tensor *t);
 

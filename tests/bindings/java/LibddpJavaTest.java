@@ -92,4 +92,44 @@ public class LibddpJavaTest {
       assertEquals((16 + 8) + 8, after[0]);
     }
   }
+  @Test
+  public void aLibTorchTensorByAddressIsSharedAndAnotherLibTorchIsRefused() {
+    org.junit.Assume.assumeTrue("skipped: the at::Tensor helper library was not built (ddp.atenHelper unset)",
+        AtenHelper.load());
+    String version = Tensor.torch_version();
+    long w = AtenHelper.newTensor(new float[] {1, 2, 3, 4, 5, 6}, true);
+    long rm = AtenHelper.newTensor(new float[] {0, 0}, false);
+    try {
+      try {
+        Tensor.from_aten_address(w, "1.13.1");
+        fail("a tensor of another LibTorch must be refused");
+      } catch (DdpException e) {
+        assertEquals(ddpConstants.E_UNSUPPORTED, e.status);
+        assertTrue(e.getMessage(), e.getMessage().contains("1.13.1") && e.getMessage().contains(version));
+      }
+      try {
+        Tensor.from_aten_address(0, version);
+        fail("a null address must be refused");
+      } catch (DdpException e) {
+        assertEquals(ddpConstants.E_INVALID_ARGUMENT, e.status);
+      }
+      try (Tensor tw = Tensor.from_aten_address(w, version);
+           Tensor trm = Tensor.from_aten_address(rm, version);
+           ScriptModule m = ScriptModule.from_tensors(new String[] {"fc.weight", "norm.running_mean"},
+               new Tensor[] {tw, trm}, 1)) {
+        assertEquals(1, m.num_parameters());
+        assertEquals(6, tw.numel());
+        // Shared, not copied: what libddp writes is in the C++ tensor.
+        ByteBuffer nines = ByteBuffer.allocate(24).order(ByteOrder.nativeOrder());
+        for (int i = 0; i < 6; ++i) nines.putFloat(i * 4, 9f);
+        tw.copy_from(nines.array());
+        float[] back = new float[6];
+        AtenHelper.read(w, back);
+        for (float v : back) assertEquals(9f, v, 0f);
+      }
+    } finally {
+      AtenHelper.free(w);
+      AtenHelper.free(rm);
+    }
+  }
 }

@@ -22,5 +22,8 @@ torch.manual_seed(0)
 m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
 torch.jit.script(m).save(sys.argv[1])" "$model"
 fi
+# The at::Tensor helper (tests/torch/aten_helper.cpp) stands in for JavaCPP.
+aten=""
+[ -f "$build/tests/libddp_test_aten_jni.so" ] && aten="$build/tests/libddp_test_aten_jni.so"
 OMP_NUM_THREADS=1 java -Djava.library.path="$build/bindings/java" -Dddp.ddprun="$build/tools/ddprun" \
-  -Dddp.model="$model" -cp "$cp" org.junit.runner.JUnitCore LibddpJavaTest
+  -Dddp.model="$model" -Dddp.atenHelper="$aten" -cp "$cp" org.junit.runner.JUnitCore LibddpJavaTest

@@ -507,6 +507,8 @@ extern "C" {
         out: *mut *mut ddp_tensor,
         aten_tensor: *const c_void,
     ) -> ddp_status;
+    pub fn ddp_torch_version() -> *const c_char;
+    pub fn ddp_torch_check_version(caller_version: *const c_char) -> ddp_status;
     pub fn ddp_tensor_free(t: *mut ddp_tensor);
     pub fn ddp_tensor_data(t: *const ddp_tensor) -> *mut c_void;
     pub fn ddp_tensor_ndim(t: *const ddp_tensor) -> usize;
@@ -815,6 +817,7 @@ extern "C" {
     pub fn ddp_optimizer_new_adam(out: *mut *mut ddp_optimizer, m: *mut ddp_module, opts: *const ddp_adam_options) -> ddp_status;
     pub fn ddp_optimizer_new_adamw(out: *mut *mut ddp_optimizer, m: *mut ddp_module, opts: *const ddp_adam_options) -> ddp_status;
     pub fn ddp_optimizer_new_sgd(out: *mut *mut ddp_optimizer, m: *mut ddp_module, opts: *const ddp_sgd_options) -> ddp_status;
+    pub fn ddp_optimizer_from_torch(out: *mut *mut ddp_optimizer, torch_optimizer: *mut c_void) -> ddp_status;
     pub fn ddp_optimizer_zero_grad(opt: *mut ddp_optimizer) -> ddp_status;
     pub fn ddp_strategy_backward(s: *mut ddp_strategy, loss: *const ddp_tensor) -> ddp_status;
     pub fn ddp_strategy_barrier(s: *mut ddp_strategy, name: *const c_char) -> ddp_status;

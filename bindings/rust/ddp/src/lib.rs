@@ -458,6 +458,75 @@ impl Drop for Module {
     }
 }
 
+/// LibTorch objects by address, for programs whose model already lives in
+/// LibTorch (tch-rs: `Tensor::as_ptr()` is the address of its `at::Tensor`).
+/// libddp reads such an object as its own LibTorch lays it out, so the
+/// caller's LibTorch must be libddp's: [`torch::check_version`] says so,
+/// and every function here checks it first.
+#[cfg(feature = "tch")]
+pub mod torch {
+    use super::*;
+    use std::os::raw::c_char;
+
+    /// The LibTorch version libddp was built against ("2.11.0").
+    pub fn version() -> String {
+        // SAFETY: a static NUL-terminated string.
+        unsafe { CStr::from_ptr(sys::ddp_torch_version()) }.to_string_lossy().into_owned()
+    }
+
+    /// `Err` with `DDP_E_UNSUPPORTED`, naming both versions, unless
+    /// `caller_version` ("2.11.0", "2.11.0+cpu") has libddp's major.minor.
+    pub fn check_version(caller_version: &str) -> Result<()> {
+        let v = CString::new(caller_version).map_err(|_| invalid("the version contains NUL"))?;
+        check(unsafe { sys::ddp_torch_check_version(v.as_ptr() as *const c_char) })
+    }
+
+    /// One tensor of a model given by address: its name as a Python module
+    /// names it ("net.0.weight"), whether it is a buffer (running
+    /// statistics) rather than a parameter.
+    pub struct Named<'a> {
+        pub name: &'a str,
+        pub tensor: *const c_void,
+        pub buffer: bool,
+    }
+
+    impl Module {
+        /// A model made of the caller's LibTorch tensors, shared, never
+        /// copied (libddp's `ddp_module_from_tensors`): the strategy sets it
+        /// up, synchronises its gradients and checkpoints it by these names,
+        /// while the caller runs its forward.
+        ///
+        /// # Safety
+        /// Each `tensor` is the address of a live `at::Tensor` of a LibTorch
+        /// with `torch_version`, kept alive as long as the module.
+        pub unsafe fn from_torch_tensors(torch_version: &str, tensors: &[Named<'_>]) -> Result<Module> {
+            check_version(torch_version)?;
+            let mut handles: Vec<Tensor> = Vec::with_capacity(tensors.len());
+            let mut names = Vec::with_capacity(tensors.len());
+            for t in tensors {
+                if t.tensor.is_null() {
+                    return Err(invalid(&format!("the tensor '{}' is a null pointer", t.name)));
+                }
+                let mut h = ptr::null_mut();
+                check(sys::ddp_tensor_from_aten(&mut h, t.tensor))?;
+                handles.push(Tensor(h));
+                names.push(CString::new(t.name).map_err(|_| invalid("a name contains NUL"))?);
+            }
+            let name_ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+            let raw: Vec<*mut sys::ddp_tensor> = handles.iter().map(|h| h.0).collect();
+            let buffers: Vec<c_int> = tensors.iter().map(|t| t.buffer as c_int).collect();
+            let mut m = ptr::null_mut();
+            check(sys::ddp_module_from_tensors(&mut m, name_ptrs.as_ptr(), raw.as_ptr(), buffers.as_ptr(), raw.len()))?;
+            Ok(Module(m))
+        }
+
+        /// The raw handle, for the C API's calls this crate does not wrap yet.
+        pub fn as_raw(&self) -> *mut sys::ddp_module {
+            self.0
+        }
+    }
+}
+
 /// LibTorch's SGD over a module's parameters; make it after
 /// [`Strategy::setup_module`].
 pub struct Optimizer(*mut sys::ddp_optimizer);
