@@ -392,6 +392,20 @@ ddp_status ddp_strategy_all_gather_v3(ddp_strategy* s, const ddp_tensor* in, int
   });
 }
 
+ddp_status ddp_strategy_batch_norm(ddp_strategy* s, const ddp_tensor* input, const ddp_tensor* weight,
+                                   const ddp_tensor* bias, ddp_tensor* running_mean, ddp_tensor* running_var,
+                                   int training, double momentum, double eps, ddp_tensor** out) {
+  if (!out) return invalid("ddp_strategy_batch_norm: out is NULL");
+  *out = nullptr;
+  return fence([&] {
+    auto& st = strategy_of(s);
+    auto optional = [](const ddp_tensor* t, const char* what) { return t ? require(t, what)->t : at::Tensor(); };
+    hand_out(out, wrap_tensor(st.batch_norm(require(input, "input")->t, optional(weight, "weight"),
+                                            optional(bias, "bias"), optional(running_mean, "running_mean"),
+                                            optional(running_var, "running_var"), training != 0, momentum, eps)));
+  });
+}
+
 ddp_status ddp_strategy_all_gather_uneven(ddp_strategy* s, const ddp_tensor* in, ddp_tensor** out) {
   ddp_group* g = nullptr;
   ddp_status st = group_for(s, "ddp_strategy_all_gather_uneven", &g);

@@ -34,6 +34,11 @@ ddp_status ddp_tensor_from_aten(ddp_tensor** out, const void* aten_tensor) {
   });
 }
 
+ddp_status ddp_tensor_to_aten(const ddp_tensor* t, void* aten_out) {
+  if (!aten_out) return invalid("ddp_tensor_to_aten: aten_out is NULL");
+  return fence([&] { *static_cast<at::Tensor*>(aten_out) = require(t, "tensor")->t; });
+}
+
 const char* ddp_torch_version(void) { return ddp::core::torch_version(); }
 
 ddp_status ddp_torch_check_version(const char* caller_version) {

@@ -3,10 +3,12 @@
 #include "checkpoint/lightning_checkpoint.h"
 
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/batch_norm.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include "comm/all_gather_grad.h"
 #include "comm/collectives.h"
+#include "comm/sync_batch_norm.h"
 #include "common/cuda_plugin.h"
 #include "common/error.h"
 #include "hooks/post_localsgd.h"
@@ -354,6 +356,23 @@ at::Tensor DdpStrategy::all_gather(const at::Tensor& t, bool sync_grads, const s
   require_setup("all_gather");
   const auto& g = group_or_own(group, "all_gather");
   return naming_failed_rank([&] { return all_gather_with_grad(g, sync_grads ? t : t.detach()); });
+}
+
+at::Tensor DdpStrategy::batch_norm(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                                   const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
+                                   double momentum, double eps) {
+  check_arg(input.dim() >= 2, "batch_norm: the input has " + std::to_string(input.dim()) +
+                                  " dimensions; batch norm needs (N, C, ...)");
+  for (const at::Tensor* t : {&weight, &bias, &running_mean, &running_var})
+    check_arg(!t->defined() || (t->dim() == 1 && t->size(0) == input.size(1)),
+              "batch_norm: a weight, bias or running statistic of shape " +
+                  (t->defined() ? c10::str(t->sizes()) : std::string()) + " for " +
+                  std::to_string(input.size(1)) + " channels");
+  if (!training)
+    return at::batch_norm(input, weight, bias, running_mean, running_var, false, momentum, eps, true);
+  require_setup("a synchronised batch norm");
+  return naming_failed_rank(
+      [&] { return sync_batch_norm(group_, input, weight, bias, running_mean, running_var, momentum, eps); });
 }
 
 double DdpStrategy::compute_metric(const LoggedMetric& metric) {

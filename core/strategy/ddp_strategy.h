@@ -174,6 +174,15 @@ class DdpStrategy {
   // a backward that hands each rank the sum over ranks of its slice's
   // gradient (comm/all_gather_grad.h).
   at::Tensor all_gather(const at::Tensor& t, bool sync_grads, const std::shared_ptr<Group>& group = nullptr);
+  // sync_batchnorm for a model whose forward the caller runs (LibTorch
+  // modules): training, batch_norm with the statistics of the global batch
+  // over the strategy's group (comm/sync_batch_norm.h; collective in forward
+  // and backward, every rank calls it for the same layers in the same
+  // order); eval, plain batch_norm with the running statistics, no
+  // collective. weight, bias and the running statistics may be undefined.
+  at::Tensor batch_norm(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                        const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
+                        double momentum, double eps);
   // A logged metric's epoch value over the group (Lightning's sync_dist);
   // collective.
   double compute_metric(const LoggedMetric& metric);

@@ -7,12 +7,15 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <sstream>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "ddp/torch.hpp"
 #include "ddp/torch_data.hpp"
+#include "ddp/torch_nn.hpp"
 
 namespace {
 
@@ -223,6 +226,47 @@ TEST(TorchData, ADataLoaderOverTheSamplerYieldsDistributedSamplersShards) {
   } catch (const ddp::error& e) {
     EXPECT_EQ(e.status, DDP_E_INVALID_ARGUMENT);
   }
+}
+
+// ddp_strategy_batch_norm's mistakes, named; eval needs no group.
+TEST(TorchSyncBatchNorm, BadShapesOneValuePerChannelAndNoGroupAreNamed) {
+  ddp_strategy* fresh = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&fresh, nullptr), DDP_OK);
+  at::Tensor x = torch::randn({4, 3}), w = torch::ones({3}), wrong = torch::ones({4}), rm = torch::zeros({3}),
+             rv = torch::ones({3});
+  ddp_tensor *hx = nullptr, *hw = nullptr, *hwrong = nullptr, *hrm = nullptr, *hrv = nullptr, *out = nullptr;
+  for (auto [h, t] : {std::pair{&hx, &x}, {&hw, &w}, {&hwrong, &wrong}, {&hrm, &rm}, {&hrv, &rv}})
+    ASSERT_EQ(ddp_tensor_from_aten(h, t), DDP_OK);
+  EXPECT_EQ(ddp_strategy_batch_norm(fresh, hx, hw, nullptr, hrm, hrv, 1, 0.1, 1e-5, &out), DDP_E_STATE);
+  EXPECT_EQ(out, nullptr);
+  ASSERT_EQ(ddp_strategy_batch_norm(fresh, hx, hw, nullptr, hrm, hrv, 0, 0.1, 1e-5, &out), DDP_OK) << last();
+  at::Tensor y;
+  ASSERT_EQ(ddp_tensor_to_aten(out, &y), DDP_OK);
+  EXPECT_TRUE(torch::allclose(y, x / std::sqrt(1 + 1e-5)));  // eval: the running statistics
+  ddp_tensor_free(out);
+  EXPECT_EQ(ddp_strategy_batch_norm(fresh, hx, hwrong, nullptr, nullptr, nullptr, 0, 0.1, 1e-5, &out),
+            DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "shape [4] for 3 channels")) << last();
+  EXPECT_EQ(ddp_strategy_batch_norm(fresh, hx, hw, nullptr, hrm, hrv, 1, 0.1, 1e-5, nullptr), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_tensor_to_aten(hx, nullptr), DDP_E_INVALID_ARGUMENT);
+  ddp_strategy_free(fresh);
+
+  // One value per channel over the whole group cannot be normalised.
+  ddp::Strategy& s = one_rank();
+  at::Tensor one = torch::randn({1, 3});
+  ddp_tensor* hone = nullptr;
+  ASSERT_EQ(ddp_tensor_from_aten(&hone, &one), DDP_OK);
+  EXPECT_EQ(ddp_strategy_batch_norm(s.get(), hone, hw, nullptr, hrm, hrv, 1, 0.1, 1e-5, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "more than 1 value per channel")) << last();
+  EXPECT_TRUE(torch::equal(rm, torch::zeros({3})));  // nothing moved
+  // Bound in a model, the layer trains through the strategy (one rank: BatchNorm).
+  ddp::SyncBatchNorm bn(torch::nn::BatchNormOptions(3));
+  torch::nn::BatchNorm1d plain(torch::nn::BatchNormOptions(3));
+  EXPECT_EQ(ddp::bind_sync_batchnorm(*bn, s.get()), 1);
+  auto xx = torch::randn({5, 3});
+  EXPECT_TRUE(torch::allclose(bn->forward(xx), plain->forward(xx), 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(bn->running_var, plain->running_var, 1e-5, 1e-6));
+  for (ddp_tensor* h : {hx, hw, hwrong, hrm, hrv, hone}) ddp_tensor_free(h);
 }
 
 }  // namespace

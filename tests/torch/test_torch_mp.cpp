@@ -21,5 +21,7 @@ TEST_P(TorchWorlds, UnusedParameterWithFindUnused) { run_ok(GetParam(), "unused"
 TEST_P(TorchWorlds, Fp16HookThroughRegisterCommHook) { run_ok(GetParam(), "fp16_hook"); }
 TEST_P(TorchWorlds, GradientAsBucketViewAveragesInPlace) { run_ok(GetParam(), "bucket_view"); }
 TEST_P(TorchWorlds, AllGatherWithSyncGradsSumsEachSlicesGradient) { run_ok(GetParam(), "gather_grads"); }
+TEST_P(TorchWorlds, SyncBatchNorm1dInATorchModelEqualsOneBatchNormOnTheWholeBatch) { run_ok(GetParam(), "sync_bn_1d"); }
+TEST_P(TorchWorlds, SyncBatchNorm2dInATorchModelEqualsOneBatchNormOnTheWholeBatch) { run_ok(GetParam(), "sync_bn_2d"); }
 INSTANTIATE_TEST_SUITE_P(Ranks, TorchWorlds, ::testing::Values(2, 4));
 }  // namespace

@@ -2,7 +2,8 @@
 // ddp::DistributedDataParallel (autograd hooks, no call from the user), each
 // step checked bit for bit against a reference model whose gradients are
 // averaged by hand the way PyTorch's reducer does (g * (1/world), SUM).
-// Usage: torch_worker <mlp|unused|fp16_hook|bucket_view>   (env from the launcher)
+// Usage: torch_worker <mlp|unused|fp16_hook|bucket_view|gather_grads|sync_bn_1d|sync_bn_2d>
+//        (env from the launcher)
 // bucket_view: gradient_as_bucket_view, the gradients set to none once
 // (zero_grad(set_to_none)) so that both of PyTorch's paths run: a gradient
 // already in its bucket, and one copied in and bound.
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "ddp/torch.hpp"
+#include "ddp/torch_nn.hpp"
 
 namespace {
 int failures = 0;
@@ -117,9 +119,106 @@ int gather_grads() {
   return failures == 0 ? 0 : 1;
 }
 
+// ddp::SyncBatchNorm (torch_nn.hpp) in a torch::nn model under ddp::Strategy:
+// per-rank batches of different sizes (on 4 ranks one rank has no rows), two
+// training steps, then eval on rank 0 alone. Everything equals one
+// torch::nn::BatchNorm on the concatenation of every rank's batch, computed
+// here from every rank's (reproducible) inputs: the outputs of this rank's
+// rows, its input gradient (of the sum of every rank's loss), the weight and
+// bias gradients summed over the ranks, and the running statistics.
+int sync_bn(bool two_d) {
+  torch::set_num_threads(1);
+  ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+  o.timeout_ms = 20000;
+  ddp::Strategy strategy(o);
+  const int rank = strategy.global_rank(), world = strategy.world_size();
+  const std::vector<int64_t> rows = world == 4 ? std::vector<int64_t>{3, 0, 5, 2} : std::vector<int64_t>{3, 5};
+  const int64_t C = 6;
+  auto shape = [&](int64_t n) { return two_d ? std::vector<int64_t>{n, C, 2, 3} : std::vector<int64_t>{n, C}; };
+  auto input_of = [&](int r, int step) {
+    return torch::randn(shape(rows[r]), torch::Generator(at::detail::createCPUGenerator(100 * step + r))) * 3 + 1;
+  };
+  auto grad_of = [&](int r, int step) {
+    return torch::randn(shape(rows[r]), torch::Generator(at::detail::createCPUGenerator(1000 + 100 * step + r)));
+  };
+  torch::nn::BatchNormOptions opts(C);
+  opts.momentum(0.2);
+  ddp::SyncBatchNorm bn(opts);
+  torch::nn::BatchNorm1d ref1(opts);
+  torch::nn::BatchNorm2d ref2(opts);
+  torch::nn::Module& ref = two_d ? static_cast<torch::nn::Module&>(*ref2) : static_cast<torch::nn::Module&>(*ref1);
+  {
+    torch::NoGradGuard g;
+    auto w = torch::randn({C}, torch::Generator(at::detail::createCPUGenerator(7)));
+    bn->weight.copy_(w);
+    bn->bias.copy_(w * 0.5);
+    for (auto& p : ref.named_parameters()) p.value().copy_(p.key() == "weight" ? w : w * 0.5);
+  }
+  // BatchNorm's names, so that PyTorch's BatchNorm loads its state_dict.
+  TCHECK(bn->named_parameters().keys() == ref.named_parameters().keys(), "parameter names differ");
+  TCHECK(bn->named_buffers().keys() == ref.named_buffers().keys(), "buffer names differ");
+  TCHECK(ddp::bind_sync_batchnorm(*bn, strategy.get()) == 1, "the layer was not bound");
+  auto run_ref = [&](const torch::Tensor& x) { return two_d ? ref2->forward(x) : ref1->forward(x); };
+  for (int step = 0; step < 2; ++step) {
+    auto x = input_of(rank, step).requires_grad_(true);
+    bn->zero_grad();
+    auto y = bn->forward(x);
+    (y * grad_of(rank, step)).sum().backward();
+    // The reference: one batch norm over every rank's rows.
+    std::vector<torch::Tensor> xs, gs;
+    for (int r = 0; r < world; ++r) {
+      xs.push_back(input_of(r, step));
+      gs.push_back(grad_of(r, step));
+    }
+    auto all = torch::cat(xs).requires_grad_(true);
+    ref.zero_grad();
+    auto ry = run_ref(all);
+    (ry * torch::cat(gs)).sum().backward();
+    int64_t first = 0;
+    for (int r = 0; r < rank; ++r) first += rows[r];
+    auto mine = [&](const torch::Tensor& t) { return t.narrow(0, first, rows[rank]); };
+    TCHECK(torch::allclose(y, mine(ry), 1e-5, 1e-5), "step %d: outputs differ", step);
+    TCHECK(torch::allclose(x.grad(), mine(all.grad()), 1e-4, 1e-5), "step %d: input gradients differ", step);
+    for (auto* name : {"weight", "bias"}) {
+      torch::Tensor summed = bn->named_parameters()[name].grad().clone();
+      ddp_tensor* h = nullptr;
+      ddp::check(ddp_tensor_from_aten(&h, &summed), "from_aten");
+      ddp::check(ddp_strategy_reduce(strategy.get(), h, DDP_SUM), "reduce");
+      ddp_tensor_free(h);
+      TCHECK(torch::allclose(summed, ref.named_parameters()[name].grad(), 1e-4, 1e-4), "step %d: %s gradients differ",
+             step, name);
+    }
+    for (auto* name : {"running_mean", "running_var", "num_batches_tracked"})
+      TCHECK(torch::allclose(bn->named_buffers()[name].to(torch::kDouble),
+                             ref.named_buffers()[name].to(torch::kDouble), 1e-5, 1e-6),
+             "step %d: %s differs", step, name);
+  }
+  // Eval uses the running statistics and communicates nothing: rank 0 alone.
+  if (rank == 0) {
+    bn->eval();
+    ref.eval();
+    auto x = input_of(0, 5);
+    TCHECK(torch::allclose(bn->forward(x), run_ref(x), 1e-5, 1e-6), "eval outputs differ");
+    bn->train();
+  }
+  strategy.barrier("after eval");
+  // Unbound, the layer is a plain batch norm over this rank's rows.
+  ddp::bind_sync_batchnorm(*bn, nullptr);
+  if (rows[rank] > 1) {
+    torch::nn::BatchNorm1d local(opts);
+    auto x = torch::randn({4, C});
+    torch::NoGradGuard g;
+    local->weight.copy_(bn->weight);
+    local->bias.copy_(bn->bias);
+    TCHECK(torch::allclose(bn->forward(x), local->forward(x), 1e-6, 1e-6), "an unbound layer is not BatchNorm");
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "mlp";
   if (mode == "gather_grads") return gather_grads();
+  if (mode == "sync_bn_1d" || mode == "sync_bn_2d") return sync_bn(mode == "sync_bn_2d");
   bool with_unused = mode == "unused";
   bool fp16_hook = mode == "fp16_hook";  // PyTorch's fp16_compress_hook through register_comm_hook
   bool bucket_view = mode == "bucket_view";

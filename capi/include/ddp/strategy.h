@@ -229,7 +229,9 @@ DDP_API const char *ddp_strategy_precision_warning(const ddp_strategy *s);
  * global unbiased variance; in eval mode it uses the running statistics and
  * communicates nothing. Every rank must then run training forwards and
  * backwards of the same layers in the same order. After teardown the module
- * still evaluates; training it is DDP_E_STATE.
+ * still evaluates; training it is DDP_E_STATE. A model given as tensors
+ * (ddp_module_from_tensors) has no graph to rewrite: its forward calls
+ * ddp_strategy_batch_norm (torch_nn.hpp's ddp::SyncBatchNorm) instead.
  */
 DDP_API ddp_status ddp_strategy_setup_module(ddp_strategy *s, ddp_module *m);
 
@@ -298,6 +300,28 @@ DDP_API ddp_status ddp_strategy_forward_end(ddp_strategy *s);
  */
 DDP_API ddp_status ddp_strategy_optimizer_step_fn(ddp_strategy *s, int (*step)(void *user_data), void *user_data,
                                                   int *stepped);
+
+/**
+ * sync_batchnorm for a model whose forward the caller runs (torch.hpp's
+ * ddp::SyncBatchNorm calls it): with @p training, batch_norm of @p input
+ * (N, C, ...) normalised with the mean and variance of the global batch over
+ * the strategy's group, as torch.nn.SyncBatchNorm (uneven per-rank batches
+ * and ranks with no rows included; the running statistics move with the
+ * unbiased global variance; the backward reduces SyncBatchNorm's two sums),
+ * on the CPU as on CUDA. Collective in the forward and in the backward: every
+ * rank calls it for the same layers in the same order. Without @p training,
+ * plain batch_norm with the running statistics and no collective.
+ * Gradients flow to @p input, @p weight and @p bias.
+ * @param weight,bias,running_mean,running_var (C) each, or NULL; the running
+ *        statistics are updated in place.
+ * @param[out] out new reference; NULL on error.
+ * @return DDP_E_STATE when training before setup_environment;
+ *         DDP_E_INVALID_ARGUMENT for shapes that do not fit (named), or
+ *         one value per channel over the whole group.
+ */
+DDP_API ddp_status ddp_strategy_batch_norm(ddp_strategy *s, const ddp_tensor *input, const ddp_tensor *weight,
+                                          const ddp_tensor *bias, ddp_tensor *running_mean, ddp_tensor *running_var,
+                                          int training, double momentum, double eps, ddp_tensor **out);
 
 /** loss.backward(): the gradients are averaged over the ranks as they become ready. Collective. */
 DDP_API ddp_status ddp_strategy_backward(ddp_strategy *s, const ddp_tensor *loss);

@@ -59,6 +59,18 @@ DDP_API ddp_status ddp_tensor_new(ddp_tensor **out, ddp_dtype dtype, const int64
 DDP_API ddp_status ddp_tensor_from_aten(ddp_tensor **out, const void *aten_tensor);
 
 /**
+ * The reverse of ddp_tensor_from_aten: assigns the handle's tensor (same
+ * storage and autograd identity, e.g. the output of ddp_strategy_batch_norm
+ * with its gradient path) to an at::Tensor of the caller's. libddp and the
+ * caller must use the same LibTorch.
+ *
+ * @param t          borrowed.
+ * @param aten_out   address of the caller's at::Tensor (at::Tensor *), overwritten.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for NULL or a handle that is not live.
+ */
+DDP_API ddp_status ddp_tensor_to_aten(const ddp_tensor *t, void *aten_out);
+
+/**
  * @return the LibTorch version libddp was built against ("2.11.0"), static.
  *         The functions that take a LibTorch object's address
  *         (ddp_tensor_from_aten, ddp_optimizer_from_torch) read it as this

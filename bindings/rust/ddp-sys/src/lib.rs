@@ -507,6 +507,7 @@ extern "C" {
         out: *mut *mut ddp_tensor,
         aten_tensor: *const c_void,
     ) -> ddp_status;
+    pub fn ddp_tensor_to_aten(t: *const ddp_tensor, aten_out: *mut c_void) -> ddp_status;
     pub fn ddp_torch_version() -> *const c_char;
     pub fn ddp_torch_check_version(caller_version: *const c_char) -> ddp_status;
     pub fn ddp_tensor_free(t: *mut ddp_tensor);
@@ -909,6 +910,18 @@ extern "C" {
     pub fn ddp_module_call_v2(m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: usize, kw_names: *const *const c_char, kw_values: *const *const ddp_tensor, num_kw: usize, out: *mut *mut ddp_outputs) -> ddp_status;
     pub fn ddp_strategy_call_v2(s: *mut ddp_strategy, m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: usize, kw_names: *const *const c_char, kw_values: *const *const ddp_tensor, num_kw: usize, out: *mut *mut ddp_outputs) -> ddp_status;
     pub fn ddp_module_from_tensors(out: *mut *mut ddp_module, names: *const *const c_char, tensors: *const *mut ddp_tensor, is_buffer: *const c_int, n: usize) -> ddp_status;
+    pub fn ddp_strategy_batch_norm(
+        s: *mut ddp_strategy,
+        input: *const ddp_tensor,
+        weight: *const ddp_tensor,
+        bias: *const ddp_tensor,
+        running_mean: *mut ddp_tensor,
+        running_var: *mut ddp_tensor,
+        training: c_int,
+        momentum: f64,
+        eps: f64,
+        out: *mut *mut ddp_tensor,
+    ) -> ddp_status;
     pub fn ddp_strategy_forward_begin(s: *mut ddp_strategy, m: *mut ddp_module) -> ddp_status;
     pub fn ddp_strategy_forward_end(s: *mut ddp_strategy) -> ddp_status;
     pub fn ddp_strategy_optimizer_step_fn(
