@@ -249,7 +249,9 @@ DDP_API ddp_status ddp_optimizer_new_adamw(ddp_optimizer **out, ddp_module *m, c
  * skip), LR schedulers, and its state and param_groups in and out of
  * checkpoints in torch.optim's layout, so that PyTorch and Lightning resume
  * them. The optimizer's parameters are the ones it was given (in C++,
- * module->parameters(): the order PyTorch's optimizer numbers them in).
+ * module->parameters(): the order PyTorch's optimizer numbers them in), in
+ * the groups it has when the handle is made: after add_param_group, make
+ * a new handle.
  * Not stable ABI: libddp and the caller must use the same LibTorch (see
  * ddp_torch_check_version).
  *
