@@ -127,6 +127,14 @@ void Reducer::assign_buckets(const BucketAssignment& assignment) {
     bucket.flat = at::empty({total}, grads_[bucket.indices.front()].options());
     buckets_.push_back(std::move(bucket));
   }
+  // Each gradient's view of its bucket, made once: a step copies through
+  // them twice per gradient, and a narrow and a view per copy cost more than
+  // a small model's copy itself (PyTorch's reducer keeps them too).
+  slots_.assign(n, at::Tensor());
+  for (size_t i = 0; i < n; ++i) {
+    const Bucket& b = buckets_[bucket_of_[i]];
+    slots_[i] = b.flat.narrow(0, b.offsets[position_in_bucket_[i]], grads_[i].numel()).view(grads_[i].sizes());
+  }
   if (opts_.gradient_as_bucket_view) {
     // The gradients live in the buckets: no copy in, no copy out. (When the
     // buckets are rebuilt, a gradient that is its old view moves along.)
@@ -260,10 +268,7 @@ const at::Tensor& Reducer::gradient(size_t i) const {
   return grads_[i];
 }
 
-at::Tensor Reducer::slot(size_t i) const {
-  const Bucket& b = buckets_[bucket_of_[i]];
-  return b.flat.narrow(0, b.offsets[position_in_bucket_[i]], grads_[i].numel()).view(grads_[i].sizes());
-}
+const at::Tensor& Reducer::slot(size_t i) const { return slots_[i]; }
 
 // PyTorch's reducer with gradient_as_bucket_view: a gradient that is its
 // bucket view already (accumulated there by autograd) is divided in place; any

@@ -122,7 +122,7 @@ class Reducer {
     BucketView view;  // what a hook gets, built once (its divisor is set at each launch)
   };
 
-  at::Tensor slot(size_t i) const;  // gradient i's place in its bucket
+  const at::Tensor& slot(size_t i) const;  // gradient i's place in its bucket
   void copy_in(size_t i);
   void bind_in(size_t i, at::Tensor view);  // gradient_as_bucket_view with a source
   void launch_ready_buckets();
@@ -158,6 +158,7 @@ class Reducer {
   ReducerOptions opts_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, position_in_bucket_;
+  std::vector<at::Tensor> slots_;  // slot(i), made by assign_buckets
   std::vector<char> ready_;
   size_t next_bucket_ = 0;  // buckets launch strictly in order: every rank issues the same collectives
   bool sync_ = true;
