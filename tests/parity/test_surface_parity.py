@@ -213,6 +213,41 @@ def test_a_libtorch_module_and_optimizer_under_the_strategy_equal_pytorch_ddp_th
     assert joined(first, cpp_resumed) == theirs
 
 
+def lightning_native(data, precision, mode, ckpt):
+    job = subprocess.run([sys.executable, os.path.join(SURFACE, "native_lightning.py"), data, precision, mode, ckpt],
+                         capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert job.returncode == 0, job.stderr + job.stdout
+    return lines_by_rank(job.stdout)
+
+
+def losses_from(lines, first):
+    return {rank: [e for e in v if e[0] == "step" and int(e[1]) >= first] for rank, v in lines.items()}
+
+
+@pytest.mark.skipif(subprocess.run([sys.executable, "-c", "import pytorch_lightning"]).returncode != 0,
+                    reason="pytorch_lightning is not installed (scripts/bootstrap.sh installs it)")
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_a_libtorch_modules_checkpoint_resumes_in_lightning_and_lightnings_in_the_cpp_job(data, precision):
+    """The C++ job's checkpoint after step 10 (tests/torch/native_job.cpp)
+    resumes in Lightning's Trainer.fit(ckpt_path=...) on the same module
+    (tests/surface/native_lightning.py: Trainer(strategy="ddp"), 2 ranks over
+    Gloo, the Trainer's precision), and the checkpoint Lightning's
+    trainer.save_checkpoint writes after 10 steps resumes in the C++ job:
+    both continue with the losses of PyTorch DDP's uninterrupted run
+    (bitwise), so the model, the momentum buffers and the step count all
+    crossed over."""
+    theirs = losses_from(reference(data, script="native_reference.py", args=[data, precision]), 10)
+    assert [len(v) for v in theirs.values()] == [10, 10]
+    native_job(data, precision)
+    in_lightning = lightning_native(data, precision, "--resume", os.path.join(data, "native.ckpt"))
+    assert losses_from(in_lightning, 0) == theirs
+    saved = os.path.join(data, f"native_lightning_{precision}.ckpt")
+    first = lightning_native(data, precision, "--save", saved)
+    assert [len(v) for v in losses_from(first, 0).values()] == [10, 10]
+    assert torch.load(saved, weights_only=True)["global_step"] == 10
+    assert losses_from(native_job(data, precision, "--resume", saved), 0) == theirs
+
+
 def lib():
     L = Lib()
     vp = ctypes.c_void_p
