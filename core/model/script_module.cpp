@@ -55,11 +55,21 @@ std::unique_ptr<ScriptModule> ScriptModule::from_tensors(const std::vector<Named
   impl->module = torch::jit::Module(c10::QualifiedName(class_path({}, 0)));
   impl->caller_owned = true;
   std::map<std::string, bool> leaves;  // every full name, and whether it is a tensor (else a submodule)
+  const NamedTensor* first_placed = nullptr;  // the tensor whose device the others must share
   auto add = [&](const NamedTensor& t, bool is_buffer) {
     const std::string what = is_buffer ? "buffer" : "parameter";
     check_arg(t.tensor.defined(), "model: " + what + " '" + t.name + "' is undefined");
     check_arg(is_buffer || t.tensor.is_leaf(),
               "model: parameter '" + t.name + "' is not a leaf tensor (the result of an operation, not a weight)");
+    // Broadcasts, buckets and checkpoints read every tensor's memory on the
+    // module's one device: a meta tensor has none, and one elsewhere would
+    // fail later, in a collective on some ranks, instead of here.
+    if (!first_placed) first_placed = &t;
+    check_arg(t.tensor.device() == first_placed->tensor.device(),
+              "model: " + what + " '" + t.name + "' is on " + t.tensor.device().str() + " but '" +
+                  first_placed->name + "' is on " + first_placed->tensor.device().str() +
+                  "; a model's tensors live on one device (move them there before making the model)");
+    check_arg(!t.tensor.is_meta(), "model: " + what + " '" + t.name + "' is on the meta device (it has no data)");
     auto parts = name_parts(t.name);
     torch::jit::Module at = impl->module;
     std::string prefix;

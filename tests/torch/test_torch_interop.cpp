@@ -229,6 +229,27 @@ TEST(TorchData, ADataLoaderOverTheSamplerYieldsDistributedSamplersShards) {
 }
 
 // ddp_strategy_batch_norm's mistakes, named; eval needs no group.
+// A model given as tensors lives on one device, with data: a buffer on
+// another device than the parameters, or tensors on the meta device (shapes
+// without memory), are refused by name before any collective could read them.
+TEST(TorchModel, ATensorOnAnotherDeviceOrWithoutDataIsRefusedByName) {
+  struct Placed : torch::nn::Module {
+    Placed(torch::Device params, torch::Device buffers) {
+      register_parameter("w", torch::ones({3}, params));
+      register_buffer("stats", torch::zeros({3}, buffers));
+    }
+  };
+  Placed split(torch::kCPU, torch::kMeta);
+  EXPECT_THROW(ddp::module_from(split), ddp::error);
+  EXPECT_TRUE(has(last(), "buffer 'stats' is on meta but 'w' is on cpu")) << last();
+  Placed shapes_only(torch::kMeta, torch::kMeta);
+  EXPECT_THROW(ddp::module_from(shapes_only), ddp::error);
+  EXPECT_TRUE(has(last(), "parameter 'w' is on the meta device (it has no data)")) << last();
+  Placed fine(torch::kCPU, torch::kCPU);
+  ddp_module* m = ddp::module_from(fine);
+  ddp_module_free(m);
+}
+
 TEST(TorchSyncBatchNorm, BadShapesOneValuePerChannelAndNoGroupAreNamed) {
   ddp_strategy* fresh = nullptr;
   ASSERT_EQ(ddp_strategy_new(&fresh, nullptr), DDP_OK);
