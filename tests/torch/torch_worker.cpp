@@ -9,6 +9,8 @@
 // already in its bucket, and one copied in and bound.
 #include <torch/torch.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -215,10 +217,49 @@ int sync_bn(bool two_d) {
   return failures == 0 ? 0 : 1;
 }
 
+// The last rank dies by SIGKILL inside a synchronised batch norm's step,
+// before its forward's statistics all-gather ("forward") or after the
+// forward, before the backward's all-reduce ("backward"). Every other rank's
+// call must end in DDP_E_PEER_FAILED naming the dead rank, well inside the
+// 20 s collective timeout; none may hang or take the step.
+int sync_bn_killed(const std::string& phase) {
+  torch::set_num_threads(1);
+  ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+  o.timeout_ms = 20000;
+  ddp::Strategy strategy(o);
+  const int rank = strategy.global_rank(), victim = strategy.world_size() - 1;
+  ddp::SyncBatchNorm bn(torch::nn::BatchNormOptions(4));
+  TCHECK(ddp::bind_sync_batchnorm(*bn, strategy.get()) == 1, "the layer was not bound");
+  auto x = torch::randn({3, 4}).requires_grad_(true);
+  bn->forward(x).sum().backward();  // one step that every rank takes
+  strategy.barrier("before the kill");
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (rank == victim && phase == "forward") raise(SIGKILL);
+    auto y = bn->forward(x);
+    if (rank == victim) raise(SIGKILL);  // "backward": the forward passed everywhere
+    // Through the strategy, whose call returns the status; a bare
+    // y.sum().backward() throws the same failure as a std::exception out of
+    // autograd's engine, which carries no status.
+    strategy.backward(y.sum());
+    TCHECK(false, "rank %d: the %s step went through without rank %d", rank, phase.c_str(), victim);
+  } catch (const std::exception& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto* status = dynamic_cast<const ddp::error*>(&e);
+    TCHECK(status && status->status == DDP_E_PEER_FAILED, "rank %d: not DDP_E_PEER_FAILED: %s", rank, e.what());
+    TCHECK(std::string(e.what()).find("rank " + std::to_string(victim)) != std::string::npos,
+           "rank %d: the dead rank is not named: %s", rank, e.what());
+    TCHECK(s < 10, "rank %d: the failure took %.1f s", rank, s);
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "mlp";
   if (mode == "gather_grads") return gather_grads();
   if (mode == "sync_bn_1d" || mode == "sync_bn_2d") return sync_bn(mode == "sync_bn_2d");
+  if (mode == "sync_bn_killed_in_forward") return sync_bn_killed("forward");
+  if (mode == "sync_bn_killed_in_backward") return sync_bn_killed("backward");
   bool with_unused = mode == "unused";
   bool fp16_hook = mode == "fp16_hook";  // PyTorch's fp16_compress_hook through register_comm_hook
   bool bucket_view = mode == "bucket_view";

@@ -268,7 +268,12 @@ class Strategy {
     return forward();
   }
 
-  /** loss.backward() with the gradients averaged over the ranks. Collective. */
+  /**
+   * loss.backward() with the gradients averaged over the ranks. Collective.
+   * A collective that fails inside it (a dead peer: DDP_E_PEER_FAILED) is a
+   * ddp::error with its status; a bare loss.backward() throws the same
+   * failure out of autograd's engine as a std::exception, without one.
+   */
   void backward(const at::Tensor& loss) {
     ddp_tensor* l = nullptr;
     check(ddp_tensor_from_aten(&l, &loss), "ddp_tensor_from_aten");
