@@ -8,6 +8,7 @@
 #include <c10/core/GradMode.h>
 
 #include "common/error.h"
+#include "reducer/bucket_copy.h"
 
 namespace ddp::core {
 namespace {
@@ -65,7 +66,7 @@ class AutogradGradients : public GradientSource {
   void store(size_t i, const at::Tensor& averaged) override {
     at::NoGradGuard no_grad;
     at::Tensor& g = params_[i].mutable_grad();
-    if (g.defined()) g.copy_(averaged);
+    if (g.defined()) copy_plain(g, averaged);
     else g = averaged.clone();
   }
 

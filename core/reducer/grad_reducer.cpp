@@ -10,17 +10,10 @@
 
 #include "common/error.h"
 #include "reducer/bucket_assignment.h"
+#include "reducer/bucket_copy.h"
 
 namespace ddp::core {
 namespace {
-
-// PyTorch's reducer multiplies by 1/world while copying into the bucket,
-// with the factor as a wrapped (weakly typed) double: same numbers here.
-at::Tensor reciprocal_world(int world) {
-  at::Tensor s = c10::scalar_to_tensor(at::Scalar(1.0 / world));
-  s.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return s;
-}
 
 std::string list_indices(const std::vector<size_t>& v) {
   std::string s;
@@ -284,20 +277,20 @@ void Reducer::bind_in(size_t i, at::Tensor view) {
     if (!hook_) view.div_(divisor_);
     return;
   }
-  if (hook_) view.copy_(g.detach());
-  else at::mul_out(view, g.detach(), reciprocal_world(divisor_));
+  if (hook_) copy_plain(view, g.detach());
+  else copy_divided(view, g.detach(), divisor_);
 }
 
 void Reducer::copy_in(size_t i) {
   at::Tensor view = slot(i);
   if (source_ && opts_.gradient_as_bucket_view) return bind_in(i, view);
   if (hook_) {  // the hook divides (or compresses) as it likes
-    if (!opts_.gradient_as_bucket_view) view.copy_(current_grad(i).detach());
+    if (!opts_.gradient_as_bucket_view) copy_plain(view, current_grad(i).detach());
     return;
   }
   // Average as PyTorch does: multiply by 1/world on the way in, then SUM.
   if (opts_.gradient_as_bucket_view) view.mul_(reciprocal_world(divisor_));
-  else at::mul_out(view, current_grad(i).detach(), reciprocal_world(divisor_));
+  else copy_divided(view, current_grad(i).detach(), divisor_);
 }
 
 const BucketView& Reducer::view_of(size_t b) {
@@ -442,7 +435,7 @@ void Reducer::finish_step() {
   } else if (source_) {
     for (size_t i = 0; i < grads_.size(); ++i) source_->store(i, slot(i));
   } else if (!opts_.gradient_as_bucket_view) {
-    for (size_t i = 0; i < grads_.size(); ++i) grads_[i].copy_(slot(i));
+    for (size_t i = 0; i < grads_.size(); ++i) copy_plain(grads_[i], slot(i));
   }
   reset_step();
 }
