@@ -228,7 +228,6 @@ TEST(TorchData, ADataLoaderOverTheSamplerYieldsDistributedSamplersShards) {
   }
 }
 
-// ddp_strategy_batch_norm's mistakes, named; eval needs no group.
 // A model given as tensors lives on one device, with data: a buffer on
 // another device than the parameters, or tensors on the meta device (shapes
 // without memory), are refused by name before any collective could read them.
@@ -250,6 +249,7 @@ TEST(TorchModel, ATensorOnAnotherDeviceOrWithoutDataIsRefusedByName) {
   ddp_module_free(m);
 }
 
+// ddp_strategy_batch_norm's mistakes, named; eval needs no group.
 TEST(TorchSyncBatchNorm, BadShapesOneValuePerChannelAndNoGroupAreNamed) {
   ddp_strategy* fresh = nullptr;
   ASSERT_EQ(ddp_strategy_new(&fresh, nullptr), DDP_OK);
