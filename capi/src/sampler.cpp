@@ -21,6 +21,7 @@ ddp::core::SamplerOptions options_of(const ddp_sampler_options* opts) {
   o.seed = opts->seed;
   o.drop_last = opts->drop_last != 0;
   if (opts->version >= 2) o.unrepeated = opts->unrepeated != 0;
+  if (opts->version >= 3) o.start = opts->start;
   return o;
 }
 
@@ -29,11 +30,12 @@ ddp::core::SamplerOptions options_of(const ddp_sampler_options* opts) {
 extern "C" {
 
 ddp_status ddp_sampler_options_init(ddp_sampler_options* opts, unsigned int version) {
-  if (opts && version == 1) {
-    // A version 1 struct ends before `unrepeated`.
+  if (opts && (version == 1 || version == 2)) {
+    // An earlier struct ends before its first later field.
     ddp_sampler_options d = DDP_SAMPLER_OPTIONS_INIT;
-    d.version = 1;
-    std::memcpy(static_cast<void*>(opts), &d, offsetof(ddp_sampler_options, unrepeated));
+    d.version = version;
+    std::memcpy(static_cast<void*>(opts), &d,
+                version == 1 ? offsetof(ddp_sampler_options, unrepeated) : offsetof(ddp_sampler_options, start));
     return DDP_OK;
   }
   return init_options(opts, version, DDP_SAMPLER_OPTIONS_VERSION, ddp_sampler_options DDP_SAMPLER_OPTIONS_INIT, "ddp_sampler_options_init");

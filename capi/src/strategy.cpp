@@ -430,6 +430,47 @@ ddp::core::TrainingObjects objects_of(ddp_optimizer* const* opts, size_t num_opt
   return o;
 }
 
+// A version 1 ddp_checkpoint_info ends before samples_in_epoch.
+constexpr size_t kInfoV1Bytes = offsetof(ddp_checkpoint_info, samples_in_epoch);
+
+void check_info(const ddp_checkpoint_info* info, const char* fn) {
+  if (!info) return;
+  if (info->version < 1 || info->version > DDP_CHECKPOINT_INFO_VERSION)
+    fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": unknown info version " + std::to_string(info->version));
+  if (!info->user && info->user_len > 0) fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": user is NULL with user_len > 0");
+  if (info->version >= 2 && info->samples_in_epoch < 0)
+    fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": samples_in_epoch " + std::to_string(info->samples_in_epoch) +
+                                     " is negative");
+}
+
+ddp::core::CheckpointInfo info_in(const ddp_checkpoint_info* info) {
+  ddp::core::CheckpointInfo i;
+  if (!info) return i;
+  i.step = info->step;
+  i.epoch = info->epoch;
+  i.batches_in_epoch = info->batches_in_epoch;
+  auto* bytes = static_cast<const uint8_t*>(info->user);
+  i.user.assign(bytes, bytes + info->user_len);
+  if (info->version >= 2) i.samples_in_epoch = info->samples_in_epoch;
+  return i;
+}
+
+// Written within the caller's version of the struct (a version it does not
+// know, e.g. memory it never initialised, is written as version 1: the least).
+void info_out(const ddp::core::CheckpointInfo& c, ddp_checkpoint_info* info) {
+  if (!info) return;
+  const unsigned int version = info->version == DDP_CHECKPOINT_INFO_VERSION ? info->version : 1;
+  ddp_checkpoint_info full{version, c.step, c.epoch, c.batches_in_epoch, nullptr, 0, c.samples_in_epoch, c.world_size};
+  std::memcpy(static_cast<void*>(info), &full, version == 1 ? kInfoV1Bytes : sizeof full);
+}
+
+void hand_out_bytes(ddp_buffer** out, std::vector<uint8_t> bytes) {
+  if (!out) return;
+  auto b = std::make_unique<ddp_buffer>();
+  b->bytes = std::move(bytes);
+  hand_out(out, std::move(b));
+}
+
 }  // namespace
 
 ddp_status ddp_strategy_save_checkpoint_v3(ddp_strategy* s, const char* path, ddp_module* const* modules,
@@ -437,21 +478,11 @@ ddp_status ddp_strategy_save_checkpoint_v3(ddp_strategy* s, const char* path, dd
                                            size_t num_opts, ddp_lr_scheduler* const* scheds, size_t num_scheds,
                                            const ddp_checkpoint_info* info) {
   if (!path) return invalid("ddp_strategy_save_checkpoint: path is NULL");
-  if (info && info->version != DDP_CHECKPOINT_INFO_VERSION)
-    return invalid("ddp_strategy_save_checkpoint: unknown info version " + std::to_string(info->version));
-  if (info && !info->user && info->user_len > 0) return invalid("ddp_strategy_save_checkpoint: user is NULL with user_len > 0");
   return fence([&] {
+    check_info(info, "ddp_strategy_save_checkpoint");
     auto& st = strategy_of(s);
-    ddp::core::CheckpointInfo i;
-    if (info) {
-      i.step = info->step;
-      i.epoch = info->epoch;
-      i.batches_in_epoch = info->batches_in_epoch;
-      auto* bytes = static_cast<const uint8_t*>(info->user);
-      i.user.assign(bytes, bytes + info->user_len);
-    }
     st.save_checkpoint(path, checkpoint_modules(st, modules, prefixes, num_modules, "ddp_strategy_save_checkpoint"),
-                       objects_of(opts, num_opts, scheds, num_scheds), i);
+                       objects_of(opts, num_opts, scheds, num_scheds), info_in(info));
   });
 }
 
@@ -466,12 +497,50 @@ ddp_status ddp_strategy_load_checkpoint_v3(ddp_strategy* s, const char* path, dd
     ddp::core::CheckpointInfo c =
         st.load_checkpoint(path, checkpoint_modules(st, modules, prefixes, num_modules, "ddp_strategy_load_checkpoint"),
                            objects_of(opts, num_opts, scheds, num_scheds));
-    if (info) *info = ddp_checkpoint_info{DDP_CHECKPOINT_INFO_VERSION, c.step, c.epoch, c.batches_in_epoch, nullptr, 0};
-    if (user) {
-      auto b = std::make_unique<ddp_buffer>();
-      b->bytes = std::move(c.user);
-      hand_out(user, std::move(b));
-    }
+    info_out(c, info);
+    hand_out_bytes(user, std::move(c.user));
+  });
+}
+
+ddp_status ddp_strategy_save_checkpoint_to_dir(ddp_strategy* s, const char* dir, int keep_last,
+                                               ddp_module* const* modules, const char* const* prefixes,
+                                               size_t num_modules, ddp_optimizer* const* opts, size_t num_opts,
+                                               ddp_lr_scheduler* const* scheds, size_t num_scheds,
+                                               const ddp_checkpoint_info* info) {
+  if (!dir || !*dir) return invalid("ddp_strategy_save_checkpoint_to_dir: dir is NULL or empty");
+  if (keep_last < 0)
+    return invalid("ddp_strategy_save_checkpoint_to_dir: keep_last " + std::to_string(keep_last) + " is negative");
+  return fence([&] {
+    check_info(info, "ddp_strategy_save_checkpoint_to_dir");
+    auto& st = strategy_of(s);
+    st.save_checkpoint_to_dir(
+        dir, keep_last, checkpoint_modules(st, modules, prefixes, num_modules, "ddp_strategy_save_checkpoint_to_dir"),
+        objects_of(opts, num_opts, scheds, num_scheds), info_in(info));
+  });
+}
+
+ddp_status ddp_strategy_resume_from_dir(ddp_strategy* s, const char* dir, ddp_module* const* modules,
+                                        const char* const* prefixes, size_t num_modules, ddp_optimizer* const* opts,
+                                        size_t num_opts, ddp_lr_scheduler* const* scheds, size_t num_scheds,
+                                        int* resumed, ddp_checkpoint_info* info, ddp_buffer** user,
+                                        ddp_buffer** report) {
+  if (user) *user = nullptr;
+  if (report) *report = nullptr;
+  if (!resumed) return invalid("ddp_strategy_resume_from_dir: resumed is NULL");
+  *resumed = 0;
+  if (!dir || !*dir) return invalid("ddp_strategy_resume_from_dir: dir is NULL or empty");
+  return fence([&] {
+    auto& st = strategy_of(s);
+    auto r = st.resume_from_dir(dir, checkpoint_modules(st, modules, prefixes, num_modules, "ddp_strategy_resume_from_dir"),
+                                objects_of(opts, num_opts, scheds, num_scheds));
+    if (!r.resumed) return;
+    *resumed = 1;
+    info_out(r.info, info);
+    hand_out_bytes(user, std::move(r.info.user));
+    std::string text;
+    for (const auto& p : r.passed_over) text += "passed over " + p + "\n";
+    text += "resumed from " + r.path + "\n";
+    hand_out_bytes(report, std::vector<uint8_t>(text.begin(), text.end()));
   });
 }
 

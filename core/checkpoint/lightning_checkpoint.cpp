@@ -190,6 +190,8 @@ void write_lightning_checkpoint(const LightningCheckpoint& c, const ByteSink& si
   Dict own = new_dict();
   own.insert("format", static_cast<int64_t>(2));
   own.insert("batches_in_epoch", c.batches_in_epoch);
+  own.insert("samples_in_epoch", c.samples_in_epoch);
+  if (c.world_size > 0) own.insert("world_size", c.world_size);
   std::vector<uint8_t> user = c.user;
   own.insert("user", at::from_blob(user.data(), {static_cast<int64_t>(user.size())}, at::kByte).clone());
   if (!c.comm_hook_state.isNone()) own.insert("comm_hook", c.comm_hook_state);
@@ -250,6 +252,13 @@ LightningCheckpoint read_lightning_checkpoint(std::shared_ptr<caffe2::serialize:
     }
     auto b = o.find("batches_in_epoch");
     if (b != o.end() && b->value().isInt()) c.batches_in_epoch = b->value().toInt();
+    for (auto [key, field] : {std::pair<const char*, int64_t*>{"samples_in_epoch", &c.samples_in_epoch},
+                              std::pair<const char*, int64_t*>{"world_size", &c.world_size}}) {
+      auto v = o.find(key);
+      if (v == o.end()) continue;
+      if (!v->value().isInt() || v->value().toInt() < 0) bad(name, std::string("libddp's '") + key + "' is not a count");
+      *field = v->value().toInt();
+    }
     auto hook = o.find("comm_hook");
     if (hook != o.end()) c.comm_hook_state = hook->value();
     auto avg = o.find("model_averager_step");

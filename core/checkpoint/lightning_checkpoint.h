@@ -7,7 +7,7 @@
 //   loops (the fit loop's progress: epochs, batches, optimizer steps),
 //   callbacks, optimizer_states, lr_schedulers, MixedPrecision (the grad
 //   scaler, with one), and "libddp": {format, user bytes, batches_in_epoch,
-//   the comm hook's state and the model averager's step where there are}.
+//   samples_in_epoch, world_size, the comm hook's state and the model averager's step where there are}.
 //
 // Reading also accepts libddp's earlier DDPCKPT files (checkpoint_file.h).
 #pragma once
@@ -27,6 +27,11 @@ struct LightningCheckpoint {
   int64_t epoch = 0;             // epochs completed
   int64_t global_step = 0;       // optimizer steps taken
   int64_t batches_in_epoch = 0;  // batches of an epoch (the loops' progress); 0: global_step / epoch
+  // Where a checkpoint taken inside an epoch stands in it: entries of the
+  // epoch's sampler list trained on over every rank (0 at an epoch's end),
+  // and the world size that trained them (0: not recorded, an older file).
+  int64_t samples_in_epoch = 0;
+  int64_t world_size = 0;
   std::vector<NamedTensor> state_dict;   // the LightningModule's names
   std::vector<c10::IValue> optimizer_states;  // torch.optim state_dict layout
   std::vector<c10::IValue> lr_schedulers;     // torch.optim.lr_scheduler state_dict layout

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/randperm.h>
 
+#include <algorithm>
 #include <string>
 
 #include "common/error.h"
@@ -38,10 +39,14 @@ std::vector<int64_t> sampler_indices(int64_t dataset_size, int num_replicas, int
   check_shape(dataset_size, num_replicas);
   check_arg(rank >= 0 && rank < num_replicas, "sampler: rank " + std::to_string(rank) + " is outside [0, " +
                                                   std::to_string(num_replicas) + ")");
-  const int64_t per_rank = opts.unrepeated ? unrepeated_num_samples(dataset_size, num_replicas, rank)
-                                           : sampler_num_samples(dataset_size, num_replicas, opts.drop_last);
+  check_arg(opts.start >= 0, "sampler: start " + std::to_string(opts.start) + " is negative");
+  // The entries left after `start`; a start past the (padded) list's end
+  // leaves none.
+  const int64_t left = std::max<int64_t>(dataset_size - opts.start, 0);
+  const int64_t per_rank = opts.unrepeated ? unrepeated_num_samples(left, num_replicas, rank)
+                                           : sampler_num_samples(left, num_replicas, opts.drop_last);
   // Unrepeated: the list is the dataset itself, neither padded nor trimmed.
-  const int64_t total = opts.unrepeated ? dataset_size : per_rank * num_replicas;
+  const int64_t total = opts.unrepeated ? left : per_rank * num_replicas;
   std::vector<int64_t> all(static_cast<size_t>(dataset_size));
   if (opts.shuffle && dataset_size > 0) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>();
@@ -54,8 +59,11 @@ std::vector<int64_t> sampler_indices(int64_t dataset_size, int num_replicas, int
   }
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(per_rank));
-  // The padded (or trimmed) list has `total` entries; entry j is all[j % n].
-  for (int64_t j = rank; j < total; j += num_replicas) mine.push_back(all[static_cast<size_t>(j % dataset_size)]);
+  // The padded (or trimmed) list has `total` entries after the start;
+  // entry j is all[(start + j) % n], so the padding wraps to the epoch's
+  // first entries as an unresumed epoch's does.
+  for (int64_t j = rank; j < total; j += num_replicas)
+    mine.push_back(all[static_cast<size_t>((opts.start + j) % dataset_size)]);
   return mine;
 }
 

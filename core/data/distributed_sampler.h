@@ -19,6 +19,14 @@ struct SamplerOptions {
   // counts may differ by one; drop_last is ignored. Its shuffle is seeded
   // with the epoch alone (Lightning's code ignores the seed there).
   bool unrepeated = false;
+  // Where a resumed epoch starts: entries of the epoch's list (the
+  // permutation, read round) already trained on over every rank. The rest
+  // of the list, from there, is padded (or trimmed) and sharded afresh
+  // among num_replicas, so a job resumed with another world size still
+  // sees each remaining sample once; with the world size that trained the
+  // first `start` entries (a multiple of it), each rank's indices are the
+  // tail of what it would have had.
+  int64_t start = 0;
 };
 
 // The number of indices each rank gets.

@@ -40,6 +40,7 @@ DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
                 std::to_string(static_cast<int>(opts_.gradient_clipping.algorithm)));
   precision_ = std::make_unique<PrecisionPlugin>(resolve_precision(opts_.precision, opts_.accelerator),
                                                  opts_.gradient_clipping);
+  local_checkpoint_files_ = !opts_.checkpoint_io;
   if (!opts_.checkpoint_io) opts_.checkpoint_io = file_checkpoint_io();
   devices_ = opts_.devices;
 }
@@ -133,6 +134,8 @@ auto DdpStrategy::naming_failed_rank(F&& step) -> decltype(step()) {
     fail(e.status(), std::string(e.what()) + "; " + who);
   }
 }
+
+void DdpStrategy::run_collective(const std::function<void()>& step) { naming_failed_rank(step); }
 
 void DdpStrategy::require_setup(const char* what) const {
   if (!group_) fail(Status::State, std::string("strategy: ") + what + " before setup_environment");
@@ -469,6 +472,8 @@ void DdpStrategy::save_checkpoint(const std::string& path, const std::vector<Che
     c.epoch = info.epoch;
     c.global_step = info.step;
     c.batches_in_epoch = info.batches_in_epoch;
+    c.samples_in_epoch = info.samples_in_epoch;
+    c.world_size = world_size();
     c.user = info.user;
     for (const auto& m : modules)
       for (auto& t : m.module->state()) c.state_dict.push_back({m.prefix + t.name, t.tensor});
@@ -567,7 +572,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
   if (!c.precision.empty()) precision_->load_state(c.precision);
   if (opts_.comm_hook) opts_.comm_hook->load_state_dict(hook_state);
   if (averager_ && c.averager_step >= 0) averager_->set_steps_taken(c.averager_step);
-  return {c.global_step, c.epoch, c.batches_in_epoch, std::move(c.user)};
+  return {c.global_step, c.epoch, c.batches_in_epoch, std::move(c.user), c.samples_in_epoch, c.world_size};
 }
 
 void DdpStrategy::teardown() {

@@ -82,6 +82,11 @@ struct CheckpointInfo {
   int64_t epoch = 0;
   int64_t batches_in_epoch = 0;
   std::vector<uint8_t> user;
+  // Entries of the epoch's sampler list trained on over every rank (a
+  // checkpoint inside an epoch), and on load the world size that saved it
+  // (0: an older file); save writes the strategy's own.
+  int64_t samples_in_epoch = 0;
+  int64_t world_size = 0;
 };
 
 // A module in a checkpoint's state_dict, its names under `prefix` (the
@@ -217,6 +222,28 @@ class DdpStrategy {
   // checkpoint IO; every rank learns the outcome.
   void remove_checkpoint(const std::string& path);
 
+  // Lightning's ModelCheckpoint(dirpath=dir, save_top_k=keep) with
+  // Trainer.fit(ckpt_path="last"), for a job that a launcher restarts
+  // (strategy/resume.cpp). save_checkpoint_to_dir writes
+  // dir/epoch=E-step=S.ckpt (checkpoint_dir.h) as save_checkpoint does,
+  // creating dir, then global rank 0 removes all but the newest `keep`
+  // (keep <= 0: none). Returns the file's path.
+  std::string save_checkpoint_to_dir(const std::string& dir, int keep, const std::vector<CheckpointModule>& modules,
+                                     const TrainingObjects& objects, const CheckpointInfo& info);
+  struct Resumed {
+    bool resumed = false;                 // false: no checkpoint in dir on rank 0; nothing changed
+    std::string path;                     // the file every rank loaded
+    CheckpointInfo info;
+    std::vector<std::string> passed_over; // newer files not every rank had or could load, each with why
+  };
+  // Loads the newest checkpoint in `dir` that every rank has and can load
+  // (load_checkpoint), agreed among the ranks, not assumed: rank 0's list
+  // is the candidates, a file some rank lacks or cannot load is passed
+  // over for the next older. Status::IO when rank 0 has checkpoints but
+  // none of them loads on every rank (named with each reason).
+  Resumed resume_from_dir(const std::string& dir, const std::vector<CheckpointModule>& modules,
+                          const TrainingObjects& objects);
+
   // PyTorch's Join for uneven inputs (the option ddp.join_enabled): this
   // rank has no more batches; it shadows the others' steps until every
   // rank has joined, then every rank takes the model of the rank that
@@ -262,6 +289,8 @@ class DdpStrategy {
   // Runs `io` on global rank 0 only; its failure reaches every rank as
   // Status::IO: "<what>: global rank 0 could not <verb>: <reason>".
   void on_rank_zero(const std::string& what, const std::string& verb, const std::function<void()>& io);
+  // naming_failed_rank for code outside ddp_strategy.cpp.
+  void run_collective(const std::function<void()>& step);
   // devices "auto" for `env`, checked against it.
   int devices_for(const ClusterEnv& env, bool launched) const;
 
@@ -270,6 +299,9 @@ class DdpStrategy {
   std::unique_ptr<PrecisionPlugin> precision_;
   ClusterEnv env_;
   std::shared_ptr<Group> group_;
+  // The options named no checkpoint IO: checkpoints are local files, which
+  // a checkpoint directory needs (it lists them).
+  bool local_checkpoint_files_ = false;
   // The modules set up, each with its own engine over its parameters that
   // require grad (the averager's, with one module).
   struct WrappedModule {

@@ -25,6 +25,12 @@
  *                                              to the last step, in a SequentialLR stepped per step)
  *                         [--export PATH] (the trained model as TorchScript, for torch.jit.load)
  *                         [--stop-after K] (stop after epoch K of the --epochs the schedule is planned for)
+ *                         [--ckpt-dir DIR [--keep-last K] [--every-n-steps N]]
+ *                                          (Lightning's ModelCheckpoint(dirpath=DIR, save_top_k=K) and
+ *                                           ckpt_path="last": a checkpoint in DIR at each epoch's end and
+ *                                           every N optimizer steps, the newest K kept; the job resumes
+ *                                           from the newest one every rank can load whenever DIR has
+ *                                           one, e.g. when ddprun --max-restarts starts it again)
  *                                          (post-local SGD: global all-reduces for START steps,
  *                                           then within each node only, the parameters
  *                                           averaged over every rank each P steps from START)
@@ -40,8 +46,12 @@
  * stopped, also from one that Lightning wrote. With DIGITS_STEP_LOG=FILE, rank 0 writes each
  * step's loss there (the Lightning parity test compares them). With
  * DIGITS_FAIL_RANK=R, rank R exits with code 3 in epoch 2 (the tests check
- * that every other rank stops with a status naming it).
+ * that every other rank stops with a status naming it). With DIGITS_KILL_RANK=R
+ * and DIGITS_KILL_AT_STEP=S, rank R sends itself SIGKILL after optimizer step
+ * S of a first start (TORCHELASTIC_RESTART_COUNT unset or 0). With --ckpt-dir,
+ * the step log is appended to, one line per batch: "EPOCH BATCH LOSS".
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +87,9 @@ typedef struct {
   int64_t warmup; /* 0: no schedule; else LinearLR warmup steps before the cosine */
   char export_path[2048];
   int stop_after; /* 0: run every epoch */
+  char ckpt_dir[2048]; /* "": the single --ckpt file */
+  int keep_last;
+  int64_t every_steps; /* 0: at epochs' ends only */
 } job_args;
 
 typedef struct {
@@ -230,8 +243,25 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
     CHECK(ddp_lr_scheduler_new_sequential(&sched, opt, both, 2, &a->warmup));
   }
 
-  int64_t first_epoch = 0, opt_steps = 0;
-  if (a->resume) {
+  int64_t first_epoch = 0, opt_steps = 0, first_start = 0;
+  if (a->ckpt_dir[0]) {
+    /* Whatever started this process again, it goes on from the newest checkpoint every rank can load. */
+    ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+    ddp_buffer *report = NULL;
+    int resumed = 0;
+    CHECK(ddp_strategy_resume_from_dir(s, a->ckpt_dir, &m, NULL, 1, &opt, 1, sched ? &sched : NULL, sched ? 1 : 0,
+                                       &resumed, &info, &user, &report));
+    if (resumed) {
+      first_epoch = info.epoch;
+      opt_steps = info.step;
+      first_start = info.samples_in_epoch;
+      if (rank == 0)
+        printf("%.*s: epoch %lld, step %lld, %lld samples of the epoch done (by %lld ranks; now %d)\n",
+               (int)ddp_buffer_size(report) - 1, (const char *)ddp_buffer_data(report), (long long)first_epoch + 1,
+               (long long)opt_steps, (long long)first_start, (long long)info.world_size, world);
+    }
+    ddp_buffer_free(report);
+  } else if (a->resume) {
     ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
     CHECK(ddp_strategy_load_checkpoint_v2(s, a->ckpt, m, &opt, 1, sched ? &sched : NULL, sched ? 1 : 0, &info, &user));
     first_epoch = info.epoch;
@@ -241,7 +271,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   }
 
   const char *log_path = getenv("DIGITS_STEP_LOG");
-  if (rank == 0 && log_path && !(step_log = fopen(log_path, "w"))) {
+  if (rank == 0 && log_path && !(step_log = fopen(log_path, a->ckpt_dir[0] ? "a" : "w"))) {
     fprintf(stderr, "train_digits: cannot write %s\n", log_path);
     goto done;
   }
@@ -253,6 +283,11 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   if (!indices || !bx || !by || !scratch) goto done;
 
   const char *fail_rank = getenv("DIGITS_FAIL_RANK");
+  const char *kill_rank = getenv("DIGITS_KILL_RANK"), *kill_step = getenv("DIGITS_KILL_AT_STEP");
+  const char *restarts = getenv("TORCHELASTIC_RESTART_COUNT");
+  const int64_t kill_at = kill_rank && kill_step && atoi(kill_rank) == rank && (!restarts || !strcmp(restarts, "0"))
+                              ? atoll(kill_step)
+                              : -1;
   const int64_t last_epoch = a->stop_after > 0 && a->stop_after < a->epochs ? a->stop_after : a->epochs;
   for (int64_t epoch = first_epoch; epoch < last_epoch; ++epoch) {
     double t0 = now_s();
@@ -261,7 +296,11 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
       exit(3);
     }
     size_t count = 0;
-    CHECK(ddp_sampler_indices(train_set.n, world, rank, epoch, NULL, indices, (size_t)per_rank, &count));
+    /* A resumed epoch starts where its checkpoint stood, re-sharded if the world size changed. */
+    ddp_sampler_options order = DDP_SAMPLER_OPTIONS_INIT;
+    order.start = epoch == first_epoch ? first_start : 0;
+    const int64_t skipped = order.start / ((int64_t)a->batch * world);
+    CHECK(ddp_sampler_indices(train_set.n, world, rank, epoch, &order, indices, (size_t)per_rank, &count));
     double sums[3] = {0, 0, 0}; /* loss x samples, correct, samples */
     for (size_t at = 0, j = 0; at < count; at += (size_t)a->batch, ++j) {
       int64_t b = (int64_t)(count - at < (size_t)a->batch ? count - at : (size_t)a->batch);
@@ -297,7 +336,24 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
       ddp_tensor_free(loss);
       ddp_tensor_free(scaled);
       CHECK(st);
-      if (step_log) fprintf(step_log, "%.9g\n", (double)l);
+      if (step_log && a->ckpt_dir[0]) fprintf(step_log, "%lld %lld %.9g\n", (long long)epoch, (long long)(skipped + (int64_t)j), (double)l);
+      else if (step_log) fprintf(step_log, "%.9g\n", (double)l);
+      if (step_log) fflush(step_log);
+      if (sync && opt_steps == kill_at) {
+        fprintf(stderr, "[rank %d] SIGKILL to itself after step %lld (DIGITS_KILL_AT_STEP)\n", rank, (long long)opt_steps);
+        raise(SIGKILL);
+      }
+      /* Inside the epoch (its end is saved below): every N optimizer steps. */
+      if (sync && a->ckpt_dir[0] && a->every_steps > 0 && opt_steps % a->every_steps == 0 &&
+          at + (size_t)a->batch < count) {
+        ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+        info.step = opt_steps;
+        info.epoch = epoch;
+        info.batches_in_epoch = batches;
+        info.samples_in_epoch = order.start + (int64_t)(j + 1) * a->batch * world;
+        CHECK(ddp_strategy_save_checkpoint_to_dir(s, a->ckpt_dir, a->keep_last, &m, NULL, 1, &opt, 1,
+                                                  sched ? &sched : NULL, sched ? 1 : 0, &info));
+      }
       sums[0] += (double)l * (double)b;
       sums[1] += (double)correct;
       sums[2] += (double)b;
@@ -319,7 +375,11 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
     info.step = opt_steps;
     info.epoch = epoch + 1;
     info.batches_in_epoch = batches;
-    CHECK(ddp_strategy_save_checkpoint_v2(s, a->ckpt, m, &opt, 1, sched ? &sched : NULL, sched ? 1 : 0, &info));
+    if (a->ckpt_dir[0])
+      CHECK(ddp_strategy_save_checkpoint_to_dir(s, a->ckpt_dir, a->keep_last, &m, NULL, 1, &opt, 1,
+                                                sched ? &sched : NULL, sched ? 1 : 0, &info));
+    else
+      CHECK(ddp_strategy_save_checkpoint_v2(s, a->ckpt, m, &opt, 1, sched ? &sched : NULL, sched ? 1 : 0, &info));
   }
   if (a->export_path[0]) CHECK(ddp_strategy_save_module(s, a->export_path, m));
 
@@ -397,6 +457,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) a.epochs = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) snprintf(a.ckpt, sizeof a.ckpt, "%s", argv[++i]);
     else if (!strcmp(argv[i], "--resume")) a.resume = 1;
+    else if (!strcmp(argv[i], "--ckpt-dir") && i + 1 < argc) snprintf(a.ckpt_dir, sizeof a.ckpt_dir, "%s", argv[++i]);
+    else if (!strcmp(argv[i], "--keep-last") && i + 1 < argc) a.keep_last = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--every-n-steps") && i + 1 < argc) a.every_steps = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--find-unused")) a.find_unused = 1;
     else if (!strcmp(argv[i], "--gradient-as-bucket-view")) a.bucket_view = 1;
     else if (!strcmp(argv[i], "--accumulate") && i + 1 < argc) a.accumulate = atoi(argv[++i]);
@@ -429,8 +492,9 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (world < 1 || a.epochs < 0 || a.accumulate < 1 || a.warmup < 0) {
-    fprintf(stderr, "train_digits: --world and --accumulate must be >= 1, --epochs and --warmup-cosine >= 0\n");
+  if (world < 1 || a.epochs < 0 || a.accumulate < 1 || a.warmup < 0 || a.keep_last < 0 || a.every_steps < 0) {
+    fprintf(stderr, "train_digits: --world and --accumulate must be >= 1, --epochs, --warmup-cosine, --keep-last and "
+                    "--every-n-steps >= 0\n");
     return 2;
   }
   double t0 = now_s();
@@ -440,7 +504,7 @@ int main(int argc, char **argv) {
     int is_zero = 0;
     int code = train_rank(&a, DDP_STRATEGY_DDP, devices_auto ? 0 : world, text, sizeof text, &is_zero);
     if (code != 0 || !is_zero) return code;
-    return report(text, now_s() - t0, a.ckpt);
+    return report(text, now_s() - t0, a.ckpt_dir[0] ? a.ckpt_dir : a.ckpt);
   }
   ddp_spawn_options so = DDP_SPAWN_OPTIONS_INIT;
   so.nprocs = world;
@@ -455,5 +519,5 @@ int main(int argc, char **argv) {
     memcpy(text, ddp_buffer_data(result), n < sizeof text - 1 ? n : sizeof text - 1);
   }
   ddp_buffer_free(result);
-  return report(text, now_s() - t0, a.ckpt);
+  return report(text, now_s() - t0, a.ckpt_dir[0] ? a.ckpt_dir : a.ckpt);
 }

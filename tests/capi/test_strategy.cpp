@@ -8,7 +8,10 @@
 #include <memory>
 #include <vector>
 
+#include <dirent.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <map>
@@ -414,6 +417,125 @@ int store_remove(void* u, const char* path) {
   auto* m = static_cast<MemoryStore*>(u);
   m->removed += static_cast<int>(m->files.erase(path));
   return 0;
+}
+
+// The names in a directory, sorted.
+std::string listing(const std::string& dir) {
+  std::string out;
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) out += n + " ";
+  return out;
+}
+
+TEST(Strategy, ACheckpointDirectoryKeepsTheNewestAndResumesFromTheNewestThatLoads) {
+  const char* exporter = std::getenv("DDP_EXPORT_DIGITS");
+  if (!exporter) GTEST_SKIP() << "DDP_EXPORT_DIGITS is not set: the test module cannot be exported";
+  std::string data = testing::TempDir() + "/strategy_dir_" + std::to_string(getpid());
+  if (std::system((std::string(exporter) + " " + data + " >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "export_digits.py could not run (scikit-learn missing?)";
+  const std::string dir = data + "/run/ckpts";
+  ddp_strategy* s = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&s, nullptr), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
+  ddp_module* m = nullptr;
+  ASSERT_EQ(ddp_module_load(&m, (data + "/mlp.pt").c_str()), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_module(s, m), DDP_OK) << last();
+  int resumed = -1;
+  // A first start: no directory yet, nothing loaded.
+  ASSERT_EQ(ddp_strategy_resume_from_dir(s, dir.c_str(), &m, nullptr, 1, nullptr, 0, nullptr, 0, &resumed, nullptr,
+                                         nullptr, nullptr), DDP_OK) << last();
+  EXPECT_EQ(resumed, 0);
+  // Bad arguments are named.
+  EXPECT_EQ(ddp_strategy_resume_from_dir(s, nullptr, &m, nullptr, 1, nullptr, 0, nullptr, 0, &resumed, nullptr, nullptr,
+                                         nullptr), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_strategy_resume_from_dir(s, dir.c_str(), &m, nullptr, 1, nullptr, 0, nullptr, 0, nullptr, nullptr,
+                                         nullptr, nullptr), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "resumed is NULL")) << last();
+  EXPECT_EQ(ddp_strategy_save_checkpoint_to_dir(s, "", 1, &m, nullptr, 1, nullptr, 0, nullptr, 0, nullptr),
+            DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_strategy_save_checkpoint_to_dir(s, dir.c_str(), -1, &m, nullptr, 1, nullptr, 0, nullptr, 0, nullptr),
+            DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "keep_last -1 is negative")) << last();
+  ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+  info.samples_in_epoch = -5;
+  EXPECT_EQ(ddp_strategy_save_checkpoint_to_dir(s, dir.c_str(), 2, &m, nullptr, 1, nullptr, 0, nullptr, 0, &info),
+            DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "samples_in_epoch -5 is negative")) << last();
+  // Three checkpoints, the newest two kept, under Lightning's names (0-based epoch of saving).
+  for (int64_t step : {10, 20, 30}) {
+    info = DDP_CHECKPOINT_INFO_INIT;
+    info.step = step;
+    info.epoch = step / 20;                         // 0, 1, 1
+    info.samples_in_epoch = step == 20 ? 0 : step;  // 20: an epoch's end
+    info.user = "u";
+    info.user_len = 1;
+    ASSERT_EQ(ddp_strategy_save_checkpoint_to_dir(s, dir.c_str(), 2, &m, nullptr, 1, nullptr, 0, nullptr, 0, &info),
+              DDP_OK) << last();
+  }
+  EXPECT_EQ(listing(dir), "epoch=0-step=20.ckpt epoch=1-step=30.ckpt ");
+  // The newest loads: its counters, samples_in_epoch, the world size that saved it, a report.
+  ddp_checkpoint_info back = DDP_CHECKPOINT_INFO_INIT;
+  ddp_buffer *user = nullptr, *report = nullptr;
+  ASSERT_EQ(ddp_strategy_resume_from_dir(s, dir.c_str(), &m, nullptr, 1, nullptr, 0, nullptr, 0, &resumed, &back, &user,
+                                         &report), DDP_OK) << last();
+  EXPECT_EQ(resumed, 1);
+  EXPECT_EQ(back.step, 30);
+  EXPECT_EQ(back.samples_in_epoch, 30);
+  EXPECT_EQ(back.world_size, 1);
+  ASSERT_NE(user, nullptr);
+  EXPECT_EQ(ddp_buffer_size(user), 1u);
+  std::string text(static_cast<const char*>(ddp_buffer_data(report)), ddp_buffer_size(report));
+  EXPECT_EQ(text, "resumed from " + dir + "/epoch=1-step=30.ckpt\n");
+  ddp_buffer_free(user);
+  ddp_buffer_free(report);
+  // A version 1 caller gets only its own struct written.
+  struct {
+    ddp_checkpoint_info v1;
+  } holder;
+  std::memset(&holder, 0xAB, sizeof holder);
+  holder.v1.version = 1;
+  ASSERT_EQ(ddp_strategy_resume_from_dir(s, dir.c_str(), &m, nullptr, 1, nullptr, 0, nullptr, 0, &resumed, &holder.v1,
+                                         nullptr, nullptr), DDP_OK) << last();
+  EXPECT_EQ(holder.v1.step, 30);
+  EXPECT_EQ(static_cast<uint64_t>(holder.v1.samples_in_epoch), 0xABABABABABABABABull);
+  // A damaged newest file is passed over for the next older, and the report says why.
+  { std::ofstream(dir + "/epoch=2-step=40.ckpt") << "not a checkpoint"; }
+  ASSERT_EQ(ddp_strategy_resume_from_dir(s, dir.c_str(), &m, nullptr, 1, nullptr, 0, nullptr, 0, &resumed, &back,
+                                         nullptr, &report), DDP_OK) << last();
+  EXPECT_EQ(back.step, 30);
+  text.assign(static_cast<const char*>(ddp_buffer_data(report)), ddp_buffer_size(report));
+  EXPECT_TRUE(has(text, "passed over " + dir + "/epoch=2-step=40.ckpt: ")) << text;
+  ddp_buffer_free(report);
+  // None loads: DDP_E_IO naming each, and the module untouched.
+  for (const char* name : {"/epoch=1-step=30.ckpt", "/epoch=0-step=20.ckpt"}) { std::ofstream(dir + name) << "x"; }
+  EXPECT_EQ(ddp_strategy_resume_from_dir(s, dir.c_str(), &m, nullptr, 1, nullptr, 0, nullptr, 0, &resumed, &back,
+                                         nullptr, nullptr), DDP_E_IO);
+  EXPECT_TRUE(has(last(), "none of the 3 checkpoints in " + dir) && has(last(), "epoch=0-step=20.ckpt")) << last();
+  EXPECT_EQ(resumed, 0);
+  // A directory needs local files: not through the caller's checkpoint IO.
+  MemoryStore store;
+  ddp_checkpoint_io io = {&store, store_save, store_load, store_remove};
+  ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+  o.checkpoint_io = &io;
+  ddp_strategy* with_io = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&with_io, &o), DDP_OK) << last();
+  ddp_module_free(m);
+  ddp_strategy_free(s);
+  ASSERT_EQ(ddp_strategy_setup_environment(with_io), DDP_OK) << last();
+  ASSERT_EQ(ddp_module_load(&m, (data + "/mlp.pt").c_str()), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_module(with_io, m), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_save_checkpoint_to_dir(with_io, dir.c_str(), 2, &m, nullptr, 1, nullptr, 0, nullptr, 0, nullptr),
+            DDP_E_UNSUPPORTED);
+  EXPECT_TRUE(has(last(), "needs local files")) << last();
+  ddp_module_free(m);
+  ddp_strategy_free(with_io);
+  std::system(("rm -rf " + data).c_str());
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 // was wrong. Parity of the values with PyTorch and Lightning, and the
 // 2-rank job: tests/parity/test_surface_parity.py.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <cmath>
@@ -553,6 +555,63 @@ TEST(Sampler, AVersionOneCallerIsServedWithinItsOwnStruct) {
   ASSERT_EQ(ddp_sampler_indices(7, 2, 1, 0, &o, idx, 4, &count), DDP_OK) << last();
   ASSERT_EQ(count, 3u);  // 1, 3, 5: no padding
   EXPECT_EQ(idx[2], 5);
+}
+
+// All of an epoch's indices over `world` ranks from `start`, rank by rank.
+std::vector<std::vector<int64_t>> shards(int64_t n, int world, int64_t epoch, int64_t start) {
+  std::vector<std::vector<int64_t>> out;
+  for (int r = 0; r < world; ++r) {
+    ddp_sampler_options o = DDP_SAMPLER_OPTIONS_INIT;
+    o.start = start;
+    size_t count = 0;
+    EXPECT_EQ(ddp_sampler_indices(n, world, r, epoch, &o, nullptr, 0, &count), DDP_OK) << last();
+    std::vector<int64_t> v(count);
+    EXPECT_EQ(ddp_sampler_indices(n, world, r, epoch, &o, v.data(), v.size(), &count), DDP_OK) << last();
+    out.push_back(v);
+  }
+  return out;
+}
+
+TEST(Sampler, AResumedEpochStartsWhereItStoodAndReshardsTheRestForAnotherWorldSize) {
+  const int64_t n = 103, epoch = 5;
+  const auto order = shards(n, 1, epoch, 0)[0];  // the epoch's permutation
+  ASSERT_EQ(order.size(), 103u);
+  // The same world size, 3 batches of 4 done on each of 2 ranks: each rank's tail.
+  const auto whole = shards(n, 2, epoch, 0), resumed = shards(n, 2, epoch, 24);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(resumed[r], std::vector<int64_t>(whole[r].begin() + 12, whole[r].end())) << "rank " << r;
+  // 3 ranks from there: the 79 entries left, each once, padded with the epoch's first entries to 81.
+  const auto three = shards(n, 3, epoch, 24);
+  std::vector<int64_t> seen;
+  for (const auto& v : three) {
+    EXPECT_EQ(v.size(), 27u);
+    seen.insert(seen.end(), v.begin(), v.end());
+  }
+  std::vector<int64_t> expected(order.begin() + 24, order.end());
+  expected.push_back(order[0]);
+  expected.push_back(order[1]);
+  std::sort(seen.begin(), seen.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(three[0][0], order[24]);
+  EXPECT_EQ(three[1][26], order[0]);  // the wrap-around pads with the epoch's first entries
+  EXPECT_EQ(three[2][26], order[1]);
+  // Past the end nothing is left; a negative start is named.
+  EXPECT_TRUE(shards(n, 2, epoch, 104)[1].empty());
+  ddp_sampler_options o = DDP_SAMPLER_OPTIONS_INIT;
+  o.start = -1;
+  size_t count = 0;
+  EXPECT_EQ(ddp_sampler_indices(n, 2, 0, epoch, &o, nullptr, 0, &count), DDP_E_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("start -1 is negative"), std::string::npos) << last();
+  // A version 2 caller's struct ends before start.
+  struct {
+    ddp_sampler_options v2;
+  } holder;
+  std::memset(&holder, 0xAB, sizeof holder);
+  ASSERT_EQ(ddp_sampler_options_init(&holder.v2, 2), DDP_OK);
+  EXPECT_EQ(holder.v2.version, 2u);
+  EXPECT_EQ(holder.v2.unrepeated, 0);
+  EXPECT_EQ(static_cast<uint64_t>(holder.v2.start), 0xABABABABABABABABull);
 }
 
 }  // namespace

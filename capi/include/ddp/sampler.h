@@ -18,8 +18,8 @@
 
 DDP_EXTERN_C_BEGIN
 
-/* 2 added unrepeated; a version 1 caller is served within its own struct. */
-#define DDP_SAMPLER_OPTIONS_VERSION 2
+/* 2 added unrepeated, 3 start; a caller of an earlier version is served within its own struct. */
+#define DDP_SAMPLER_OPTIONS_VERSION 3
 
 /** DistributedSampler's keyword arguments. Initialise with DDP_SAMPLER_OPTIONS_INIT or ddp_sampler_options_init. */
 typedef struct ddp_sampler_options {
@@ -32,12 +32,18 @@ typedef struct ddp_sampler_options {
                              index exactly once over the ranks (rank r gets r, r + R, ... of the list), no padding,
                              so counts differ by at most one and drop_last is ignored. Its shuffle is seeded with
                              the epoch alone, as Lightning's (which ignores the seed) */
+  /* version 3 */
+  int64_t start;        /**< 0; a resumed epoch's position: entries of the epoch's list already trained on over every
+                             rank (a checkpoint's samples_in_epoch, see ddp_checkpoint_info). The list from there is
+                             padded (or trimmed) and sharded afresh, so a job resumed with another world size sees
+                             each remaining sample once; with the world size that trained those entries, each rank
+                             gets the tail of its unresumed indices */
 } ddp_sampler_options;
 
-#define DDP_SAMPLER_OPTIONS_INIT {DDP_SAMPLER_OPTIONS_VERSION, 1, 0, 0, 0}
+#define DDP_SAMPLER_OPTIONS_INIT {DDP_SAMPLER_OPTIONS_VERSION, 1, 0, 0, 0, 0}
 
 /**
- * Fills @p opts with the defaults of @p version (1 or 2; version 1 writes only its own fields).
+ * Fills @p opts with the defaults of @p version (1 to 3; an earlier version writes only its own fields).
  * @return DDP_OK, or DDP_E_INVALID_ARGUMENT for NULL or an unknown version.
  */
 DDP_API ddp_status ddp_sampler_options_init(ddp_sampler_options *opts, unsigned int version);
@@ -58,8 +64,8 @@ DDP_API ddp_status ddp_sampler_num_samples(int64_t dataset_size, int num_replica
  * @param cap       capacity of @p out.
  * @param[out] count the number of indices this rank gets (may be NULL); call
  *                  with cap 0 first to size @p out.
- * @return DDP_OK; DDP_E_INVALID_ARGUMENT for a rank outside [0, num_replicas)
- *         and the cases of ddp_sampler_num_samples.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for a rank outside [0, num_replicas),
+ *         a negative start and the cases of ddp_sampler_num_samples.
  */
 DDP_API ddp_status ddp_sampler_indices(int64_t dataset_size, int num_replicas, int rank, int64_t epoch,
                                        const ddp_sampler_options *opts, int64_t *out, size_t cap, size_t *count);

@@ -381,9 +381,11 @@ DDP_API ddp_status ddp_strategy_reduce_v2(ddp_strategy *s, ddp_tensor *t, ddp_re
 DDP_API ddp_status ddp_strategy_all_gather_v3(ddp_strategy *s, const ddp_tensor *in, int sync_grads, ddp_group *group,
                                              ddp_tensor **out);
 
-#define DDP_CHECKPOINT_INFO_VERSION 1
+/* 2 added samples_in_epoch and world_size; a version 1 caller is served within its own struct. */
+#define DDP_CHECKPOINT_INFO_VERSION 2
 
-/** The counters a checkpoint carries beside the state. Initialise with DDP_CHECKPOINT_INFO_INIT. */
+/** The counters a checkpoint carries beside the state. Initialise with DDP_CHECKPOINT_INFO_INIT (also before a load:
+ *  its version says how much a load may write). */
 typedef struct ddp_checkpoint_info {
   unsigned int version;     /**< DDP_CHECKPOINT_INFO_VERSION */
   int64_t step;             /**< optimizer steps taken (Lightning's global_step) */
@@ -391,9 +393,14 @@ typedef struct ddp_checkpoint_info {
   int64_t batches_in_epoch; /**< batches per epoch (the fit loop's progress Lightning resumes from); 0: step / epoch */
   const void *user;         /**< the caller's own bytes (may be NULL with user_len 0); borrowed for the call */
   size_t user_len;
+  /* version 2 */
+  int64_t samples_in_epoch; /**< a checkpoint inside an epoch: entries of the epoch's sampler list trained on over
+                                 every rank (the sampler options' start of the resumed epoch); 0 at an epoch's end */
+  int64_t world_size;       /**< on load, the world size of the job that saved it (0: a file without it); a save
+                                 writes the strategy's own and ignores this */
 } ddp_checkpoint_info;
 
-#define DDP_CHECKPOINT_INFO_INIT {DDP_CHECKPOINT_INFO_VERSION, 0, 0, 0, NULL, 0}
+#define DDP_CHECKPOINT_INFO_INIT {DDP_CHECKPOINT_INFO_VERSION, 0, 0, 0, NULL, 0, 0, 0}
 
 /**
  * Global rank 0 writes a checkpoint to @p path: a torch.save-format file
@@ -456,6 +463,60 @@ DDP_API ddp_status ddp_strategy_load_checkpoint_v3(ddp_strategy *s, const char *
                                                    ddp_optimizer *const *opts, size_t num_opts,
                                                    ddp_lr_scheduler *const *scheds, size_t num_scheds,
                                                    ddp_checkpoint_info *info, ddp_buffer **user);
+
+/**
+ * Lightning's ModelCheckpoint(dirpath=dir, save_top_k=keep_last), for a job
+ * that resumes by itself after a restart (see ddp_strategy_resume_from_dir):
+ * ddp_strategy_save_checkpoint_v3 to `dir/epoch=E-step=S.ckpt` (E and S
+ * from @p info, Lightning's default file name), creating @p dir; then global
+ * rank 0 removes all but the newest @p keep_last checkpoints there and the
+ * temporaries of writers no longer running. A file is only ever renamed
+ * into place whole, so a crash at any moment leaves no torn checkpoint
+ * under a checkpoint's name. Call it every N steps or at each epoch's end
+ * (for a checkpoint inside an epoch set info->samples_in_epoch). Local
+ * files only.
+ * @param keep_last the newest checkpoints kept; 0 keeps every one.
+ * @return as ddp_strategy_save_checkpoint_v3; DDP_E_INVALID_ARGUMENT for a
+ *         NULL or empty @p dir or a negative @p keep_last; DDP_E_UNSUPPORTED
+ *         when the options name a checkpoint_io (a directory is listed).
+ */
+DDP_API ddp_status ddp_strategy_save_checkpoint_to_dir(ddp_strategy *s, const char *dir, int keep_last,
+                                                       ddp_module *const *modules, const char *const *prefixes,
+                                                       size_t num_modules, ddp_optimizer *const *opts,
+                                                       size_t num_opts, ddp_lr_scheduler *const *scheds,
+                                                       size_t num_scheds, const ddp_checkpoint_info *info);
+
+/**
+ * Lightning's Trainer.fit(ckpt_path="last"): the one call a restarted job
+ * makes after setting up its modules, optimizers and schedulers. Collective.
+ * Every rank loads the newest checkpoint in @p dir that every rank has and
+ * can load, which the ranks agree on, not assume: global rank 0's
+ * checkpoints (its newest 64) are the candidates, and one that some rank
+ * lacks (a directory not shared, a file not yet visible) or cannot load
+ * (damaged, another model) is passed over for the next older. What it
+ * restores is what ddp_strategy_load_checkpoint_v3 restores; the caller's
+ * loop continues from @p info: epoch and step, and inside an epoch
+ * samples_in_epoch as the sampler options' start, which also re-shards the
+ * rest of the epoch when world_size differs from the job's (then each
+ * remaining sample is still seen once, but batches are made of other
+ * samples than the unstopped run's, so losses are not the same; with the
+ * same world size they are). RNG streams other than the sampler's are the
+ * caller's to save (in the user bytes).
+ * @param[out] resumed 1 when a checkpoint was loaded; 0 when rank 0 has none
+ *        in @p dir (a first start), with nothing changed.
+ * @param[out] info may be NULL; as ddp_strategy_load_checkpoint_v3's (left as it is when nothing was loaded).
+ * @param[out] user may be NULL; the user bytes, new reference (NULL when nothing was loaded).
+ * @param[out] report may be NULL; new reference: UTF-8 lines, "resumed from PATH" and, before it,
+ *        "passed over PATH: why" for each newer file not taken.
+ * @return DDP_E_IO on every rank when rank 0 has checkpoints but none loads
+ *         on every rank, naming each and why; DDP_E_UNSUPPORTED when the
+ *         options name a checkpoint_io.
+ */
+DDP_API ddp_status ddp_strategy_resume_from_dir(ddp_strategy *s, const char *dir, ddp_module *const *modules,
+                                                const char *const *prefixes, size_t num_modules,
+                                                ddp_optimizer *const *opts, size_t num_opts,
+                                                ddp_lr_scheduler *const *scheds, size_t num_scheds, int *resumed,
+                                                ddp_checkpoint_info *info, ddp_buffer **user, ddp_buffer **report);
 
 /** ddp_strategy_save_checkpoint_v2 with one optimizer (may be NULL) and no scheduler. */
 DDP_API ddp_status ddp_strategy_save_checkpoint(ddp_strategy *s, const char *path, const ddp_module *m,

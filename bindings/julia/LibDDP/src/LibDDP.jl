@@ -312,6 +312,7 @@ mutable struct SamplerOptions
     seed::Int64
     drop_last::Cint
     unrepeated::Cint
+    start::Int64
 end
 
 # C: ddp_cluster_callbacks
@@ -408,7 +409,7 @@ zero_grad!(opt::Optimizer) = @check ccall((:ddp_optimizer_zero_grad, libddp), Ci
 """DistributedSampler's indices (0-based) for `rank` of `world` in `epoch`."""
 function sampler_indices(n::Integer, world::Integer, rank::Integer, epoch::Integer; shuffle::Bool=true,
                          seed::Integer=0, drop_last::Bool=false, unrepeated::Bool=false)
-    o = SamplerOptions(2, shuffle, seed, drop_last, unrepeated)
+    o = SamplerOptions(3, shuffle, seed, drop_last, unrepeated, 0)
     count = Ref{Csize_t}(0)
     @check ccall((:ddp_sampler_indices, libddp), Cint,
                  (Int64, Cint, Cint, Int64, Ref{SamplerOptions}, Ptr{Int64}, Csize_t, Ptr{Csize_t}),

@@ -18,7 +18,7 @@ pub const DDP_GROUP_OPTIONS_VERSION: u32 = 1;
 pub const DDP_SPAWN_OPTIONS_VERSION: u32 = 1;
 pub const DDP_POWERSGD_OPTIONS_VERSION: u32 = 1;
 pub const DDP_REDUCER_OPTIONS_VERSION: u32 = 2;
-pub const DDP_SAMPLER_OPTIONS_VERSION: u32 = 2;
+pub const DDP_SAMPLER_OPTIONS_VERSION: u32 = 3;
 pub type ddp_status = i32;
 pub const DDP_OK: c_int = 0;
 pub const DDP_E_INVALID_ARGUMENT: c_int = -1;
@@ -196,6 +196,7 @@ pub struct ddp_sampler_options {
     pub seed: i64,
     pub drop_last: c_int,
     pub unrepeated: c_int,
+    pub start: i64,
 }
 
 pub const DDP_ADAM_OPTIONS_VERSION: u32 = 1;
@@ -275,7 +276,7 @@ pub struct ddp_lr_scheduler_options {
     pub min_lr: f64,
     pub eps: f64,
 }
-pub const DDP_CHECKPOINT_INFO_VERSION: u32 = 1;
+pub const DDP_CHECKPOINT_INFO_VERSION: u32 = 2;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct ddp_checkpoint_info {
@@ -285,6 +286,8 @@ pub struct ddp_checkpoint_info {
     pub batches_in_epoch: i64,
     pub user: *const c_void,
     pub user_len: usize,
+    pub samples_in_epoch: i64,
+    pub world_size: i64,
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -901,6 +904,8 @@ extern "C" {
     pub fn ddp_optimizer_set_group_lr(opt: *mut ddp_optimizer, group: usize, lr: f64) -> ddp_status;
     pub fn ddp_strategy_save_checkpoint_v3(s: *mut ddp_strategy, path: *const c_char, modules: *const *mut ddp_module, prefixes: *const *const c_char, num_modules: usize, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *const ddp_checkpoint_info) -> ddp_status;
     pub fn ddp_strategy_load_checkpoint_v3(s: *mut ddp_strategy, path: *const c_char, modules: *const *mut ddp_module, prefixes: *const *const c_char, num_modules: usize, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *mut ddp_checkpoint_info, user: *mut *mut ddp_buffer) -> ddp_status;
+    pub fn ddp_strategy_save_checkpoint_to_dir(s: *mut ddp_strategy, dir: *const c_char, keep_last: c_int, modules: *const *mut ddp_module, prefixes: *const *const c_char, num_modules: usize, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, info: *const ddp_checkpoint_info) -> ddp_status;
+    pub fn ddp_strategy_resume_from_dir(s: *mut ddp_strategy, dir: *const c_char, modules: *const *mut ddp_module, prefixes: *const *const c_char, num_modules: usize, opts: *const *mut ddp_optimizer, num_opts: usize, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, resumed: *mut c_int, info: *mut ddp_checkpoint_info, user: *mut *mut ddp_buffer, report: *mut *mut ddp_buffer) -> ddp_status;
     pub fn ddp_module_load_state_dict_nonstrict(m: *mut ddp_module, path: *const c_char, skipped: *mut *mut ddp_buffer) -> ddp_status;
     pub fn ddp_strategy_reduce_v2(s: *mut ddp_strategy, t: *mut ddp_tensor, op: ddp_reduce_op, group: *mut ddp_group) -> ddp_status;
     pub fn ddp_strategy_all_gather_v3(s: *mut ddp_strategy, input: *const ddp_tensor, sync_grads: c_int, group: *mut ddp_group, out: *mut *mut ddp_tensor) -> ddp_status;
