@@ -4,6 +4,8 @@
 
 #include <c10/util/intrusive_ptr.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "comm/group.h"
@@ -18,6 +20,10 @@ struct BackendSpec {
   std::string master_addr;  // used to pick the network interface
   Device device{DeviceType::CPU, 0};
   std::string node;  // ranks with the same node id share a host (the shm backend)
+  // What another rank or the launcher reported to the group (the group's
+  // monitor), for a backend that waits by itself: the shm backend's leaders
+  // check it while they wait for the other nodes. Empty: nothing to check.
+  std::function<std::optional<std::string>()> peer_report;
 };
 
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec);

@@ -110,6 +110,7 @@ void connect_backend(Group::Impl& impl) {
   spec.master_addr = impl.master_addr;
   spec.device = impl.device;
   spec.node = impl.node;
+  if (impl.monitor) spec.peer_report = impl.monitor->reporter();
   try {
     impl.backend = make_backend(impl.backend_name, spec);
     impl.backend_name = impl.backend->getBackendName();  // shm falls back to gloo where it cannot share
@@ -231,7 +232,8 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
 
   auto monitor = connect_store(env.master_addr, port, opts.timeout, who, "rank 0");
   impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, monitor);
-  impl->monitor = std::make_unique<StoreMonitor>(impl->monitor_store);
+  impl->job_monitor_store = c10::make_intrusive<c10d::PrefixStore>(base, monitor);
+  impl->monitor = std::make_unique<StoreMonitor>(impl->monitor_store, impl->job_monitor_store);
   connect_backend(*impl);
   return std::unique_ptr<Group>(new Group(std::move(impl)));
 }
@@ -259,8 +261,9 @@ std::unique_ptr<Group> Group::new_subgroup(int group_size) {
   impl->prefix = impl_->prefix + "/" + sub;
   impl->store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->store);
   impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->monitor_store);
+  impl->job_monitor_store = impl_->job_monitor_store;
   count_in(*keys_of(impl->store), impl->size, impl->timeout, impl->prefix);
-  impl->monitor = std::make_unique<StoreMonitor>(impl->monitor_store);
+  impl->monitor = std::make_unique<StoreMonitor>(impl->monitor_store, impl->job_monitor_store);
   connect_backend(*impl);
   return std::unique_ptr<Group>(new Group(std::move(impl)));
 }

@@ -18,6 +18,7 @@ struct Group::Impl {
   c10::intrusive_ptr<c10d::Store> server;         // hosts MASTER_PORT; the backend never holds it
   c10::intrusive_ptr<c10d::Store> store;          // prefixed with `prefix`
   c10::intrusive_ptr<c10d::Store> monitor_store;  // same keys, a connection of its own
+  c10::intrusive_ptr<c10d::Store> job_monitor_store;  // that connection at the job's keys (a launcher's abort)
   std::unique_ptr<StoreMonitor> monitor;          // the only user of monitor_store
   c10::intrusive_ptr<c10d::Backend> backend;
   std::string prefix;

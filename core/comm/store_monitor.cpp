@@ -16,6 +16,7 @@ constexpr Millis kStopWait{500};
 
 struct StoreMonitor::State {
   c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Store> job;
   std::mutex m;
   std::condition_variable cv;
   bool stop = false;
@@ -42,8 +43,9 @@ void watch(std::shared_ptr<StoreMonitor::State> s) {
     std::optional<std::string> seen, lost;
     try {
       if (payload) s->store->set("abort", std::vector<uint8_t>(payload->begin(), payload->end()));
-      if (s->store->check({"abort"})) {
-        auto v = s->store->get("abort");
+      for (auto* where : {&s->store, &s->job}) {
+        if (seen || !*where || !(*where)->check({"abort"})) continue;
+        auto v = (*where)->get("abort");
         seen = std::string(v.begin(), v.end());
       }
     } catch (const std::exception& e) {
@@ -65,8 +67,10 @@ void watch(std::shared_ptr<StoreMonitor::State> s) {
 
 }  // namespace
 
-StoreMonitor::StoreMonitor(c10::intrusive_ptr<c10d::Store> store) : s_(std::make_shared<State>()) {
+StoreMonitor::StoreMonitor(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Store> job)
+    : s_(std::make_shared<State>()) {
   s_->store = std::move(store);
+  s_->job = std::move(job);
   std::thread(watch, s_).detach();
 }
 
@@ -82,6 +86,13 @@ StoreMonitor::~StoreMonitor() {
 std::optional<std::string> StoreMonitor::reported() const {
   std::lock_guard<std::mutex> lock(s_->m);
   return s_->reported;
+}
+
+std::function<std::optional<std::string>()> StoreMonitor::reporter() const {
+  return [s = s_]() -> std::optional<std::string> {
+    std::lock_guard<std::mutex> lock(s->m);
+    return s->reported;
+  };
 }
 
 std::optional<std::string> StoreMonitor::lost() const {

@@ -6,6 +6,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,7 +18,10 @@ namespace ddp::core {
 class StoreMonitor {
  public:
   // `store` is a connection of the monitor's own (prefixed for the group).
-  explicit StoreMonitor(c10::intrusive_ptr<c10d::Store> store);
+  // `job`, when given, is the same connection prefixed for the whole job:
+  // its "abort" key is read too (never written), which is where a launcher
+  // that lost a node tells every group of the job.
+  explicit StoreMonitor(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Store> job = {});
   // Stops the watcher; one stuck in a store call is left to end on its own
   // (it holds what it uses), so this never blocks for long.
   ~StoreMonitor();
@@ -26,6 +30,9 @@ class StoreMonitor {
 
   // What another rank published, as of the last poll (no store access).
   std::optional<std::string> reported() const;
+  // reported() as a function that stays valid after the monitor is gone
+  // (then it says what was last seen), for a backend that waits by itself.
+  std::function<std::optional<std::string>()> reporter() const;
   // Why the store connection failed (its host died), if it did.
   std::optional<std::string> lost() const;
   // Polls now and waits up to `bound` for that poll; then reported().

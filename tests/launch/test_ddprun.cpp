@@ -294,6 +294,45 @@ TEST(Ddprun, SigtermIsActedOnAtOnceWhileTheStoreDoesNotAnswer) {
   long ms = elapsed_ms(out);
   EXPECT_LT(ms, 6000) << out;  // 1 s before the signal + 1 s grace + slack; the store would hold it 60 s
 }
+
+// Issue 25: a node that stops without closing its sockets (node 1's workers
+// and agent SIGSTOPped) was found only by the collective's timeout (here 10
+// minutes). Node 0's ranks, blocked in an all-reduce with it, must return
+// DDP_E_PEER_FAILED naming node 1 within the heartbeat window (3 s) plus a
+// second, and node 0's ddprun end non-zero saying why.
+TEST(Ddprun, AStoppedNodeIsNamedToTheOtherNodesRanksWithinTheHeartbeatWindow) {
+  std::string port = std::to_string(ddptest::free_port());
+  std::string tag = new_tag();
+  std::string mark = testing::TempDir() + "/ddprun_node_stops_" + tag;
+  std::string common = " --nnodes 2 --master-port " + port + " --nproc-per-node 2 --grace-period 1 --agent-timeout 3 ";
+  std::string cmd = "rm -f " + mark + ".*; DDP_TEST_MARK=" + mark + " " + ddprun() + common + "--node-rank 1 " +
+                    worker() + " node_stops & P=$!; " + ddprun() + common + "--node-rank 0 " + worker() +
+                    " node_stops & Q=$!; while [ ! -e " + mark + ".2 ] || [ ! -e " + mark + ".3 ]; do sleep 0.05; done; " +
+                    "kill -STOP $P; s=$(date +%s%N); wait $Q; e=$?; " +
+                    "echo node0_exit=$e ms=$(( ($(date +%s%N) - s) / 1000000 )); " +
+                    "kill -CONT $P; kill -KILL $P; pkill -KILL -P $P; wait $P";
+  auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag, "DDP_TEST_IGNORE_SIGTERM=1"}, 120);
+  const std::string& out = res.ranks[0].output;
+  EXPECT_FALSE(res.timed_out) << res.summary();
+  for (int r : {0, 1})
+    EXPECT_TRUE(has(out, "[rank" + std::to_string(r) + "]: [rank " + std::to_string(r) +
+                             "] all_reduce -> peer failed after ") &&
+                has(out, "node 1 is lost: its agent's heartbeat stopped for 3 s"))
+        << out;
+  EXPECT_TRUE(has(out, "node0_exit=1 ")) << out;
+  EXPECT_TRUE(has(out, "ddprun: the job cannot go on: the agent of node 1 stopped responding for 3 s")) << out;
+  long ms = elapsed_ms(out);
+  EXPECT_GE(ms, 2500) << out;  // the window is honoured
+  EXPECT_LT(ms, 3000 + 1000 + 2000) << out;  // window + 1 s, + the workers' grace before the agent ends
+  // How long the ranks waited in their last all-reduce: at most the window plus a second.
+  for (int r : {0, 1}) {
+    auto at = out.find("[rank " + std::to_string(r) + "] all_reduce -> peer failed after ");
+    ASSERT_NE(at, std::string::npos) << out;
+    double waited = std::stod(out.substr(at + std::string("[rank 0] all_reduce -> peer failed after ").size()));
+    EXPECT_LT(waited, 4.0) << out;
+  }
+  EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived ddprun";
+}
 }  // namespace
 
 namespace {

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 #include "worker_util.h"
 #include "worker_scenarios.h"
 
@@ -56,8 +58,32 @@ void scenario_sleep() {
   std::this_thread::sleep_for(std::chrono::seconds(600));
 }
 
+// A node that stops without closing anything: every rank all-reduces in a
+// loop under a 10-minute timeout; the ranks of node 1 (GROUP_RANK 1) touch
+// DDP_TEST_MARK.<rank> and stop themselves (SIGSTOP) at iteration 3, and
+// the test stops node 1's agent. Node 0's ranks must hear of it from their
+// agent's heartbeat, not from the collective's timeout.
+void scenario_node_stops() {
+  ddp_group* g = join(600000);
+  std::vector<float> x(1 << 10, 1.0f);
+  int64_t s[1] = {static_cast<int64_t>(x.size())};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, s, 1));
+  const bool stops = env_int("GROUP_RANK", 0) == 1;
+  const char* mark = std::getenv("DDP_TEST_MARK");
+  auto [st, el] = all_reduce_until_failure(g, t, 1000000, [&](int it) {
+    if (!stops || it != 3) return;
+    if (mark) std::fclose(std::fopen((std::string(mark) + "." + std::to_string(g_rank)).c_str(), "w"));
+    raise(SIGSTOP);
+  });
+  WCHECK(st == DDP_E_PEER_FAILED, "expected DDP_E_PEER_FAILED, got %s", ddp_status_string(st));
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
 }  // namespace
 
+WORKER_SCENARIO("node_stops", scenario_node_stops);
 WORKER_SCENARIO("exit_rank0", scenario_exit_rank0);
 WORKER_SCENARIO("die_first_round", scenario_die_first_round);
 WORKER_SCENARIO("quit_before_join", scenario_quit_before_join);

@@ -96,7 +96,11 @@ class Agent {
         return 128 + job.stop_signal;
       }
       std::string why;
-      if (!job.ok() && !job.stopped_by_check) {
+      if (heartbeat_.node_lost()) {
+        // The workers' failures follow from the lost node; it is the cause.
+        if (!job.ok()) last_failures = failures_of(job, a_);
+        why = heartbeat_.why();
+      } else if (!job.ok() && !job.stopped_by_check) {
         last_failures = failures_of(job, a_);
         heartbeat_.publish_failure(job.summary());
         why = job.summary();
@@ -110,9 +114,11 @@ class Agent {
                   << restart + 1 << " of " << a_.max_restarts << ")\n";
         continue;
       }
+      const bool cannot_go_on = heartbeat_.node_lost() || (last_failures.empty() && (calls_.lost() ||
+                                                                                     heartbeat_.rank_quit_unjoined()));
       if (!last_failures.empty()) print_failure_summary(last_failures, label, restart);
-      else if (calls_.lost() || heartbeat_.rank_quit_unjoined()) std::cerr << "ddprun: the job cannot go on: " << why << "\n";
-      else std::cerr << "ddprun: the job failed on another node: " << why << "\n";
+      if (cannot_go_on) std::cerr << "ddprun: the job cannot go on: " << why << "\n";
+      else if (last_failures.empty()) std::cerr << "ddprun: the job failed on another node: " << why << "\n";
       write_error_file(a_.error_file, last_failures, restart, why);
       return 1;
     }

@@ -16,7 +16,7 @@ struct DdprunArgs {
   double monitor_interval_s = 0.1;
   double rdzv_timeout_s = 900;
   double grace_period_s = 5;
-  double agent_timeout_s = 30;  // a silent agent of another node = failure
+  double agent_timeout_s = 15;  // a silent agent of another node = a lost node (the heartbeat window)
   std::string run_id = "none";
   std::vector<int> local_ranks_filter;  // empty: every rank's output
   std::string error_file;               // also from TORCHELASTIC_ERROR_FILE

@@ -46,10 +46,16 @@ void Heartbeat::begin_round(RoundStore round, RoundStore job) {
   beats_.clear();
   why_.clear();
   quit_unjoined_ = false;
+  workers_told_until_.reset();
 }
 
 bool Heartbeat::fine(const std::vector<ChildStatus>& children) {
   auto now = Clock::now();
+  if (workers_told_until_) {
+    bool running = false;
+    for (const auto& c : children) running = running || !c.ended;
+    return running && now < *workers_told_until_;
+  }
   if (look_.valid() && look_.wait_for(Millis(0)) == std::future_status::ready) {
     NodesSeen seen;
     try {
@@ -87,7 +93,7 @@ bool Heartbeat::fine_now() {
   RoundStore round = round_, job = job_;
   NodesSeen seen = calls_.call([round, job, me, nodes] { return look_at(*round, *job, me, nodes, {}); },
                                std::max(agent_timeout(), Millis(1000)), "the heartbeat");
-  return judge(seen, now);
+  return judge(seen, now) && !node_lost();
 }
 
 bool Heartbeat::judge(const NodesSeen& seen, Clock::time_point now) {
@@ -117,10 +123,27 @@ bool Heartbeat::judge(const NodesSeen& seen, Clock::time_point now) {
       why_ = "the agent of node " + std::to_string(n) + " stopped responding for " + seconds(a_.agent_timeout_s) +
              " s";
       publish_failure(why_);
-      return false;
+      tell_workers("node " + std::to_string(n) + " is lost: its agent's heartbeat stopped for " +
+                       seconds(a_.agent_timeout_s) + " s (ddprun --agent-timeout)",
+                   now);
+      return true;
     }
   }
   return true;
+}
+
+void Heartbeat::tell_workers(const std::string& why, Clock::time_point now) {
+  // The payload a group's own abort carries: status, then the message.
+  const std::string payload = std::to_string(static_cast<int>(ddp::core::Status::PeerFailed)) + "|" + why;
+  RoundStore job = job_;
+  try {
+    calls_.call([job, payload] { job->set("abort", ddp::core::Bytes(payload.begin(), payload.end())); },
+                std::min(std::max(agent_timeout(), Millis(1000)), Millis(5000)), "telling the workers");
+  } catch (...) {
+    // The store is unreachable: the workers cannot hear it either; they are stopped below.
+  }
+  // A worker polls the key every 100 ms and its wait every few hundred.
+  workers_told_until_ = now + std::chrono::seconds(2);
 }
 
 void Heartbeat::publish_failure(const std::string& why) {

@@ -4,11 +4,15 @@
 // failure published by any node ends every node. A rank that ended with 0
 // before joining, while other ranks joined, ends the job (they would wait
 // for it until their timeout). The looks run in the background, so the
-// supervisor that asks never blocks on the store.
+// supervisor that asks never blocks on the store. A node found dead is also
+// written to the job's abort key, which every worker's group watches: a rank
+// blocked in a collective with that node returns DDP_E_PEER_FAILED naming it
+// within the heartbeat window, before its workers are stopped.
 #pragma once
 
 #include <chrono>
 #include <future>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,6 +51,8 @@ class Heartbeat {
   const std::string& why() const { return why_; }
   // The round stopped because one of this node's ranks ended before joining.
   bool rank_quit_unjoined() const { return quit_unjoined_; }
+  // The round stopped because another node was found dead (why() names it).
+  bool node_lost() const { return workers_told_until_.has_value(); }
 
   // The round's failure flag, which ends every node's round.
   void publish_failure(const std::string& why);
@@ -67,6 +73,10 @@ class Heartbeat {
   std::vector<std::pair<int64_t, Clock::time_point>> beats_;  // last counter of each node, and when it moved
   std::string why_;
   bool quit_unjoined_ = false;
+  // A node found dead: this node's workers were told through the job's
+  // abort key and get until then to return their status by themselves.
+  std::optional<Clock::time_point> workers_told_until_;
+  void tell_workers(const std::string& why, Clock::time_point now);
 };
 
 }  // namespace ddprun

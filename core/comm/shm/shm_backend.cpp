@@ -30,6 +30,8 @@ using shm::ReduceKind;
 // on 2 and 4 ranks, bench/run_shm.sh), so a 25 MiB bucket takes about a
 // hundred pieces.
 constexpr size_t kSlotBytes = size_t{512} << 10;
+// How often a leader waiting for the other nodes looks at what the group was told.
+constexpr Millis kLeaderWaitSlice{100};
 // DDP_SHM_SLOT_KIB overrides it (64 KiB to 256 MiB; every rank of a host
 // must use the same value), for measuring.
 size_t slot_bytes() {
@@ -259,8 +261,24 @@ class ShmBackend final : public c10d::Backend {
     };
     try {
       auto work = call();
-      auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
-      work->wait(std::max(Millis(1), left));
+      // In slices, so that a node the launcher found dead (the group's
+      // monitor) ends the wait within its heartbeat window, not at the
+      // collective's timeout: a stopped node's sockets stay open.
+      for (;;) {
+        auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+        try {
+          work->wait(std::max(Millis(1), std::min(kLeaderWaitSlice, left)));
+          break;
+        } catch (...) {
+          if (Clock::now() >= deadline) throw;
+          if (work->isCompleted()) {
+            work->wait(Millis(1));  // done in the meantime: its own answer counts
+            break;
+          }
+        }
+        if (spec_.peer_report)
+          if (auto r = spec_.peer_report()) fail(Status::PeerFailed, r->substr(r->find('|') + 1));
+      }
     } catch (const Error& e) {
       stop_the_node(e.status(), e.what());
       throw;
