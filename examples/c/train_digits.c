@@ -48,7 +48,8 @@
  * DIGITS_FAIL_RANK=R, rank R exits with code 3 in epoch 2 (the tests check
  * that every other rank stops with a status naming it). With DIGITS_KILL_RANK=R
  * and DIGITS_KILL_AT_STEP=S, rank R sends itself SIGKILL after optimizer step
- * S of a first start (TORCHELASTIC_RESTART_COUNT unset or 0). With --ckpt-dir,
+ * S of a first start (TORCHELASTIC_RESTART_COUNT unset or 0); DIGITS_STEP_SLEEP_MS=M
+ * makes every step M ms longer (for tests that act while it trains). With --ckpt-dir,
  * the step log is appended to, one line per batch: "EPOCH BATCH LOSS".
  */
 #include <signal.h>
@@ -285,6 +286,9 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
   const char *fail_rank = getenv("DIGITS_FAIL_RANK");
   const char *kill_rank = getenv("DIGITS_KILL_RANK"), *kill_step = getenv("DIGITS_KILL_AT_STEP");
   const char *restarts = getenv("TORCHELASTIC_RESTART_COUNT");
+  const char *step_sleep = getenv("DIGITS_STEP_SLEEP_MS");
+  const long sleep_ms = step_sleep ? atol(step_sleep) : 0;
+  const struct timespec pause = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
   const int64_t kill_at = kill_rank && kill_step && atoi(kill_rank) == rank && (!restarts || !strcmp(restarts, "0"))
                               ? atoll(kill_step)
                               : -1;
@@ -339,6 +343,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
       if (step_log && a->ckpt_dir[0]) fprintf(step_log, "%lld %lld %.9g\n", (long long)epoch, (long long)(skipped + (int64_t)j), (double)l);
       else if (step_log) fprintf(step_log, "%.9g\n", (double)l);
       if (step_log) fflush(step_log);
+      if (sleep_ms > 0) nanosleep(&pause, NULL);
       if (sync && opt_steps == kill_at) {
         fprintf(stderr, "[rank %d] SIGKILL to itself after step %lld (DIGITS_KILL_AT_STEP)\n", rank, (long long)opt_steps);
         raise(SIGKILL);

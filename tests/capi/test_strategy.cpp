@@ -419,6 +419,22 @@ int store_remove(void* u, const char* path) {
   return 0;
 }
 
+// The digits MLP exported (DDP_EXPORT_DIGITS) into a new directory named
+// for `what`; "" with *why set when it cannot be (the test then skips).
+std::string export_digits(const std::string& what, std::string* why) {
+  const char* exporter = std::getenv("DDP_EXPORT_DIGITS");
+  if (!exporter) {
+    *why = "DDP_EXPORT_DIGITS is not set: the test module cannot be exported";
+    return "";
+  }
+  std::string dir = testing::TempDir() + "/" + what + "_" + std::to_string(getpid());
+  if (std::system((std::string(exporter) + " " + dir + " >/dev/null 2>&1").c_str()) != 0) {
+    *why = "export_digits.py could not run (scikit-learn missing?)";
+    return "";
+  }
+  return dir;
+}
+
 // The names in a directory, sorted.
 std::string listing(const std::string& dir) {
   std::string out;
@@ -434,11 +450,9 @@ std::string listing(const std::string& dir) {
 }
 
 TEST(Strategy, ACheckpointDirectoryKeepsTheNewestAndResumesFromTheNewestThatLoads) {
-  const char* exporter = std::getenv("DDP_EXPORT_DIGITS");
-  if (!exporter) GTEST_SKIP() << "DDP_EXPORT_DIGITS is not set: the test module cannot be exported";
-  std::string data = testing::TempDir() + "/strategy_dir_" + std::to_string(getpid());
-  if (std::system((std::string(exporter) + " " + data + " >/dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP() << "export_digits.py could not run (scikit-learn missing?)";
+  std::string why;
+  const std::string data = export_digits("strategy_dir", &why);
+  if (data.empty()) GTEST_SKIP() << why;
   const std::string dir = data + "/run/ckpts";
   ddp_strategy* s = nullptr;
   ASSERT_EQ(ddp_strategy_new(&s, nullptr), DDP_OK) << last();
@@ -541,11 +555,9 @@ TEST(Strategy, ACheckpointDirectoryKeepsTheNewestAndResumesFromTheNewestThatLoad
 }  // namespace
 
 TEST(Strategy, CheckpointsGoThroughTheCallersCheckpointIO) {
-  const char* exporter = std::getenv("DDP_EXPORT_DIGITS");
-  if (!exporter) GTEST_SKIP() << "DDP_EXPORT_DIGITS is not set: the test module cannot be exported";
-  std::string dir = testing::TempDir() + "/strategy_io_" + std::to_string(getpid());
-  if (std::system((std::string(exporter) + " " + dir + " >/dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP() << "export_digits.py could not run (scikit-learn missing?)";
+  std::string why;
+  const std::string dir = export_digits("strategy_io", &why);
+  if (dir.empty()) GTEST_SKIP() << why;
   MemoryStore store;
   ddp_checkpoint_io io = {&store, store_save, store_load, store_remove};
   ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;

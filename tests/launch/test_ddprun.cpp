@@ -341,6 +341,42 @@ namespace {
 // ends the background process too (process groups), not only the worker.
 // Issue 10: the other ranks waited their whole rendezvous timeout for a rank
 // that had already ended with 0.
+// Issue 25: --nnodes MIN:MAX. Node 0 starts alone and its round closes
+// with 1 node after the last call; node 1 comes later, waits, and node 0's
+// round stops to admit it (not a failure: no --max-restarts); both run the
+// next round as a world of 2. Refusals name the flag.
+TEST(Ddprun, AnElasticJobAdmitsALateNodeAtTheNextRound) {
+  std::string port = std::to_string(ddptest::free_port());
+  std::string tag = new_tag();
+  std::string script = testing::TempDir() + "/ddprun_elastic_" + tag + ".sh";
+  std::ofstream(script) << "#!/bin/sh\necho \"env WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK RANK=$RANK "
+                           "RESTART=$TORCHELASTIC_RESTART_COUNT\"\n"
+                           "if [ \"$WORLD_SIZE\" = 1 ]; then exec sleep 60; fi\n";
+  chmod(script.c_str(), 0755);
+  std::string common = " --nnodes 1:2 --master-port " + port +
+                       " --nproc-per-node 1 --grace-period 1 --rdzv-conf last_call_timeout=1 --run-id el" + tag + " ";
+  std::string out0 = testing::TempDir() + "/ddprun_elastic0_" + tag + ".out";
+  std::string cmd = ddprun() + common + "--node-rank 0 " + script + " >" + out0 + " 2>&1 & Q=$!; " +
+                    "while ! grep -q 'WORLD_SIZE=1' " + out0 + "; do sleep 0.1; done; " + ddprun() + common +
+                    "--node-rank 1 " + script + "; echo node1_exit=$?; wait $Q; echo node0_exit=$?; cat " + out0;
+  auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 90);
+  const std::string& out = res.ranks[0].output;
+  EXPECT_FALSE(res.timed_out) << res.summary();
+  EXPECT_TRUE(has(out, "round 0: node 0 of 1 (world size 1)")) << out;
+  EXPECT_TRUE(has(out, "round 0 had closed; this node waits to join the next")) << out;
+  EXPECT_TRUE(has(out, "round 0 (1 node(s)) stopped to admit the node(s) waiting to join")) << out;
+  EXPECT_TRUE(has(out, "env WORLD_SIZE=2 GROUP_RANK=0 RANK=0 RESTART=1")) << out;
+  EXPECT_TRUE(has(out, "env WORLD_SIZE=2 GROUP_RANK=1 RANK=1 RESTART=1")) << out;
+  EXPECT_TRUE(has(out, "node1_exit=0")) << out;
+  EXPECT_TRUE(has(out, "node0_exit=0")) << out;
+  EXPECT_FALSE(ddptest::any_process_tagged(tag));
+  auto bad = ddprun_run({"--nnodes", "3:2", worker(), "collectives"});
+  EXPECT_EQ(bad.r.exit_code, 2) << bad.r.output;
+  EXPECT_TRUE(has(bad.r.output, "--nnodes '3:2': MIN is larger than MAX")) << bad.r.output;
+  bad = ddprun_run({"--nnodes", "1:2", "--rdzv-conf", "settle=3", worker(), "collectives"});
+  EXPECT_TRUE(has(bad.r.output, "--rdzv-conf: unknown key 'settle'")) << bad.r.output;
+}
+
 TEST(Ddprun, ARankEndingWithZeroBeforeJoiningEndsTheJobAtOnce) {
   auto o = ddprun_run({"--standalone", "--nproc-per-node", "3", "--grace-period", "1", worker(), "quit_before_join"});
   EXPECT_EQ(o.r.exit_code, 1) << o.r.output;

@@ -12,6 +12,7 @@
 
 #include "bounded_store.h"
 #include "common/error.h"
+#include "elastic.h"
 #include "heartbeat.h"
 #include "launch/supervisor.h"
 #include "launch/worker_env.h"
@@ -59,7 +60,9 @@ class Agent {
   // must derive the same one, from the rendezvous id (--rdzv-id; choose one
   // that is not guessable where others can reach the store).
   explicit Agent(DdprunArgs a)
-      : a_(std::move(a)), job_id_(a_.nnodes == 1 ? random_job_id() : "run-" + a_.run_id) {}
+      : a_(std::move(a)),
+        job_id_(a_.max_nodes == 1 ? random_job_id() : "run-" + a_.run_id),
+        store_host_(a_.node_rank == 0) {}
 
   int run() {
     install_signal_handlers();
@@ -83,10 +86,16 @@ class Agent {
     argv[0] = find_in_path(argv[0]);
     std::string label = "ddprun " + a_.command.front();
     std::vector<Failure> last_failures;
-    for (int restart = 0;; ++restart) {
+    auto job_keys = std::make_shared<PrefixKeys>("ddprun/" + job_id_, store_);
+    // An elastic agent that starts while the job runs joins its newest round.
+    int first = 0;
+    if (a_.elastic() && !store_host_)
+      first = calls_.call([job_keys] { return newest_round(*job_keys); }, op_bound(), "reading the job's round");
+    int failures = 0;  // rounds that failed (--max-restarts); rounds that admit nodes are not failures
+    for (int restart = first;; ++restart) {
       RoundStore round =
           std::make_shared<PrefixKeys>("ddprun/" + job_id_ + "/round" + std::to_string(restart), store_);
-      rendezvous(round);
+      if (!rendezvous(round, job_keys, restart)) continue;  // came after this round closed: the next
       heartbeat_.begin_round(round, std::make_shared<PrefixKeys>(ddp::core::job_key_prefix(job_id_, restart), store_));
       JobResult job = run_round(argv, restart);
       if (job.stop_signal) {
@@ -96,6 +105,11 @@ class Agent {
         return 128 + job.stop_signal;
       }
       std::string why;
+      if (admitting_nodes(round, job)) {
+        std::cerr << "ddprun: round " << restart << " (" << a_.nnodes << " node(s)) stopped to admit "
+                  << "the node(s) waiting to join; restarting all workers\n";
+        continue;
+      }
       if (heartbeat_.node_lost()) {
         // The workers' failures follow from the lost node; it is the cause.
         if (!job.ok()) last_failures = failures_of(job, a_);
@@ -109,9 +123,10 @@ class Agent {
       } else {
         return 0;  // every node's workers succeeded
       }
-      if (restart < a_.max_restarts && !calls_.lost()) {
+      if (failures < a_.max_restarts && !calls_.lost()) {
+        ++failures;
         std::cerr << "ddprun: round " << restart << " failed (" << why << "); restarting all workers ("
-                  << restart + 1 << " of " << a_.max_restarts << ")\n";
+                  << failures << " of " << a_.max_restarts << ")\n";
         continue;
       }
       const bool cannot_go_on = heartbeat_.node_lost() || (last_failures.empty() && (calls_.lost() ||
@@ -160,12 +175,47 @@ class Agent {
     store_ = store;
   }
 
-  void rendezvous(const RoundStore& round) {
-    int nodes = a_.nnodes;
+  // The round's rendezvous; false when this elastic agent came after the
+  // round closed (it joins the next one).
+  bool rendezvous(const RoundStore& round, const RoundStore& job_keys, int restart) {
     Millis timeout = rdzv_timeout();
     std::string where = a_.master_addr + ":" + std::to_string(a_.master_port);
-    calls_.call([round, nodes, timeout, where] { return ddp::core::count_in(*round, nodes, timeout, where); },
-                timeout + Millis(5000), "the rendezvous of the nodes");
+    if (!a_.elastic()) {
+      int nodes = a_.nnodes;
+      calls_.call([round, nodes, timeout, where] { return ddp::core::count_in(*round, nodes, timeout, where); },
+                  timeout + Millis(5000), "the rendezvous of the nodes");
+      return true;
+    }
+    if (store_host_) calls_.call([job_keys, restart] { open_round(*job_keys, restart); }, op_bound(), "opening a round");
+    ElasticRound r;
+    r.min_nodes = a_.min_nodes;
+    r.max_nodes = a_.max_nodes;
+    r.last_call = Millis(static_cast<int64_t>(a_.last_call_s * 1000));
+    r.timeout = timeout;
+    r.closer = store_host_;
+    r.where = where;
+    auto place = calls_.call([round, r] { return join_elastic_round(*round, r); }, timeout + Millis(5000),
+                             "the elastic rendezvous");
+    if (!place) {
+      std::cerr << "ddprun: round " << restart << " had closed; this node waits to join the next\n";
+      return false;
+    }
+    a_.node_rank = place->node_rank;
+    a_.nnodes = place->nodes;
+    std::cerr << "ddprun: round " << restart << ": node " << a_.node_rank << " of " << a_.nnodes << " (world size "
+              << a_.nnodes * a_.nproc_per_node << ")\n";
+    return true;
+  }
+
+  // An elastic round with room ended (its workers stopped or failed) while
+  // some node waits to join: it is restarted to admit them, not a failure.
+  bool admitting_nodes(const RoundStore& round, const JobResult& job) {
+    if (!a_.elastic() || job.stop_signal || a_.nnodes >= a_.max_nodes || calls_.lost()) return false;
+    try {
+      return calls_.call([round] { return nodes_waiting(*round); }, op_bound(), "counting the nodes waiting") > 0;
+    } catch (const std::exception&) {
+      return false;
+    }
   }
 
   JobResult run_round(const std::vector<std::string>& argv, int restart) {
@@ -229,7 +279,7 @@ class Agent {
         if (calls_.call([round] { return round->add("done", 0); }, op_bound(), "counting the nodes done") >=
             a_.nnodes) {
           // Node 0 hosts the store: it leaves last.
-          if (a_.node_rank == 0) wait_for_goodbyes(round);
+          if (store_host_) wait_for_goodbyes(round);
           else calls_.call([round] { return round->add("left", 1); }, op_bound(), "saying goodbye");
           return true;
         }
@@ -254,6 +304,7 @@ class Agent {
 
   DdprunArgs a_;
   std::string job_id_;
+  bool store_host_;  // this agent holds the store (--node-rank 0); elastic rounds renumber the nodes
   BoundedStore calls_{&g_stop_signal};
   Heartbeat heartbeat_{calls_, a_};
   std::unique_ptr<ddp::core::WireStoreServer> server_;  // node 0 only; outlives every call on store_

@@ -37,7 +37,8 @@ std::string canonical(std::string flag) {
 }  // namespace
 
 std::string ddprun_usage() {
-  return "usage: ddprun [--nproc-per-node N|auto] [--nnodes N] [--node-rank R] [--master-addr A]\n"
+  return "usage: ddprun [--nproc-per-node N|auto] [--nnodes N|MIN:MAX] [--node-rank R] [--master-addr A]\n"
+         "              [--rdzv-conf last_call_timeout=S,join_timeout=S]\n"
          "              [--master-port P] [--standalone] [--max-restarts K] [--monitor-interval S]\n"
          "              [--run-id|--rdzv-id ID] [--rdzv-timeout S] [--grace-period S] [--agent-timeout S]\n"
          "              [--local-ranks-filter 0,1]\n"
@@ -77,12 +78,25 @@ DdprunArgs parse_ddprun_args(const std::vector<std::string>& argv) {
     } else if (flag == "--nnodes") {
       std::string v = take();
       auto colon = v.find(':');
-      if (colon != std::string::npos) {  // torchrun's MIN:MAX; only fixed sizes here
-        check_arg(v.substr(0, colon) == v.substr(colon + 1),
-                  "--nnodes '" + v + "': elastic ranges are not supported; give one number");
-        v = v.substr(0, colon);
+      if (colon == std::string::npos) {
+        a.min_nodes = a.max_nodes = to_int(flag, v, 1, 1 << 16);
+      } else {  // torchrun's MIN:MAX
+        a.min_nodes = to_int(flag, v.substr(0, colon), 1, 1 << 16);
+        a.max_nodes = to_int(flag, v.substr(colon + 1), 1, 1 << 16);
+        check_arg(a.min_nodes <= a.max_nodes, "--nnodes '" + v + "': MIN is larger than MAX");
       }
-      a.nnodes = to_int(flag, v, 1, 1 << 16);
+      a.nnodes = a.max_nodes;
+    } else if (flag == "--rdzv-conf") {  // torchrun's KEY=VALUE,...; the keys ddprun has
+      std::stringstream ss(take());
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        auto eq = item.find('=');
+        std::string key = item.substr(0, eq);
+        check_arg(eq != std::string::npos, "--rdzv-conf '" + item + "' is not KEY=VALUE");
+        if (key == "last_call_timeout") a.last_call_s = to_seconds(flag, item.substr(eq + 1));
+        else if (key == "join_timeout") a.rdzv_timeout_s = to_seconds(flag, item.substr(eq + 1));
+        else fail(Status::InvalidArgument, "--rdzv-conf: unknown key '" + key + "' (ddprun has last_call_timeout, join_timeout)");
+      }
     } else if (flag == "--node-rank") {
       a.node_rank = to_int(flag, take(), 0, 1 << 16);
     } else if (flag == "--master-addr") {
@@ -123,15 +137,15 @@ DdprunArgs parse_ddprun_args(const std::vector<std::string>& argv) {
   }
   a.command.assign(argv.begin() + static_cast<long>(i), argv.end());
   check_arg(!a.command.empty(), "no program to run\n" + ddprun_usage());
-  check_arg(a.node_rank < a.nnodes, "--node-rank " + std::to_string(a.node_rank) + " must be < --nnodes " +
-                                        std::to_string(a.nnodes));
+  check_arg(a.node_rank < a.max_nodes, "--node-rank " + std::to_string(a.node_rank) + " must be < --nnodes " +
+                                           std::to_string(a.max_nodes));
   check_arg(!(a.module && a.no_python), "-m and --no-python exclude each other");
   for (int lr : a.local_ranks_filter)
     check_arg(lr < a.nproc_per_node, "--local-ranks-filter names local rank " + std::to_string(lr) +
                                          ", but each node runs " + std::to_string(a.nproc_per_node) +
                                          " processes (local ranks 0.." + std::to_string(a.nproc_per_node - 1) + ")");
   if (standalone) {
-    check_arg(a.nnodes == 1, "--standalone runs one node; drop --nnodes");
+    check_arg(a.max_nodes == 1, "--standalone runs one node; drop --nnodes");
     a.master_addr = "127.0.0.1";
     a.master_port = 0;
   }

@@ -8,8 +8,12 @@ namespace ddprun {
 
 struct DdprunArgs {
   int nproc_per_node = 1;
-  int nnodes = 1;
-  int node_rank = 0;
+  int nnodes = 1;     // this round's node count (elastic: set by each round's rendezvous)
+  int node_rank = 0;  // elastic: 0 hosts the store and closes the rounds; each round numbers the nodes anew
+  // --nnodes MIN:MAX with MIN < MAX: elastic membership (elastic.h).
+  int min_nodes = 1, max_nodes = 1;
+  double last_call_s = 30;  // --rdzv-conf last_call_timeout: an elastic round closes this long after its last arrival
+  bool elastic() const { return min_nodes < max_nodes; }
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;  // 0 with --standalone: any free port
   int max_restarts = 0;

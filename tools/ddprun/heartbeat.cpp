@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "elastic.h"
 #include "store/meeting.h"
 
 namespace ddprun {
@@ -12,8 +13,10 @@ using ddp::core::launch::Millis;
 namespace {
 
 // Beats this node's counter (with several nodes) and reads the rest.
-NodesSeen look_at(ddp::core::KeyStore& round, ddp::core::KeyStore& job, int me, int nodes, const std::vector<int>& quitters) {
+NodesSeen look_at(ddp::core::KeyStore& round, ddp::core::KeyStore& job, int me, int nodes, bool elastic,
+                  const std::vector<int>& quitters) {
   NodesSeen s;
+  if (elastic) s.waiting = nodes_waiting(round);
   if (nodes > 1) {
     round.add("hb/" + std::to_string(me), 1);
     for (int n = 0; n < nodes; ++n) s.beats.push_back(n == me ? 0 : round.add("hb/" + std::to_string(n), 0));
@@ -46,6 +49,7 @@ void Heartbeat::begin_round(RoundStore round, RoundStore job) {
   beats_.clear();
   why_.clear();
   quit_unjoined_ = false;
+  admitting_ = false;
   workers_told_until_.reset();
 }
 
@@ -77,10 +81,14 @@ bool Heartbeat::fine(const std::vector<ChildStatus>& children) {
   std::vector<int> quitters;  // ended with 0, not yet seen to have joined
   for (const auto& c : children)
     if (c.ok() && !joined_.count(c.rank)) quitters.push_back(c.rank);
-  if (a_.nnodes == 1 && quitters.empty()) return true;  // nothing to ask the store
+  // Nothing to ask the store (an elastic round with room asks who waits).
+  const bool asks_waiting = a_.elastic() && a_.nnodes < a_.max_nodes;
+  if (a_.nnodes == 1 && quitters.empty() && !asks_waiting) return true;
   int me = a_.node_rank, nodes = a_.nnodes;
   RoundStore round = round_, job = job_;
-  look_ = calls_.start([round, job, me, nodes, quitters] { return look_at(*round, *job, me, nodes, quitters); },
+  look_ = calls_.start([round, job, me, nodes, asks_waiting, quitters] {
+    return look_at(*round, *job, me, nodes, asks_waiting, quitters);
+  },
                        "the heartbeat");
   look_started_ = now;
   asked_ = quitters;
@@ -91,7 +99,7 @@ bool Heartbeat::fine_now() {
   auto now = Clock::now();
   int me = a_.node_rank, nodes = a_.nnodes;
   RoundStore round = round_, job = job_;
-  NodesSeen seen = calls_.call([round, job, me, nodes] { return look_at(*round, *job, me, nodes, {}); },
+  NodesSeen seen = calls_.call([round, job, me, nodes] { return look_at(*round, *job, me, nodes, false, {}); },
                                std::max(agent_timeout(), Millis(1000)), "the heartbeat");
   return judge(seen, now) && !node_lost();
 }
@@ -99,6 +107,11 @@ bool Heartbeat::fine_now() {
 bool Heartbeat::judge(const NodesSeen& seen, Clock::time_point now) {
   if (seen.failed) {
     why_ = read_failure();
+    return false;
+  }
+  if (seen.waiting > 0) {
+    why_ = std::to_string(seen.waiting) + " node(s) wait to join";
+    admitting_ = true;
     return false;
   }
   for (int r : asked_)

@@ -1,0 +1,74 @@
+#include "elastic.h"
+
+#include <thread>
+
+#include "common/error.h"
+
+namespace ddprun {
+using ddp::core::Bytes;
+using ddp::core::KeyStore;
+using ddp::core::Status;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::chrono::milliseconds kPoll{50};
+
+Bytes number(int64_t n) {
+  std::string s = std::to_string(n);
+  return Bytes(s.begin(), s.end());
+}
+
+int64_t number_of(const Bytes& b) { return std::stoll(std::string(b.begin(), b.end())); }
+
+}  // namespace
+
+std::optional<Admission> join_elastic_round(KeyStore& round, const ElasticRound& r) {
+  const int64_t me = round.add("arrived", 1);  // 1-based order of arrival
+  const auto deadline = Clock::now() + r.timeout;
+  int64_t closed = 0;
+  if (r.closer) {
+    // Close at MAX, or at MIN or more once no one else came for last_call.
+    int64_t seen = me;
+    auto changed = Clock::now();
+    for (;;) {
+      const int64_t now_there = round.add("arrived", 0);
+      if (now_there != seen) seen = now_there, changed = Clock::now();
+      if (seen >= r.max_nodes || (seen >= r.min_nodes && Clock::now() - changed >= r.last_call)) {
+        closed = std::min<int64_t>(seen, r.max_nodes);
+        round.set("closed", number(closed));
+        break;
+      }
+      if (Clock::now() >= deadline)
+        ddp::core::fail(Status::Timeout, "elastic rendezvous at " + r.where + " timed out after " +
+                                             std::to_string(r.timeout.count()) + " ms: " + std::to_string(seen) +
+                                             " node(s) came, at least " + std::to_string(r.min_nodes) + " needed");
+      std::this_thread::sleep_for(kPoll);
+    }
+  } else {
+    while (!round.check({"closed"})) {
+      if (Clock::now() >= deadline)
+        ddp::core::fail(Status::Timeout, "elastic rendezvous at " + r.where + " timed out after " +
+                                             std::to_string(r.timeout.count()) + " ms: the round did not close (" +
+                                             std::to_string(round.add("arrived", 0)) + " node(s) came, at least " +
+                                             std::to_string(r.min_nodes) + " needed; is node 0 running?)");
+      std::this_thread::sleep_for(kPoll);
+    }
+    closed = number_of(round.get("closed"));
+  }
+  if (me > closed) {
+    round.add("waiting", 1);
+    return std::nullopt;
+  }
+  return Admission{static_cast<int>(me - 1), static_cast<int>(closed)};
+}
+
+int64_t nodes_waiting(KeyStore& round) { return round.add("waiting", 0); }
+
+int newest_round(KeyStore& job) {
+  return job.check({"open_round"}) ? static_cast<int>(number_of(job.get("open_round"))) : 0;
+}
+
+void open_round(KeyStore& job, int round) { job.set("open_round", number(round)); }
+
+}  // namespace ddprun
