@@ -351,7 +351,7 @@ TEST(Ddprun, AnElasticJobAdmitsALateNodeAtTheNextRound) {
   std::string script = testing::TempDir() + "/ddprun_elastic_" + tag + ".sh";
   std::ofstream(script) << "#!/bin/sh\necho \"env WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK RANK=$RANK "
                            "RESTART=$TORCHELASTIC_RESTART_COUNT\"\n"
-                           "if [ \"$WORLD_SIZE\" = 1 ]; then exec sleep 60; fi\n";
+                           "if [ \"$WORLD_SIZE\" = 1 ]; then exec sleep 30; fi\n";
   chmod(script.c_str(), 0755);
   std::string common = " --nnodes 1:2 --master-port " + port +
                        " --nproc-per-node 1 --grace-period 1 --rdzv-conf last_call_timeout=1 --run-id el" + tag + " ";

@@ -95,7 +95,9 @@ class Agent {
     for (int restart = first;; ++restart) {
       RoundStore round =
           std::make_shared<PrefixKeys>("ddprun/" + job_id_ + "/round" + std::to_string(restart), store_);
-      if (!rendezvous(round, job_keys, restart)) continue;  // came after this round closed: the next
+      Joined joined = rendezvous(round, job_keys, restart);
+      if (joined == Joined::TooLate) continue;  // came after this round closed: the next
+      if (joined == Joined::JobFinished) return 0;
       heartbeat_.begin_round(round, std::make_shared<PrefixKeys>(ddp::core::job_key_prefix(job_id_, restart), store_));
       JobResult job = run_round(argv, restart);
       if (job.stop_signal) {
@@ -105,6 +107,11 @@ class Agent {
         return 128 + job.stop_signal;
       }
       std::string why;
+      const bool workers_done = !heartbeat_.node_lost() && job.ok() && !job.stopped_by_check;
+      if (workers_done && wait_for_all_nodes(round, &why)) {
+        if (a_.elastic() && store_host_) close_for_good(restart + 1);
+        return 0;  // every node's workers succeeded
+      }
       if (admitting_nodes(round, job)) {
         std::cerr << "ddprun: round " << restart << " (" << a_.nnodes << " node(s)) stopped to admit "
                   << "the node(s) waiting to join; restarting all workers\n";
@@ -118,10 +125,8 @@ class Agent {
         last_failures = failures_of(job, a_);
         heartbeat_.publish_failure(job.summary());
         why = job.summary();
-      } else if (job.stopped_by_check || !wait_for_all_nodes(round, &why)) {
-        if (why.empty()) why = heartbeat_.why().empty() ? heartbeat_.read_failure() : heartbeat_.why();
-      } else {
-        return 0;  // every node's workers succeeded
+      } else if (why.empty()) {
+        why = heartbeat_.why().empty() ? heartbeat_.read_failure() : heartbeat_.why();
       }
       if (failures < a_.max_restarts && !calls_.lost()) {
         ++failures;
@@ -175,16 +180,17 @@ class Agent {
     store_ = store;
   }
 
-  // The round's rendezvous; false when this elastic agent came after the
-  // round closed (it joins the next one).
-  bool rendezvous(const RoundStore& round, const RoundStore& job_keys, int restart) {
+  // An elastic agent may come after its round closed (it joins the next
+  // one), or after the job finished.
+  enum class Joined { Yes, TooLate, JobFinished };
+  Joined rendezvous(const RoundStore& round, const RoundStore& job_keys, int restart) {
     Millis timeout = rdzv_timeout();
     std::string where = a_.master_addr + ":" + std::to_string(a_.master_port);
     if (!a_.elastic()) {
       int nodes = a_.nnodes;
       calls_.call([round, nodes, timeout, where] { return ddp::core::count_in(*round, nodes, timeout, where); },
                   timeout + Millis(5000), "the rendezvous of the nodes");
-      return true;
+      return Joined::Yes;
     }
     if (store_host_) calls_.call([job_keys, restart] { open_round(*job_keys, restart); }, op_bound(), "opening a round");
     ElasticRound r;
@@ -198,13 +204,28 @@ class Agent {
                              "the elastic rendezvous");
     if (!place) {
       std::cerr << "ddprun: round " << restart << " had closed; this node waits to join the next\n";
-      return false;
+      return Joined::TooLate;
+    }
+    if (place->nodes == 0) {
+      std::cerr << "ddprun: the job finished before this node was admitted\n";
+      return Joined::JobFinished;
     }
     a_.node_rank = place->node_rank;
     a_.nnodes = place->nodes;
     std::cerr << "ddprun: round " << restart << ": node " << a_.node_rank << " of " << a_.nnodes << " (world size "
               << a_.nnodes * a_.nproc_per_node << ")\n";
-    return true;
+    return Joined::Yes;
+  }
+
+  // The job is done: agents waiting for round `next` learn that none comes.
+  void close_for_good(int next) {
+    RoundStore round = std::make_shared<PrefixKeys>("ddprun/" + job_id_ + "/round" + std::to_string(next), store_);
+    try {
+      calls_.call([round] { close_round_for_good(*round, Millis(2000)); }, op_bound() + Millis(2000),
+                  "closing the job's rounds");
+    } catch (const std::exception&) {
+      // Best effort: a waiting agent then ends at its rendezvous timeout.
+    }
   }
 
   // An elastic round with room ended (its workers stopped or failed) while

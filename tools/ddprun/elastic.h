@@ -20,7 +20,7 @@ namespace ddprun {
 
 struct Admission {
   int node_rank = 0;
-  int nodes = 0;
+  int nodes = 0;  // 0: the job finished; no round comes
 };
 
 struct ElasticRound {
@@ -35,6 +35,11 @@ struct ElasticRound {
 // Status::Timeout when the round has not closed within the timeout, saying
 // how many of MIN came.
 std::optional<Admission> join_elastic_round(ddp::core::KeyStore& round, const ElasticRound& r);
+
+// After the job finished: the round (the one after the last) closes with
+// no node, so that agents waiting for it learn that none comes; waits up to
+// `bound` for each of them to have read it (the store ends with its host).
+void close_round_for_good(ddp::core::KeyStore& round, std::chrono::milliseconds bound);
 
 // How many agents wait to join after the round whose keys `round` holds.
 int64_t nodes_waiting(ddp::core::KeyStore& round);
