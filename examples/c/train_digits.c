@@ -49,7 +49,9 @@
  * that every other rank stops with a status naming it). With DIGITS_KILL_RANK=R
  * and DIGITS_KILL_AT_STEP=S, rank R sends itself SIGKILL after optimizer step
  * S of a first start (TORCHELASTIC_RESTART_COUNT unset or 0); DIGITS_STEP_SLEEP_MS=M
- * makes every step M ms longer (for tests that act while it trains). With --ckpt-dir,
+ * makes every step M ms longer (for tests that act while it trains); the
+ * SIGKILL line and, after a resume, a "first step after the resume" line
+ * carry the wall clock (bench/run_restart.sh). With --ckpt-dir,
  * the step log is appended to, one line per batch: "EPOCH BATCH LOSS".
  */
 #include <signal.h>
@@ -98,6 +100,12 @@ typedef struct {
   int64_t *y;
   int64_t n;
 } dataset;
+
+static double wall_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 static double now_s(void) {
   struct timespec t;
@@ -244,7 +252,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
     CHECK(ddp_lr_scheduler_new_sequential(&sched, opt, both, 2, &a->warmup));
   }
 
-  int64_t first_epoch = 0, opt_steps = 0, first_start = 0;
+  int64_t first_epoch = 0, opt_steps = 0, first_start = 0, first_start_step = -1;
   if (a->ckpt_dir[0]) {
     /* Whatever started this process again, it goes on from the newest checkpoint every rank can load. */
     ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
@@ -256,6 +264,7 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
       first_epoch = info.epoch;
       opt_steps = info.step;
       first_start = info.samples_in_epoch;
+      first_start_step = info.step;
       if (rank == 0)
         printf("%.*s: epoch %lld, step %lld, %lld samples of the epoch done (by %lld ranks; now %d)\n",
                (int)ddp_buffer_size(report) - 1, (const char *)ddp_buffer_data(report), (long long)first_epoch + 1,
@@ -344,8 +353,13 @@ static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, ch
       else if (step_log) fprintf(step_log, "%.9g\n", (double)l);
       if (step_log) fflush(step_log);
       if (sleep_ms > 0) nanosleep(&pause, NULL);
+      if (rank == 0 && first_start_step >= 0 && opt_steps == first_start_step + 1 && sync) {
+        printf("first step after the resume at %.6f\n", wall_s());
+        fflush(stdout);
+      }
       if (sync && opt_steps == kill_at) {
-        fprintf(stderr, "[rank %d] SIGKILL to itself after step %lld (DIGITS_KILL_AT_STEP)\n", rank, (long long)opt_steps);
+        fprintf(stderr, "[rank %d] SIGKILL to itself after step %lld (DIGITS_KILL_AT_STEP) at %.6f\n", rank,
+                (long long)opt_steps, wall_s());
         raise(SIGKILL);
       }
       /* Inside the epoch (its end is saved below): every N optimizer steps. */

@@ -81,8 +81,20 @@ void scenario_node_stops() {
   ddp_group_free(g);
 }
 
+// A rank that joined and then does nothing for DDP_TEST_IDLE_S seconds (10)
+// before a barrier: what a group costs while idle (bench/run_liveness_cost.sh).
+void scenario_joined_idle() {
+  ddp_group* g = join(600000);
+  std::printf("joined\n");
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(env_int("DDP_TEST_IDLE_S", 10)));
+  WOK(ddp_barrier(g));
+  ddp_group_free(g);
+}
+
 }  // namespace
 
+WORKER_SCENARIO("joined_idle", scenario_joined_idle);
 WORKER_SCENARIO("node_stops", scenario_node_stops);
 WORKER_SCENARIO("exit_rank0", scenario_exit_rank0);
 WORKER_SCENARIO("die_first_round", scenario_die_first_round);
