@@ -195,6 +195,7 @@ void write_lightning_checkpoint(const LightningCheckpoint& c, const ByteSink& si
   std::vector<uint8_t> user = c.user;
   own.insert("user", at::from_blob(user.data(), {static_cast<int64_t>(user.size())}, at::kByte).clone());
   if (!c.comm_hook_state.isNone()) own.insert("comm_hook", c.comm_hook_state);
+  if (!c.rng_states.isNone()) own.insert("rng_states", c.rng_states);
   if (c.averager_step >= 0) own.insert("model_averager_step", c.averager_step);
   root.insert("libddp", own);
   write_torch_archive(root, sink);
@@ -261,6 +262,14 @@ LightningCheckpoint read_lightning_checkpoint(std::shared_ptr<caffe2::serialize:
     }
     auto hook = o.find("comm_hook");
     if (hook != o.end()) c.comm_hook_state = hook->value();
+    auto rng = o.find("rng_states");
+    if (rng != o.end()) {
+      if (!rng->value().isList()) bad(name, "libddp's 'rng_states' is not a list of the ranks' states");
+      for (const auto& r : rng->value().toListRef())
+        if (!r.isTensor() || r.toTensor().scalar_type() != at::kByte || r.toTensor().dim() != 1)
+          bad(name, "libddp's 'rng_states' holds something other than a byte tensor");
+      c.rng_states = rng->value();
+    }
     auto avg = o.find("model_averager_step");
     if (avg != o.end()) {
       if (!avg->value().isInt() || avg->value().toInt() < 0) bad(name, "libddp's 'model_averager_step' is not a step count");

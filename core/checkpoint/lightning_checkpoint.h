@@ -7,7 +7,7 @@
 //   loops (the fit loop's progress: epochs, batches, optimizer steps),
 //   callbacks, optimizer_states, lr_schedulers, MixedPrecision (the grad
 //   scaler, with one), and "libddp": {format, user bytes, batches_in_epoch,
-//   samples_in_epoch, world_size, the comm hook's state and the model averager's step where there are}.
+//   samples_in_epoch, world_size, each rank's RNG state, the comm hook's state and the model averager's step where there are}.
 //
 // Reading also accepts libddp's earlier DDPCKPT files (checkpoint_file.h).
 #pragma once
@@ -42,6 +42,8 @@ struct LightningCheckpoint {
   // step (-1: no averager).
   c10::IValue comm_hook_state;
   int64_t averager_step = -1;
+  // Each rank's CPU random generator state (a list of byte tensors; None: not saved).
+  c10::IValue rng_states;
 };
 
 // The Lightning layout's version this file writes (pytorch-lightning_version:

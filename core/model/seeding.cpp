@@ -72,3 +72,23 @@ void set_deterministic(bool on, bool warn_only) {
 bool deterministic() { return at::globalContext().deterministicAlgorithms(); }
 
 }  // namespace ddp::core
+
+namespace ddp::core {
+
+at::Tensor cpu_rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_cpu_rng_state(const at::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  try {
+    gen.set_state(state);
+  } catch (const std::exception& e) {
+    fail(Status::InvalidArgument, std::string("a CPU random generator state that torch refuses: ") + e.what());
+  }
+}
+
+}  // namespace ddp::core

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 
+#include <ATen/core/Tensor.h>
+
 namespace ddp::core {
 
 // Lightning's seed_everything(seed): with no seed, PL_GLOBAL_SEED's value,
@@ -27,5 +29,11 @@ bool reset_seed();
 // CUBLAS_WORKSPACE_CONFIG=:4096:8 unless the caller set it.
 void set_deterministic(bool on, bool warn_only);
 bool deterministic();
+
+// torch.get_rng_state() / torch.set_rng_state(): the CPU generator's state
+// as a byte tensor, and setting it back (Status::InvalidArgument naming what
+// is wrong with a state that is not one).
+at::Tensor cpu_rng_state();
+void set_cpu_rng_state(const at::Tensor& state);
 
 }  // namespace ddp::core

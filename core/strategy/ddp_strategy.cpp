@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "hooks/post_localsgd.h"
 #include "memory/host_cache.h"
+#include "model/seeding.h"
 #include "reducer/autograd_hooks.h"
 #include "strategy/logged_metric.h"
 #include "strategy/slurm_requeue.h"
@@ -413,6 +414,10 @@ c10::IValue DdpStrategy::gather_hook_states() {
   c10::IValue mine = opts_.comm_hook->state_dict();
   // None on every rank alike: every rank has the same kind of hook.
   if (mine.isNone()) return c10::IValue();
+  return gather_rank_states(mine, "comm hook state");
+}
+
+c10::IValue DdpStrategy::gather_rank_states(const c10::IValue& mine, const std::string& what) {
   std::vector<uint8_t> bytes;
   write_torch_archive(mine, [&](const void* data, size_t n) {
     bytes.insert(bytes.end(), static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + n);
@@ -426,7 +431,7 @@ c10::IValue DdpStrategy::gather_hook_states() {
   for (size_t r = 0; r < p->tensors.size(); ++r) {
     at::Tensor b = p->tensors[r].cpu().contiguous();
     ranks.push_back(read_torch_archive(bytes_source(std::vector<uint8_t>(b.data_ptr<uint8_t>(), b.data_ptr<uint8_t>() + b.numel())),
-                                       "rank " + std::to_string(r) + "'s comm hook state"));
+                                       "rank " + std::to_string(r) + "'s " + what));
   }
   return ranks;
 }
@@ -467,6 +472,8 @@ void DdpStrategy::save_checkpoint(const std::string& path, const std::vector<Che
   require_setup("save_checkpoint");
   check_prefixes(modules, "save_checkpoint");
   const c10::IValue hook_states = naming_failed_rank([&] { return gather_hook_states(); });
+  // Each rank's CPU random stream (dropout, randn), for resume_from_dir.
+  const c10::IValue rng_states = naming_failed_rank([&] { return gather_rank_states(cpu_rng_state(), "RNG state"); });
   on_rank_zero("save_checkpoint", "save", [&] {
     LightningCheckpoint c;
     c.epoch = info.epoch;
@@ -485,6 +492,7 @@ void DdpStrategy::save_checkpoint(const std::string& path, const std::vector<Che
     // count) and the model averager's step, so that a resumed run goes on
     // as one that never stopped.
     c.comm_hook_state = hook_states;
+    c.rng_states = rng_states;
     if (averager_) c.averager_step = averager_->steps_taken();
     opts_.checkpoint_io->save_streamed([&](const ByteSink& sink) { write_lightning_checkpoint(c, sink); }, path);
   });
@@ -535,6 +543,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
   LightningCheckpoint c;
   std::vector<std::vector<NamedTensor>> module_states;
   c10::IValue hook_state;
+  at::Tensor rng_state;  // this rank's saved random stream, if the file has one for it
   std::string failure;
   try {
     c = read_lightning_checkpoint(opts_.checkpoint_io->open(path), path);
@@ -552,6 +561,13 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
     if (!c.precision.empty()) precision_->check_state(c.precision);
     // So does a hook (or an averager) the checkpoint has no state of.
     hook_state = this_ranks_hook_state(c.comm_hook_state);
+    if (c.rng_states.isList() && c.rng_states.toListRef().size() > static_cast<size_t>(global_rank())) {
+      rng_state = c.rng_states.toListRef()[static_cast<size_t>(global_rank())].toTensor();
+      if (rng_state.numel() != cpu_rng_state().numel())
+        fail(Status::IO, "load_checkpoint: " + path + ": rank " + std::to_string(global_rank()) + "'s RNG state has " +
+                             std::to_string(rng_state.numel()) + " bytes, this LibTorch's has " +
+                             std::to_string(cpu_rng_state().numel()));
+    }
     if (opts_.comm_hook) opts_.comm_hook->check_state_dict(hook_state);
     else if (!hook_state.isNone())
       fail(Status::IO, "load_checkpoint: " + path + " holds a comm hook's state; this strategy has no comm hook "
@@ -572,7 +588,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
   if (!c.precision.empty()) precision_->load_state(c.precision);
   if (opts_.comm_hook) opts_.comm_hook->load_state_dict(hook_state);
   if (averager_ && c.averager_step >= 0) averager_->set_steps_taken(c.averager_step);
-  return {c.global_step, c.epoch, c.batches_in_epoch, std::move(c.user), c.samples_in_epoch, c.world_size};
+  return {c.global_step, c.epoch, c.batches_in_epoch, std::move(c.user), c.samples_in_epoch, c.world_size, rng_state};
 }
 
 void DdpStrategy::teardown() {

@@ -87,6 +87,9 @@ struct CheckpointInfo {
   // (0: an older file); save writes the strategy's own.
   int64_t samples_in_epoch = 0;
   int64_t world_size = 0;
+  // On load: this rank's CPU random generator state as saved (undefined:
+  // none in the file); resume_from_dir restores it, load_checkpoint does not.
+  at::Tensor rng_state;
 };
 
 // A module in a checkpoint's state_dict, its names under `prefix` (the
@@ -279,6 +282,8 @@ class DdpStrategy {
   // The comm hook's state of every rank, as a list, on global rank 0
   // (None elsewhere, and for a hook that keeps none). Collective.
   c10::IValue gather_hook_states();
+  // `mine` from every rank, as a list on global rank 0 (None elsewhere). Collective.
+  c10::IValue gather_rank_states(const c10::IValue& mine, const std::string& what);
   // This rank's entry of a checkpoint's hook states (None: start afresh).
   c10::IValue this_ranks_hook_state(const c10::IValue& saved) const;
   // Runs a collective step; when a peer failed and this process started

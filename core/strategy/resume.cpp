@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/collectives.h"
 #include "common/error.h"
+#include "model/seeding.h"
 #include "strategy/ddp_strategy.h"
 
 namespace ddp::core {
@@ -117,6 +118,9 @@ DdpStrategy::Resumed DdpStrategy::resume_from_dir(const std::string& dir, const 
       out.passed_over.push_back(path + ": " + e.what());
       continue;
     }
+    // Where the run stopped, its random stream too (dropout, randn): the
+    // rest of the run draws what it would have drawn.
+    if (out.info.rng_state.defined()) set_cpu_rng_state(out.info.rng_state);
     out.resumed = true;
     out.path = path;
     return out;

@@ -135,6 +135,51 @@ TEST(TorchStrategy, AnAdamsStateGoesThroughACheckpointAndBack) {
   std::remove(path.c_str());
 }
 
+// Issue 25: a checkpoint directory through ddp::Strategy; resuming also
+// restores the random stream, so a resumed run draws what the unstopped one
+// drew (dropout masks, randn); a plain load_checkpoint leaves it alone.
+TEST(TorchStrategy, ResumingFromADirectoryRestoresTheModelTheOptimizerAndTheRandomStream) {
+  ddp::Strategy& s = one_rank();
+  torch::manual_seed(7);
+  auto net = std::make_shared<Net>();
+  s.setup(*net, "net.");
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  s.add_optimizer(sgd);
+  const std::string dir = temp_path("resume_dir");
+  EXPECT_FALSE(s.resume_from_dir(dir));  // a first start
+  auto step = [&] {
+    auto x = torch::randn({8, 4});  // drawn from the stream the checkpoint keeps
+    auto loss = s.forward(*net, [&] { return net->fc->forward(x); }).pow(2).mean();
+    sgd.zero_grad();
+    s.backward(loss);
+    EXPECT_TRUE(s.optimizer_step(sgd));
+    return loss.item<double>();
+  };
+  for (int i = 0; i < 3; ++i) step();
+  ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+  info.step = 3;
+  s.save_checkpoint_to_dir(dir, 2, info);
+  std::vector<double> unstopped;
+  for (int i = 0; i < 3; ++i) unstopped.push_back(step());
+  const at::Tensor weight_after = net->fc->weight.detach().clone();
+  torch::randn({1000});  // the stream moves on
+  ddp_checkpoint_info back = DDP_CHECKPOINT_INFO_INIT;
+  ASSERT_TRUE(s.resume_from_dir(dir, &back));
+  EXPECT_EQ(back.step, 3);
+  EXPECT_EQ(back.world_size, 1);
+  std::vector<double> resumed;
+  for (int i = 0; i < 3; ++i) resumed.push_back(step());
+  EXPECT_EQ(resumed, unstopped);
+  EXPECT_TRUE(torch::equal(net->fc->weight, weight_after));
+  // load_checkpoint restores the model and the optimizer, not the stream.
+  torch::manual_seed(99);
+  const at::Tensor expected = torch::randn({4});
+  torch::manual_seed(99);
+  s.load_checkpoint(dir + "/epoch=0-step=3.ckpt");
+  EXPECT_TRUE(torch::equal(torch::randn({4}), expected));
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(TorchStrategy, AnotherKindsStateIsRefusedAndNothingChanges) {
   ddp::Strategy& s = one_rank();
   auto net = std::make_shared<Net>();

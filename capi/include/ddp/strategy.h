@@ -500,8 +500,12 @@ DDP_API ddp_status ddp_strategy_save_checkpoint_to_dir(ddp_strategy *s, const ch
  * rest of the epoch when world_size differs from the job's (then each
  * remaining sample is still seen once, but batches are made of other
  * samples than the unstopped run's, so losses are not the same; with the
- * same world size they are). RNG streams other than the sampler's are the
- * caller's to save (in the user bytes).
+ * same world size they are). Each rank's CPU random stream (torch's
+ * default generator: dropout, randn) is restored as it was saved, so a
+ * resumed run draws what the unstopped one drew (a rank beyond the saving
+ * world keeps its own); CUDA generators and the caller's own streams are
+ * not (keep them in the user bytes). ddp_strategy_load_checkpoint_v3 leaves
+ * the random stream alone.
  * @param[out] resumed 1 when a checkpoint was loaded; 0 when rank 0 has none
  *        in @p dir (a first start), with nothing changed.
  * @param[out] info may be NULL; as ddp_strategy_load_checkpoint_v3's (left as it is when nothing was loaded).

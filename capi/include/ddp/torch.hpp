@@ -322,6 +322,32 @@ class Strategy {
     return info;
   }
 
+  /** ddp_strategy_save_checkpoint_to_dir for every module and optimizer: dir/epoch=E-step=S.ckpt, the newest @p keep_last kept. Collective. */
+  void save_checkpoint_to_dir(const std::string& dir, int keep_last, const ddp_checkpoint_info& info = default_info()) {
+    auto a = arrays();
+    check(ddp_strategy_save_checkpoint_to_dir(s_, dir.c_str(), keep_last, a.modules.data(), a.prefix_ptrs(),
+                                              a.modules.size(), a.optimizers.data(), a.optimizers.size(), nullptr, 0,
+                                              &info),
+          "ddp_strategy_save_checkpoint_to_dir");
+  }
+
+  /**
+   * ddp_strategy_resume_from_dir: the newest checkpoint in @p dir that every
+   * rank can load, into the modules, the optimizers and this rank's random
+   * stream. Collective. @return false when @p dir has none (a first start; nothing changed).
+   */
+  bool resume_from_dir(const std::string& dir, ddp_checkpoint_info* info = nullptr) {
+    auto a = arrays();
+    ddp_checkpoint_info got = default_info();
+    int resumed = 0;
+    check(ddp_strategy_resume_from_dir(s_, dir.c_str(), a.modules.data(), a.prefix_ptrs(), a.modules.size(),
+                                       a.optimizers.data(), a.optimizers.size(), nullptr, 0, &resumed, &got, nullptr,
+                                       nullptr),
+          "ddp_strategy_resume_from_dir");
+    if (resumed && info) *info = got;
+    return resumed != 0;
+  }
+
   static ddp_checkpoint_info default_info() {
     ddp_checkpoint_info i = DDP_CHECKPOINT_INFO_INIT;
     return i;
