@@ -27,7 +27,7 @@ cleanup() {
 trap cleanup EXIT
 ip netns add $ns0 || { echo "skipped: cannot create network namespaces here"; exit 77; }
 ip netns add $ns1
-ip link add $v0 type veth peer name $v1
+ip link add $v0 type veth peer name $v1 || { echo "skipped: cannot create a veth pair here"; exit 77; }
 ip link set $v0 netns $ns0 && ip link set $v1 netns $ns1
 ip -n $ns0 addr add 10.78.0.1/24 dev $v0 && ip -n $ns1 addr add 10.78.0.2/24 dev $v1
 for pair in "$ns0 $v0" "$ns1 $v1"; do
