@@ -66,7 +66,7 @@ under=$(OMP_NUM_THREADS=1 "$build/tools/ddprun" --standalone --nproc-per-node 2 
 diff <(echo "$under" | sed -n 's/^\[rank0\]: //p' | figures) <(echo "$spawned" | figures) ||
   { echo "FAIL: under ddprun: $under"; exit 1; }
 # devices auto (the default): under ddprun the launcher's count, with no launcher 1 process; an
-# explicit count that disagrees with the launcher stops every rank, naming both numbers.
+# explicit count that disagrees with the launcher stops the job, naming both numbers.
 for n in 2 4; do
   auto=$(OMP_NUM_THREADS=1 "$build/tools/ddprun" --standalone --nproc-per-node $n "$build/examples/train_digits" "$work" \
     --launcher popen --devices-auto --epochs 1 --ckpt "$work/auto$n.ckpt")
@@ -77,7 +77,11 @@ echo "$alone" | grep -q "held-out accuracy .*, 1 processes" || { echo "FAIL: dev
 disagree=$(must_fail env OMP_NUM_THREADS=1 timeout 120 "$build/tools/ddprun" --standalone --nproc-per-node 2 \
   "$build/examples/train_digits" "$work" --launcher popen --world 3 --epochs 1 --ckpt "$work/disagree.ckpt") ||
   { echo "$disagree"; exit 1; }
-each_rank_says "$disagree" "^\[rankRANK\]: .*devices=3 but the torchelastic environment started 2"
+# The first rank to check names both numbers and ends the job; ddprun may stop the other before
+# it gets as far (under load), so one rank's message and the launcher's root cause are required.
+echo "$disagree" | grep -q "^\[rank[01]\]: .*devices=3 but the torchelastic environment started 2" ||
+  { echo "FAIL: no rank named the disagreeing count: $disagree"; exit 1; }
+echo "$disagree" | grep -q "Root Cause" || { echo "FAIL: ddprun named no root cause: $disagree"; exit 1; }
 # A rank that fails: rank 0 stops with a status naming it (popen), the spawner names the root cause (spawn).
 for launcher in popen spawn; do
   set +e
@@ -97,5 +101,5 @@ each_rank_says "$unsaved" "\[rank RANK\] ddp_strategy_save_checkpoint.*global ra
 after=$(job --resume --epochs 3 --ckpt "$work/fail.ckpt")
 diff <(echo "$after" | figures) <(echo "$spawned" | figures | tail -3) ||
   { echo "FAIL: resuming after the failure differs: $after"; exit 1; }
-echo "digits job: devices auto as the launcher's 2 and 4 and 1 alone, a disagreeing count named on every rank"
+echo "digits job: devices auto as the launcher's 2 and 4 and 1 alone, a disagreeing count named and the job stopped"
 echo "digits job: accuracy $acc, resume exact, damaged checkpoint refused, popen = spawn, nothing started under ddprun, failing rank named, resume after the failure exact"
