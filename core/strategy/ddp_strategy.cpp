@@ -563,10 +563,10 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
     hook_state = this_ranks_hook_state(c.comm_hook_state);
     if (c.rng_states.isList() && c.rng_states.toListRef().size() > static_cast<size_t>(global_rank())) {
       rng_state = c.rng_states.toListRef()[static_cast<size_t>(global_rank())].toTensor();
-      if (rng_state.numel() != cpu_rng_state().numel())
+      const int64_t own = cpu_rng_state().numel();
+      if (rng_state.numel() != own)
         fail(Status::IO, "load_checkpoint: " + path + ": rank " + std::to_string(global_rank()) + "'s RNG state has " +
-                             std::to_string(rng_state.numel()) + " bytes, this LibTorch's has " +
-                             std::to_string(cpu_rng_state().numel()));
+                             std::to_string(rng_state.numel()) + " bytes, this LibTorch's has " + std::to_string(own));
     }
     if (opts_.comm_hook) opts_.comm_hook->check_state_dict(hook_state);
     else if (!hook_state.isNone())

@@ -93,8 +93,7 @@ class Agent {
       first = calls_.call([job_keys] { return newest_round(*job_keys); }, op_bound(), "reading the job's round");
     int failures = 0;  // rounds that failed (--max-restarts); rounds that admit nodes are not failures
     for (int restart = first;; ++restart) {
-      RoundStore round =
-          std::make_shared<PrefixKeys>("ddprun/" + job_id_ + "/round" + std::to_string(restart), store_);
+      RoundStore round = round_keys(restart);
       Joined joined = rendezvous(round, job_keys, restart);
       if (joined == Joined::TooLate) continue;  // came after this round closed: the next
       if (joined == Joined::JobFinished) return 0;
@@ -217,9 +216,14 @@ class Agent {
     return Joined::Yes;
   }
 
+  // The agents' keys of round `restart`.
+  RoundStore round_keys(int restart) const {
+    return std::make_shared<PrefixKeys>("ddprun/" + job_id_ + "/round" + std::to_string(restart), store_);
+  }
+
   // The job is done: agents waiting for round `next` learn that none comes.
   void close_for_good(int next) {
-    RoundStore round = std::make_shared<PrefixKeys>("ddprun/" + job_id_ + "/round" + std::to_string(next), store_);
+    RoundStore round = round_keys(next);
     try {
       calls_.call([round] { close_round_for_good(*round, Millis(2000)); }, op_bound() + Millis(2000),
                   "closing the job's rounds");

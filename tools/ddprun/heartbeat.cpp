@@ -49,7 +49,6 @@ void Heartbeat::begin_round(RoundStore round, RoundStore job) {
   beats_.clear();
   why_.clear();
   quit_unjoined_ = false;
-  admitting_ = false;
   workers_told_until_.reset();
 }
 
@@ -111,7 +110,6 @@ bool Heartbeat::judge(const NodesSeen& seen, Clock::time_point now) {
   }
   if (seen.waiting > 0) {
     why_ = std::to_string(seen.waiting) + " node(s) wait to join";
-    admitting_ = true;
     return false;
   }
   for (int r : asked_)

@@ -54,8 +54,6 @@ class Heartbeat {
   bool rank_quit_unjoined() const { return quit_unjoined_; }
   // The round stopped because another node was found dead (why() names it).
   bool node_lost() const { return workers_told_until_.has_value(); }
-  // An elastic round with room stopped because nodes wait to join.
-  bool admitting() const { return admitting_; }
 
   // The round's failure flag, which ends every node's round.
   void publish_failure(const std::string& why);
@@ -76,7 +74,6 @@ class Heartbeat {
   std::vector<std::pair<int64_t, Clock::time_point>> beats_;  // last counter of each node, and when it moved
   std::string why_;
   bool quit_unjoined_ = false;
-  bool admitting_ = false;
   // A node found dead: this node's workers were told through the job's
   // abort key and get until then to return their status by themselves.
   std::optional<Clock::time_point> workers_told_until_;
