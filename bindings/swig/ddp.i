@@ -24,6 +24,7 @@ typedef ddp_worker DdpWorker;
 typedef ddp_module DdpModule;
 typedef ddp_optimizer DdpOptimizer;
 typedef ddp_strategy DdpStrategy;
+typedef ddp_lr_scheduler DdpLrScheduler;
 
 /* The status of the wrapped call, set by ddp_swig_check; each language's
  * %exception turns a non-OK one into an exception right after the call. */
@@ -95,6 +96,10 @@ typedef struct {} DdpModule;
 typedef struct {} DdpOptimizer;
 %rename(Strategy) DdpStrategy;
 typedef struct {} DdpStrategy;
+%rename(LrScheduler) DdpLrScheduler;
+typedef struct {} DdpLrScheduler;
+
+%include "options.i"
 
 %newobject DdpTensor::zeros;
 %newobject DdpTensor::wrap;
@@ -118,6 +123,17 @@ typedef struct {} DdpStrategy;
 %newobject DdpOptimizer::adamw;
 %newobject DdpStrategy::forward;
 %newobject DdpStrategy::all_gather;
+%newobject DdpStrategy::from_options;
+%newobject DdpStrategy::resume_from_dir;
+%newobject DdpTensor::from_dlpack_address;
+%newobject DdpReducer::with_options;
+%newobject DdpModule::get;
+%newobject DdpModule::grad;
+%newobject DdpOptimizer::sgd_with;
+%newobject DdpOptimizer::adam_with;
+%newobject DdpOptimizer::adamw_with;
+%newobject DdpLrScheduler::DdpLrScheduler;
+%newobject sampler_indices_with;
 %newobject mse_loss;
 %newobject cross_entropy_loss;
 %newobject scale_loss;
@@ -154,6 +170,24 @@ typedef struct {} DdpStrategy;
     return t;
   }
   static const char *torch_version() { return ddp_torch_version(); }
+  /* A tensor over a DLManagedTensor's memory (dlpack.h), which it takes
+   * over; each language's file turns its DLPack objects into the address. */
+  static DdpTensor *from_dlpack_address(long long address) {
+    DdpTensor *t = NULL;
+    ddp_swig_check(ddp_tensor_from_dlpack(&t, (void *)(intptr_t)address));
+    return t;
+  }
+  /* A new DLManagedTensor sharing this tensor's memory, by address; the
+   * consumer owns it. */
+  long long to_dlpack_address() {
+    void *managed = NULL;
+    ddp_swig_check(ddp_tensor_to_dlpack($self, &managed));
+    return (long long)(intptr_t)managed;
+  }
+  /* The first element's address: the same for a tensor and its views. */
+  long long data_address() { return (long long)(intptr_t)ddp_tensor_data($self); }
+  bool is_cuda() { return ddp_tensor_device($self).type == DDP_DEVICE_CUDA; }
+  int device_index() { return ddp_tensor_device($self).index; }
   ~DdpTensor() { ddp_tensor_free($self); }
   ddp_dtype dtype() { return ddp_tensor_dtype($self); }
   size_t ndim() { return ddp_tensor_ndim($self); }
@@ -278,6 +312,12 @@ typedef struct {} DdpStrategy;
     ddp_swig_check(ddp_reducer_new(&r, group, NULL, TENSORS, NTENSORS, &o));
     return r;
   }
+  /* Every option of ddp_reducer_options (broadcast_parameters, join_enabled, ...). */
+  static DdpReducer *with_options(DdpGroup *group, DdpTensor **TENSORS, size_t NTENSORS, const ddp_reducer_options *options) {
+    DdpReducer *r = NULL;
+    ddp_swig_check(ddp_reducer_new(&r, group, NULL, TENSORS, NTENSORS, options));
+    return r;
+  }
   ~DdpReducer() { ddp_reducer_free($self); }
   void mark_ready(size_t index) { ddp_swig_check(ddp_reducer_mark_ready($self, index)); }
   void finish() { ddp_swig_check(ddp_reducer_finish($self)); }
@@ -322,7 +362,40 @@ typedef struct {} DdpWorker;
   }
   void train(bool on = true) { ddp_swig_check(ddp_module_train($self, on)); }
   size_t num_parameters() { return ddp_module_num_parameters($self); }
-#if defined(SWIGJAVA)
+  /* TorchScript, for torch.jit.load. */
+  void save(const char *path) { ddp_swig_check(ddp_module_save($self, path)); }
+  /* torch.save(module.state_dict()) format. */
+  void save_state_dict(const char *path) { ddp_swig_check(ddp_module_save_state_dict($self, path)); }
+  void load_state_dict(const char *path, bool strict = true) {
+    ddp_swig_check(ddp_module_load_state_dict($self, path, strict));
+  }
+  /* Parameters and buffers, by index: their count, names and kinds. */
+  size_t state_count() { return ddp_module_state_count($self); }
+  const char *state_name(size_t index) {
+    const char *name = NULL;
+    int is_parameter = 0;
+    ddp_swig_check(ddp_module_state_name($self, index, &name, &is_parameter));
+    return name;
+  }
+  bool state_is_parameter(size_t index) {
+    const char *name = NULL;
+    int is_parameter = 0;
+    ddp_swig_check(ddp_module_state_name($self, index, &name, &is_parameter));
+    return is_parameter != 0;
+  }
+  /* The parameter or buffer, sharing the module's memory. */
+  DdpTensor *get(const char *name) {
+    DdpTensor *t = NULL;
+    ddp_swig_check(ddp_module_get($self, name, &t));
+    return t;
+  }
+  /* Its gradient, sharing memory; None/null when it has none. */
+  DdpTensor *grad(const char *name) {
+    DdpTensor *t = NULL;
+    ddp_swig_check(ddp_module_grad($self, name, &t));
+    return t;
+  }
+  void set(const char *name, const DdpTensor *value) { ddp_swig_check(ddp_module_set($self, name, value)); }
   /* A model made of the caller's tensors by name (ddp_module_from_tensors),
    * shared: the first tensors are its parameters, the last num_buffers its
    * buffers. The names are as many as the tensors. */
@@ -340,7 +413,6 @@ typedef struct {} DdpWorker;
     free(is_buffer);
     return m;
   }
-#endif
 }
 
 %extend DdpOptimizer {
@@ -373,8 +445,49 @@ typedef struct {} DdpWorker;
     ddp_swig_check(ddp_optimizer_new_adamw(&opt, module, &o));
     return opt;
   }
+  /* Every option, from an options object. */
+  static DdpOptimizer *sgd_with(DdpModule *module, const ddp_sgd_options *options) {
+    DdpOptimizer *opt = NULL;
+    ddp_swig_check(ddp_optimizer_new_sgd(&opt, module, options));
+    return opt;
+  }
+  static DdpOptimizer *adam_with(DdpModule *module, const ddp_adam_options *options) {
+    DdpOptimizer *opt = NULL;
+    ddp_swig_check(ddp_optimizer_new_adam(&opt, module, options));
+    return opt;
+  }
+  static DdpOptimizer *adamw_with(DdpModule *module, const ddp_adam_options *options) {
+    DdpOptimizer *opt = NULL;
+    ddp_swig_check(ddp_optimizer_new_adamw(&opt, module, options));
+    return opt;
+  }
   ~DdpOptimizer() { ddp_optimizer_free($self); }
+  double lr() {
+    double lr = 0;
+    ddp_swig_check(ddp_optimizer_lr($self, &lr));
+    return lr;
+  }
+  void set_lr(double lr) { ddp_swig_check(ddp_optimizer_set_lr($self, lr)); }
   void zero_grad() { ddp_swig_check(ddp_optimizer_zero_grad($self)); }
+}
+
+/* torch.optim.lr_scheduler's schedulers over an optimizer (not SequentialLR
+ * or MultiStepLR's milestones yet: the C API's ddp_lr_scheduler_new_sequential). */
+%extend DdpLrScheduler {
+  DdpLrScheduler(DdpOptimizer *optimizer, const ddp_lr_scheduler_options *options) {
+    DdpLrScheduler *s = NULL;
+    ddp_swig_check(ddp_lr_scheduler_new(&s, optimizer, options));
+    return s;
+  }
+  ~DdpLrScheduler() { ddp_lr_scheduler_free($self); }
+  void step() { ddp_swig_check(ddp_lr_scheduler_step($self)); }
+  /* ReduceLROnPlateau's step. */
+  void step_metric(double metric) { ddp_swig_check(ddp_lr_scheduler_step_metric($self, metric)); }
+  double last_lr() {
+    double lr = 0;
+    ddp_swig_check(ddp_lr_scheduler_last_lr($self, &lr));
+    return lr;
+  }
 }
 
 %{
@@ -418,6 +531,32 @@ DdpTensor *sampler_indices(long long dataset_size, int num_replicas, int rank, l
   free(idx);
   return t;
 }
+/* The same with every sampler option (unrepeated, start). */
+DdpTensor *sampler_indices_with(long long dataset_size, int num_replicas, int rank, long long epoch,
+                                const ddp_sampler_options *options) {
+  size_t count = 0;
+  int64_t *idx = NULL;
+  DdpTensor *t = NULL;
+  ddp_device cpu = DDP_DEVICE_CPU_INIT;
+  if (ddp_swig_check(ddp_sampler_indices(dataset_size, num_replicas, rank, epoch, options, NULL, 0, &count))) return NULL;
+  idx = (int64_t *)malloc((count ? count : 1) * sizeof(int64_t));
+  if (!idx) { ddp_swig_check(DDP_E_NOMEM); return NULL; }
+  int64_t shape[1] = {(int64_t)count};
+  if (!ddp_swig_check(ddp_sampler_indices(dataset_size, num_replicas, rank, epoch, options, idx, count, &count)) &&
+      !ddp_swig_check(ddp_tensor_new(&t, DDP_INT64, shape, 1, cpu)) &&
+      ddp_swig_check(ddp_tensor_copy_from(t, idx, count * sizeof(int64_t)))) {
+    ddp_tensor_free(t);
+    t = NULL;
+  }
+  free(idx);
+  return t;
+}
+/* Samples per rank (DistributedSampler's num_samples). */
+long long sampler_num_samples(long long dataset_size, int num_replicas, bool drop_last) {
+  int64_t n = 0;
+  ddp_swig_check(ddp_sampler_num_samples(dataset_size, num_replicas, drop_last, &n));
+  return (long long)n;
+}
 %}
 /* torch.nn.functional.mse_loss / cross_entropy (mean), and loss * factor. */
 DdpTensor *mse_loss(const DdpTensor *input, const DdpTensor *target);
@@ -426,6 +565,9 @@ DdpTensor *scale_loss(const DdpTensor *loss, double factor);
 /* DistributedSampler's indices for one rank and epoch, as an int64 tensor. */
 DdpTensor *sampler_indices(long long dataset_size, int num_replicas, int rank, long long epoch, bool shuffle = true,
                            long long seed = 0, bool drop_last = false);
+DdpTensor *sampler_indices_with(long long dataset_size, int num_replicas, int rank, long long epoch,
+                                const ddp_sampler_options *options);
+long long sampler_num_samples(long long dataset_size, int num_replicas, bool drop_last = false);
 
 %extend DdpStrategy {
   /* Lightning's DDPStrategy options and defaults; devices: processes on
@@ -449,7 +591,74 @@ DdpTensor *sampler_indices(long long dataset_size, int num_replicas, int rank, l
     ddp_swig_check(ddp_strategy_new(&s, &o));
     return s;
   }
+  /* Every DDPStrategy argument, from a StrategyOptions. */
+  static DdpStrategy *from_options(const ddp_strategy_options *options) {
+    DdpStrategy *s = NULL;
+    ddp_swig_check(ddp_strategy_new(&s, options));
+    return s;
+  }
   ~DdpStrategy() { ddp_strategy_free($self); }
+  int devices() { return ddp_strategy_devices($self); }
+  bool root_device_is_cuda() { return ddp_strategy_root_device($self).type == DDP_DEVICE_CUDA; }
+  int root_device_index() { return ddp_strategy_root_device($self).index; }
+  const char *precision() { return ddp_strategy_precision($self); }
+  /* Lightning's warning about the precision ("" when none). */
+  const char *precision_warning() { return ddp_strategy_precision_warning($self); }
+  int sync_batchnorm_layers() { return ddp_strategy_sync_batchnorm_layers($self); }
+  /* The module as TorchScript (torch.jit.load), from global rank 0; collective. */
+  void save_module(const char *path, const DdpModule *module) { ddp_swig_check(ddp_strategy_save_module($self, path, module)); }
+  /* Lightning's checkpoint with the counters of info; optimizer and
+   * scheduler may be None/null. Collective. */
+  void save_checkpoint_with(const char *path, const DdpModule *module, DdpOptimizer *optimizer,
+                            DdpLrScheduler *scheduler, const ddp_checkpoint_info *info) {
+    ddp_swig_check(ddp_strategy_save_checkpoint_v2($self, path, module, optimizer ? &optimizer : NULL, optimizer ? 1 : 0,
+                                                   scheduler ? &scheduler : NULL, scheduler ? 1 : 0, info));
+  }
+  /* Every rank; the counters go into info. */
+  void load_checkpoint_with(const char *path, DdpModule *module, DdpOptimizer *optimizer, DdpLrScheduler *scheduler,
+                            ddp_checkpoint_info *info) {
+    ddp_swig_check(ddp_strategy_load_checkpoint_v2($self, path, module, optimizer ? &optimizer : NULL, optimizer ? 1 : 0,
+                                                   scheduler ? &scheduler : NULL, scheduler ? 1 : 0, info, NULL));
+  }
+  /* ModelCheckpoint(dirpath=dir, save_top_k=keep_last): dir/epoch=E-step=S.ckpt. */
+  void save_checkpoint_to_dir(const char *dir, int keep_last, DdpModule *module, DdpOptimizer *optimizer,
+                              DdpLrScheduler *scheduler, const ddp_checkpoint_info *info) {
+    ddp_swig_check(ddp_strategy_save_checkpoint_to_dir($self, dir, keep_last, &module, NULL, 1,
+                                                       optimizer ? &optimizer : NULL, optimizer ? 1 : 0,
+                                                       scheduler ? &scheduler : NULL, scheduler ? 1 : 0, info));
+  }
+  /* Trainer.fit(ckpt_path="last"): the newest checkpoint in dir every rank
+   * can load. Returns the report ("resumed from PATH", after a line for each
+   * newer file passed over), or None/null on a first start (nothing loaded);
+   * info receives the counters to continue from. Collective. */
+  char *resume_from_dir(const char *dir, DdpModule *module, DdpOptimizer *optimizer, DdpLrScheduler *scheduler,
+                        ddp_checkpoint_info *info) {
+    ddp_buffer *report = NULL;
+    int resumed = 0;
+    char *text = NULL;
+    if (ddp_swig_check(ddp_strategy_resume_from_dir($self, dir, &module, NULL, 1, optimizer ? &optimizer : NULL,
+                                                    optimizer ? 1 : 0, scheduler ? &scheduler : NULL,
+                                                    scheduler ? 1 : 0, &resumed, info, NULL, &report)))
+      return NULL;
+    if (resumed && report) {
+      size_t n = ddp_buffer_size(report);
+      text = (char *)malloc(n + 1);
+      if (text) {
+        memcpy(text, ddp_buffer_data(report), n);
+        text[n] = 0;
+      }
+    }
+    ddp_buffer_free(report);
+    return text;
+  }
+  /* PyTorch's Join: this rank is out of batches (options' join_enabled). */
+  void join() { ddp_swig_check(ddp_strategy_join($self)); }
+  /* Lightning's SLURM auto-requeue: whether the requeue signal came. */
+  bool requeue_requested() {
+    int out = 0;
+    ddp_swig_check(ddp_strategy_requeue_requested($self, &out));
+    return out != 0;
+  }
   void setup_environment() { ddp_swig_check(ddp_strategy_setup_environment($self)); }
   int global_rank() { return ddp_strategy_global_rank($self); }
   int local_rank() { return ddp_strategy_local_rank($self); }

@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "handles.h"
+#include "tensor/dlpack_exchange.h"
 #include "tensor/tensors.h"
 #include "tensor/torch_version.h"
 
@@ -37,6 +38,23 @@ ddp_status ddp_tensor_from_aten(ddp_tensor** out, const void* aten_tensor) {
 ddp_status ddp_tensor_to_aten(const ddp_tensor* t, void* aten_out) {
   if (!aten_out) return invalid("ddp_tensor_to_aten: aten_out is NULL");
   return fence([&] { *static_cast<at::Tensor*>(aten_out) = require(t, "tensor")->t; });
+}
+
+ddp_status ddp_tensor_from_dlpack(ddp_tensor** out, void* dl_managed_tensor) {
+  if (!out) {
+    // Ownership passes on every return: a refused one is deleted here too.
+    if (dl_managed_tensor) fence([&] { ddp::core::tensor_from_dlpack(dl_managed_tensor); });
+    return invalid("ddp_tensor_from_dlpack: out is NULL");
+  }
+  *out = nullptr;
+  if (!dl_managed_tensor) return invalid("ddp_tensor_from_dlpack: dl_managed_tensor is NULL");
+  return fence([&] { hand_out(out, wrap_tensor(ddp::core::tensor_from_dlpack(dl_managed_tensor))); });
+}
+
+ddp_status ddp_tensor_to_dlpack(const ddp_tensor* t, void** dl_managed_tensor) {
+  if (!dl_managed_tensor) return invalid("ddp_tensor_to_dlpack: dl_managed_tensor is NULL");
+  *dl_managed_tensor = nullptr;
+  return fence([&] { *dl_managed_tensor = ddp::core::tensor_to_dlpack(require(t, "tensor")->t); });
 }
 
 const char* ddp_torch_version(void) { return ddp::core::torch_version(); }

@@ -223,3 +223,99 @@ static PyObject *ddp_py_spawn(PyObject *fn, int nprocs, const void *CBUFFER, siz
 %}
 PyObject *ddp_py_spawn(PyObject *fn, int nprocs, const void *CBUFFER = NULL, size_t CBUFLEN = 0,
                        ddp_start_method start_method = DDP_START_POPEN, long long timeout_ms = 0);
+
+/* ---- DLPack: torch (and NumPy, JAX) tensors in and out without a copy ----
+ * A capsule named "dltensor" holds a DLManagedTensor. Taking one renames it
+ * "used_dltensor" (the protocol's mark that the consumer, here libddp, now
+ * owns it); a capsule made here deletes its tensor unless a consumer took
+ * it. Only the struct's tail (manager_ctx, deleter) is read, so it is
+ * declared up to there (dlpack.h's layout, stable since DLPack 0.2). */
+%{
+typedef struct {
+  void *data;
+  struct { int32_t device_type, device_id; } device;
+  int32_t ndim;
+  struct { uint8_t code, bits; uint16_t lanes; } dtype;
+  int64_t *shape, *strides;
+  uint64_t byte_offset;
+} ddp_py_dltensor;
+typedef struct ddp_py_dlmanaged {
+  ddp_py_dltensor dl_tensor;
+  void *manager_ctx;
+  void (*deleter)(struct ddp_py_dlmanaged *self);
+} ddp_py_dlmanaged;
+
+static void ddp_py_dlpack_capsule_free(PyObject *capsule) {
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    ddp_py_dlmanaged *m = (ddp_py_dlmanaged *)PyCapsule_GetPointer(capsule, "dltensor");
+    if (m && m->deleter) m->deleter(m);
+  }
+}
+%}
+%nothread ddp_py_dlpack_take;
+%nothread ddp_py_dlpack_capsule;
+%exception ddp_py_dlpack_take {
+  $action
+  if (PyErr_Occurred()) SWIG_fail;
+}
+%exception ddp_py_dlpack_capsule {
+  $action
+  if (!result) SWIG_fail;
+}
+%inline %{
+/* The DLManagedTensor of an unused "dltensor" capsule, by address; the
+ * capsule is marked used (its memory is libddp's to delete from now on). */
+long long ddp_py_dlpack_take(PyObject *capsule) {
+  void *p;
+  if (!PyCapsule_IsValid(capsule, "dltensor")) {
+    PyErr_SetString(PyExc_TypeError, "expected an unused DLPack capsule (\"dltensor\"), e.g. tensor.__dlpack__()");
+    return 0;
+  }
+  p = PyCapsule_GetPointer(capsule, "dltensor");
+  if (PyCapsule_SetName(capsule, "used_dltensor") < 0) return 0;
+  return (long long)(intptr_t)p;
+}
+/* A "dltensor" capsule around a DLManagedTensor made by libddp. */
+PyObject *ddp_py_dlpack_capsule(long long address) {
+  return PyCapsule_New((void *)(intptr_t)address, "dltensor", ddp_py_dlpack_capsule_free);
+}
+%}
+
+/* A list of names (Module.from_tensors): a sequence of str, each copied for the call. */
+%typemap(in) char **STRING_ARRAY {
+  PyObject *seq = PySequence_Fast($input, "expected a sequence of str");
+  if (!seq) SWIG_fail;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  $1 = (char **)calloc((size_t)n + 1, sizeof(char *));
+  for (Py_ssize_t i = 0; $1 && i < n; ++i) {
+    const char *u = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+    $1[i] = u ? strdup(u) : NULL;
+    if (!$1[i]) break;
+  }
+  Py_DECREF(seq);
+  if (PyErr_Occurred()) SWIG_fail;
+}
+%typemap(freearg) char **STRING_ARRAY {
+  for (size_t i = 0; $1 && $1[i]; ++i) free($1[i]);
+  free($1);
+}
+
+/* Objects that hold memory another object owns keep that object alive. */
+%pythonappend DdpReducer::with_options %{
+    val._keep = list(TENSORS)
+%}
+%pythonappend DdpOptimizer::sgd_with %{
+    val._module = module
+%}
+%pythonappend DdpOptimizer::adam_with %{
+    val._module = module
+%}
+%pythonappend DdpOptimizer::adamw_with %{
+    val._module = module
+%}
+%pythonappend DdpLrScheduler::DdpLrScheduler %{
+        self._optimizer = optimizer
+%}
+%pythonappend DdpModule::from_tensors %{
+    val._keep = list(TENSORS)
+%}

@@ -71,6 +71,33 @@ DDP_API ddp_status ddp_tensor_from_aten(ddp_tensor **out, const void *aten_tenso
 DDP_API ddp_status ddp_tensor_to_aten(const ddp_tensor *t, void *aten_out);
 
 /**
+ * A tensor over another framework's memory, without a copy, by DLPack: @p
+ * dl_managed_tensor is dlpack.h's DLManagedTensor (the unversioned struct a
+ * `__dlpack__()` capsule named "dltensor" holds, torch.utils.dlpack.to_dlpack
+ * makes, and NumPy, JAX and DLPack.jl exchange). Any strides, any dtype of
+ * ddp_dtype, CPU or CUDA memory. Unlike ddp_tensor_from_aten, the producer's
+ * LibTorch version does not matter.
+ *
+ * @param dl_managed_tensor ownership passes to libddp on every return: its
+ *        deleter runs when the last tensor sharing the memory is freed, or
+ *        at once when it is refused.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for NULL, or a dtype or device
+ *         LibTorch cannot take (naming it).
+ */
+DDP_API ddp_status ddp_tensor_from_dlpack(ddp_tensor **out, void *dl_managed_tensor);
+
+/**
+ * The reverse: a new DLManagedTensor sharing @p t's memory (its strides and
+ * device), which the consumer (torch.from_dlpack, numpy.from_dlpack via a
+ * capsule) owns and deletes once through its deleter. The memory stays
+ * valid until then, even after @p t is freed.
+ *
+ * @param[out] dl_managed_tensor the new DLManagedTensor *.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for NULL or a handle that is not live.
+ */
+DDP_API ddp_status ddp_tensor_to_dlpack(const ddp_tensor *t, void **dl_managed_tensor);
+
+/**
  * @return the LibTorch version libddp was built against ("2.11.0"), static.
  *         The functions that take a LibTorch object's address
  *         (ddp_tensor_from_aten, ddp_optimizer_from_torch) read it as this

@@ -511,6 +511,8 @@ extern "C" {
         aten_tensor: *const c_void,
     ) -> ddp_status;
     pub fn ddp_tensor_to_aten(t: *const ddp_tensor, aten_out: *mut c_void) -> ddp_status;
+    pub fn ddp_tensor_from_dlpack(out: *mut *mut ddp_tensor, dl_managed_tensor: *mut c_void) -> ddp_status;
+    pub fn ddp_tensor_to_dlpack(t: *const ddp_tensor, dl_managed_tensor: *mut *mut c_void) -> ddp_status;
     pub fn ddp_torch_version() -> *const c_char;
     pub fn ddp_torch_check_version(caller_version: *const c_char) -> ddp_status;
     pub fn ddp_tensor_free(t: *mut ddp_tensor);

@@ -1,15 +1,24 @@
 """libddp from Python: the C API through SWIG (module libddp.ddp), plus
-glue for NumPy arrays and `with` blocks. Every operation is one libddp call.
+glue for NumPy arrays, torch tensors (DLPack) and `with` blocks. Every
+operation is one libddp call.
 
     import numpy as np, libddp
     with libddp.Group() as g:                  # the environment (torchrun, ...)
         x = np.ones(4, np.float32)
         g.all_reduce(libddp.wrap(x), libddp.SUM)   # in place, no copy
+
+    t = torch.ones(4)                          # a torch tensor, shared both ways
+    g.all_reduce(libddp.from_dlpack(t))        # t itself is reduced
+    torch.from_dlpack(g.all_gather(libddp.from_dlpack(t)))   # a torch view of libddp's result
+
+    s = libddp.strategy(devices=2, precision="bf16-mixed")   # DDPStrategy's keyword arguments
 """
 import numpy as _np
 
 from .ddp import *  # noqa: F401,F403
 from .ddp import Tensor, Group, Reducer, CommHook, ModelAverager, Worker, Module, Optimizer, Strategy  # noqa: F401
+from .ddp import LrScheduler, StrategyOptions, ReducerOptions, SgdOptions, AdamOptions, SamplerOptions  # noqa: F401
+from .ddp import LrSchedulerOptions, CheckpointInfo  # noqa: F401
 from ._ddp import Error  # noqa: F401  (raised by every failing call: .status, .message)
 from . import ddp as _ddp
 
@@ -50,6 +59,64 @@ def reducer(group, grads, **options):
     return Reducer(group, [wrap(g) for g in grads], **options)
 
 
+def from_dlpack(obj):
+    """A Tensor sharing the memory of a torch tensor (a parameter's .grad
+    too), a NumPy array or anything with __dlpack__, or of an unused DLPack
+    capsule: no copy, any strides, CPU or CUDA. What libddp writes into it
+    (an all_reduce, a broadcast) the owner sees."""
+    capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
+    return Tensor.from_dlpack_address(_ddp.ddp_py_dlpack_take(capsule))
+
+
+def _tensor_dlpack(self, stream=None):
+    """DLPack export: torch.from_dlpack(t) and numpy.from_dlpack(t) view this
+    tensor's memory without a copy. `stream` is accepted for CUDA consumers:
+    libddp's collectives have finished when they return."""
+    return _ddp.ddp_py_dlpack_capsule(self.to_dlpack_address())
+
+
+def _tensor_dlpack_device(self):
+    return (2, self.device_index()) if self.is_cuda() else (1, 0)
+
+
+Tensor.__dlpack__ = _tensor_dlpack
+Tensor.__dlpack_device__ = _tensor_dlpack_device
+
+
+def _filled(options, values):
+    for key, value in values.items():
+        if key.startswith("_") or not hasattr(type(options), key):
+            raise TypeError(f"{type(options).__name__} has no option {key!r}")
+        setattr(options, key, value)
+    return options
+
+
+def strategy(**options):
+    """A Strategy with DDPStrategy's keyword arguments (StrategyOptions'
+    fields, Lightning's defaults): strategy(devices=2, precision="bf16-mixed",
+    comm_hook=libddp.CommHook.fp16_compress(), state_dict_prefix="net.")."""
+    return Strategy.from_options(_filled(StrategyOptions(), options))
+
+
+def reducer_with(group, tensors, **options):
+    """A Reducer over Tensors with ReducerOptions' keyword arguments
+    (broadcast_parameters, join_enabled, find_unused_parameters, ...)."""
+    return Reducer.with_options(group, tensors, _filled(ReducerOptions(), options))
+
+
+def sampler_order(dataset_size, num_replicas, rank, epoch, **options):
+    """DistributedSampler's indices (a list) with SamplerOptions' keyword
+    arguments (shuffle, seed, drop_last, unrepeated, start)."""
+    t = sampler_indices_with(dataset_size, num_replicas, rank, epoch, _filled(SamplerOptions(), options))
+    return to_numpy(t).tolist()
+
+
+def lr_scheduler(optimizer, kind, **options):
+    """An LrScheduler of this kind (libddp.LR_COSINE_ANNEALING, ...) with
+    LrSchedulerOptions' keyword arguments (t_max, gamma, ...)."""
+    return LrScheduler(optimizer, _filled(LrSchedulerOptions(kind), options))
+
+
 def _close(self):
     """Frees the handle now (otherwise when the object is collected)."""
     if getattr(self, "thisown", False):
@@ -57,7 +124,8 @@ def _close(self):
         self.__swig_destroy__(self)
 
 
-for _cls in (Tensor, Group, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy):
+for _cls in (Tensor, Group, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy, LrScheduler, StrategyOptions,
+             ReducerOptions, SgdOptions, AdamOptions, SamplerOptions, LrSchedulerOptions, CheckpointInfo):
     _cls.close = _close
     _cls.__enter__ = lambda self: self
     _cls.__exit__ = lambda self, *exc: self.close()
