@@ -10,6 +10,10 @@
  * checkpoint IO, milestones, user bytes) are left to the C API.
  */
 
+%rename(StrategyKind) ddp_strategy_kind;
+%rename(DeviceType) ddp_device_type;
+%rename(ClipAlgorithm) ddp_clip_algorithm;
+%rename(LrSchedulerKind) ddp_lr_scheduler_kind;
 typedef enum ddp_strategy_kind { DDP_STRATEGY_DDP = 0, DDP_STRATEGY_DDP_SPAWN = 1, DDP_STRATEGY_DDP_FORK = 2 } ddp_strategy_kind;
 typedef enum ddp_device_type { DDP_DEVICE_CPU = 0, DDP_DEVICE_CUDA = 1 } ddp_device_type;
 typedef enum ddp_clip_algorithm { DDP_CLIP_NORM = 0, DDP_CLIP_VALUE = 1 } ddp_clip_algorithm;
@@ -17,10 +21,6 @@ typedef enum ddp_lr_scheduler_kind {
   DDP_LR_STEP = 0, DDP_LR_MULTI_STEP = 1, DDP_LR_EXPONENTIAL = 2, DDP_LR_COSINE_ANNEALING = 3, DDP_LR_LINEAR = 4,
   DDP_LR_ONE_CYCLE = 5, DDP_LR_REDUCE_ON_PLATEAU = 6
 } ddp_lr_scheduler_kind;
-%rename(StrategyKind) ddp_strategy_kind;
-%rename(DeviceType) ddp_device_type;
-%rename(ClipAlgorithm) ddp_clip_algorithm;
-%rename(LrSchedulerKind) ddp_lr_scheduler_kind;
 
 /* The strings are the object's own copies (SWIG's setter for a char *
  * field frees the previous one); the destructor frees the last. */
@@ -30,14 +30,14 @@ typedef struct ddp_strategy_options {
   ddp_device_type accelerator;
   int devices;
   char *backend;
-  int64_t timeout_ms;
+  long long timeout_ms;
   double bucket_cap_mb;
   double first_bucket_mb;
   int find_unused_parameters;
   int broadcast_buffers;
   const DdpCommHook *comm_hook; /* the strategy takes its own reference when it is made */
-  int64_t model_averaging_period;
-  int64_t model_averaging_warmup;
+  long long model_averaging_period;
+  long long model_averaging_warmup;
   int sync_batchnorm;
   int static_graph;
   int gradient_as_bucket_view;
@@ -143,10 +143,10 @@ typedef struct ddp_adam_options {
 %rename(SamplerOptions) ddp_sampler_options;
 typedef struct ddp_sampler_options {
   int shuffle;
-  int64_t seed;
+  long long seed;
   int drop_last;
   int unrepeated;
-  int64_t start;
+  long long start;
 } ddp_sampler_options;
 %extend ddp_sampler_options {
   ddp_sampler_options() {
@@ -163,15 +163,15 @@ typedef struct ddp_sampler_options {
 %rename(LrSchedulerOptions) ddp_lr_scheduler_options;
 typedef struct ddp_lr_scheduler_options {
   ddp_lr_scheduler_kind kind;
-  int64_t step_size;
+  long long step_size;
   double gamma;
-  int64_t t_max;
+  long long t_max;
   double eta_min;
   double start_factor;
   double end_factor;
-  int64_t total_iters;
+  long long total_iters;
   double max_lr;
-  int64_t total_steps;
+  long long total_steps;
   double pct_start;
   int anneal_linear;
   int cycle_momentum;
@@ -182,10 +182,10 @@ typedef struct ddp_lr_scheduler_options {
   int three_phase;
   int mode_max;
   double factor;
-  int64_t patience;
+  long long patience;
   double threshold;
   int threshold_abs;
-  int64_t cooldown;
+  long long cooldown;
   double min_lr;
   double eps;
 } ddp_lr_scheduler_options;
@@ -205,11 +205,11 @@ typedef struct ddp_lr_scheduler_options {
 /* What a checkpoint records besides the states (Lightning's counters). */
 %rename(CheckpointInfo) ddp_checkpoint_info;
 typedef struct ddp_checkpoint_info {
-  int64_t step;
-  int64_t epoch;
-  int64_t batches_in_epoch;
-  int64_t samples_in_epoch;
-  int64_t world_size;
+  long long step;
+  long long epoch;
+  long long batches_in_epoch;
+  long long samples_in_epoch;
+  long long world_size;
 } ddp_checkpoint_info;
 %extend ddp_checkpoint_info {
   ddp_checkpoint_info() {

@@ -27,20 +27,20 @@ public class AllReduceAndGradSync {
       ByteBuffer x = floats(3);
       x.asFloatBuffer().put(new float[] {rank, rank + 1, rank + 2});
       try (Tensor t = Tensor.wrap(x, DType.FLOAT32, new long[] {3})) {
-        g.all_reduce(t, ReduceOp.SUM);
+        g.allReduce(t, ReduceOp.SUM);
       }
       System.out.println("[rank " + rank + "] all_reduce SUM: " + show(x));
 
       ByteBuffer weight = floats(12), bias = floats(4);
       try (Tensor tw = Tensor.wrap(weight, DType.FLOAT32, new long[] {4, 3});
            Tensor tb = Tensor.wrap(bias, DType.FLOAT32, new long[] {4});
-           CommHook hook = CommHook.fp16_compress();
+           CommHook hook = CommHook.fp16Compress();
            Reducer reducer = Reducer.create(g, new Tensor[] {tw, tb}, 25, 1, false)) {
-        reducer.set_comm_hook(hook);
+        reducer.setCommHook(hook);
         for (int i = 0; i < 4; ++i) bias.putFloat(4 * i, rank + i);
-        reducer.mark_ready(1);
+        reducer.markReady(1);
         for (int i = 0; i < 12; ++i) weight.putFloat(4 * i, 10 * rank + i);
-        reducer.mark_ready(0);
+        reducer.markReady(0);
         reducer.finish();
       }
       System.out.println("[rank " + rank + "] averaged bias grad: " + show(bias));

@@ -8,6 +8,12 @@
 %}
 %include <various.i>
 
+/* Java's naming: methods and properties in lowerCamelCase (g.allReduce,
+ * reducer.markReady, options.setBucketCapMb); classes and enums keep the
+ * names ddp.i gives them. */
+%rename("%(lowercamelcase)s", %$isfunction, %$not %$isconstructor, %$not %$isdestructor) "";
+%rename("%(lowercamelcase)s", %$isvariable) "";
+
 %{
 static void ddp_java_throw(JNIEnv *jenv, ddp_status s) {
   const char *msg = ddp_last_error_message();
@@ -184,6 +190,14 @@ DDP_JAVA_CLOSEABLE(DdpCommHook)
 DDP_JAVA_CLOSEABLE(DdpModelAverager)
 DDP_JAVA_CLOSEABLE(DdpModule)
 DDP_JAVA_CLOSEABLE(DdpOptimizer)
+DDP_JAVA_CLOSEABLE(DdpLrScheduler)
+DDP_JAVA_CLOSEABLE(struct ddp_strategy_options)
+DDP_JAVA_CLOSEABLE(struct ddp_reducer_options)
+DDP_JAVA_CLOSEABLE(struct ddp_sgd_options)
+DDP_JAVA_CLOSEABLE(struct ddp_adam_options)
+DDP_JAVA_CLOSEABLE(struct ddp_sampler_options)
+DDP_JAVA_CLOSEABLE(struct ddp_lr_scheduler_options)
+DDP_JAVA_CLOSEABLE(struct ddp_checkpoint_info)
 %typemap(javainterfaces) DdpStrategy "AutoCloseable"
 %typemap(javacode) DdpStrategy %{
   /** DDPStrategy with Lightning's defaults, `devices` processes on this node. */

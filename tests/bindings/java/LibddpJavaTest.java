@@ -78,15 +78,15 @@ public class LibddpJavaTest {
       try (Tensor tw = Tensor.wrap(w, DType.FLOAT32, new long[] {16, 8});
            Tensor tb = Tensor.wrap(b, DType.FLOAT32, new long[] {8});
            Reducer r = Reducer.create(g, new Tensor[] {tw, tb}, 25, 1, false)) {
-        r.set_comm_hook(h);
+        r.setCommHook(h);
         for (int step = 0; step < 3; ++step) {
-          r.mark_ready(1);
-          r.mark_ready(0);
+          r.markReady(1);
+          r.markReady(0);
           r.finish();
         }
       }
       long[] before = new long[1], after = new long[1], iters = new long[1];
-      h.compression_stats(before, after, iters);
+      h.compressionStats(before, after, iters);
       assertEquals(3, iters[0]);
       assertEquals(16 * 8 + 8, before[0]);
       assertEquals((16 + 8) + 8, after[0]);
@@ -96,33 +96,33 @@ public class LibddpJavaTest {
   public void aLibTorchTensorByAddressIsSharedAndAnotherLibTorchIsRefused() {
     org.junit.Assume.assumeTrue("skipped: the at::Tensor helper library was not built (ddp.atenHelper unset)",
         AtenHelper.load());
-    String version = Tensor.torch_version();
+    String version = Tensor.torchVersion();
     long w = AtenHelper.newTensor(new float[] {1, 2, 3, 4, 5, 6}, true);
     long rm = AtenHelper.newTensor(new float[] {0, 0}, false);
     try {
       try {
-        Tensor.from_aten_address(w, "1.13.1");
+        Tensor.fromAtenAddress(w, "1.13.1");
         fail("a tensor of another LibTorch must be refused");
       } catch (DdpException e) {
         assertEquals(ddpConstants.E_UNSUPPORTED, e.status);
         assertTrue(e.getMessage(), e.getMessage().contains("1.13.1") && e.getMessage().contains(version));
       }
       try {
-        Tensor.from_aten_address(0, version);
+        Tensor.fromAtenAddress(0, version);
         fail("a null address must be refused");
       } catch (DdpException e) {
         assertEquals(ddpConstants.E_INVALID_ARGUMENT, e.status);
       }
-      try (Tensor tw = Tensor.from_aten_address(w, version);
-           Tensor trm = Tensor.from_aten_address(rm, version);
-           ScriptModule m = ScriptModule.from_tensors(new String[] {"fc.weight", "norm.running_mean"},
+      try (Tensor tw = Tensor.fromAtenAddress(w, version);
+           Tensor trm = Tensor.fromAtenAddress(rm, version);
+           ScriptModule m = ScriptModule.fromTensors(new String[] {"fc.weight", "norm.running_mean"},
                new Tensor[] {tw, trm}, 1)) {
-        assertEquals(1, m.num_parameters());
+        assertEquals(1, m.numParameters());
         assertEquals(6, tw.numel());
         // Shared, not copied: what libddp writes is in the C++ tensor.
         ByteBuffer nines = ByteBuffer.allocate(24).order(ByteOrder.nativeOrder());
         for (int i = 0; i < 6; ++i) nines.putFloat(i * 4, 9f);
-        tw.copy_from(nines.array());
+        tw.copyFrom(nines.array());
         float[] back = new float[6];
         AtenHelper.read(w, back);
         for (float v : back) assertEquals(9f, v, 0f);

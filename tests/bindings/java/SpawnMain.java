@@ -14,12 +14,12 @@ public class SpawnMain {
         ByteBuffer x = ByteBuffer.allocateDirect(4).order(ByteOrder.nativeOrder());
         x.putFloat(0, worker.rank() + 1);
         try (Tensor t = Tensor.wrap(x, DType.FLOAT32, new long[] {1})) {
-          g.all_reduce(t, ReduceOp.SUM);
+          g.allReduce(t, ReduceOp.SUM);
         }
         if (worker.rank() == 0) {
-          String r = "sum=" + x.getFloat(0) + " world=" + worker.world_size() + " arg="
+          String r = "sum=" + x.getFloat(0) + " world=" + worker.worldSize() + " arg="
               + new String(arg, StandardCharsets.UTF_8);
-          worker.set_result(r.getBytes(StandardCharsets.UTF_8));
+          worker.setResult(r.getBytes(StandardCharsets.UTF_8));
         }
       }
       return 0;

@@ -26,7 +26,7 @@ public class StrategyWorker {
 
   static float[] values(Tensor t) {
     ByteBuffer b = direct((int) t.nbytes());
-    t.copy_to(b);
+    t.copyTo(b);
     float[] v = new float[(int) t.numel()];
     for (int i = 0; i < v.length; ++i) v[i] = b.getFloat(4 * i);
     return v;
@@ -40,24 +40,24 @@ public class StrategyWorker {
     String path = System.getenv("DDP_TEST_MODEL");
     try (Strategy s = Strategy.withDevices(2); ScriptModule m = ScriptModule.load(path);
          ScriptModule untrained = ScriptModule.load(path)) {
-      s.setup_environment();
-      int rank = s.global_rank();
-      check(s.world_size() == 2 && s.is_global_zero() == (rank == 0), "rank facts");
+      s.setupEnvironment();
+      int rank = s.globalRank();
+      check(s.worldSize() == 2 && s.isGlobalZero() == (rank == 0), "rank facts");
       try (Optimizer opt = Optimizer.sgd(m, 0.1, 0.9, 0, 0, false)) {
-        s.setup_module(m);
+        s.setupModule(m);
         for (int step = 0; step < 5; ++step) {
           try (Tensor x = floats(8, 8, 10 * step + rank); Tensor y = labels(8, step + rank)) {
-            opt.zero_grad();
-            try (Tensor out = s.forward(m, x); Tensor loss = ddp.cross_entropy_loss(out, y)) {
+            opt.zeroGrad();
+            try (Tensor out = s.forward(m, x); Tensor loss = ddp.crossEntropyLoss(out, y)) {
               s.backward(loss);
-              s.optimizer_step(opt);
+              s.optimizerStep(opt);
               check(Float.isFinite(values(loss)[0]), "finite loss");
             }
           }
         }
       }
       try (Tensor probe = floats(1, 8, 99); Tensor mine = m.forward(probe); Tensor before = untrained.forward(probe);
-           Tensor all = s.all_gather(mine)) {
+           Tensor all = s.allGather(mine)) {
         float[] both = values(all), own = values(mine), old = values(before);
         for (int i = 0; i < own.length; ++i) check(both[i] == both[own.length + i], "replicas differ at " + i);
         boolean moved = false;

@@ -24,33 +24,33 @@ public class TwoRankWorker {
       // all_reduce in place in a direct ByteBuffer.
       ByteBuffer x = floats(rank, rank + 1, rank + 2);
       try (Tensor t = Tensor.wrap(x, DType.FLOAT32, new long[] {3})) {
-        g.all_reduce(t, ReduceOp.SUM);
+        g.allReduce(t, ReduceOp.SUM);
       }
       check(at(x, 0) == 1 && at(x, 1) == 3 && at(x, 2) == 5, "all_reduce");
       // Uneven all_gather: rank r sends r + 1 values equal to r.
       float[] mine = new float[rank + 1];
       java.util.Arrays.fill(mine, rank);
       try (Tensor t = Tensor.wrap(floats(mine), DType.FLOAT32, new long[] {rank + 1})) {
-        Tensor[] parts = g.all_gather_uneven(t);
+        Tensor[] parts = g.allGatherUneven(t);
         check(parts.length == world, "uneven: one tensor per rank");
         for (int r = 0; r < world; ++r) {
           check(parts[r].numel() == r + 1, "uneven: sizes");
           ByteBuffer out = ByteBuffer.allocateDirect((int) parts[r].nbytes()).order(ByteOrder.nativeOrder());
-          parts[r].copy_to(out);
+          parts[r].copyTo(out);
           check(at(out, 0) == r, "uneven: values");
           parts[r].close();
         }
       }
       // Lightning's broadcast(obj) as bytes.
-      byte[] got = g.broadcast_bytes(rank == 0 ? "from rank 0".getBytes(StandardCharsets.UTF_8) : new byte[0], 0);
+      byte[] got = g.broadcastBytes(rank == 0 ? "from rank 0".getBytes(StandardCharsets.UTF_8) : new byte[0], 0);
       check(new String(got, StandardCharsets.UTF_8).equals("from rank 0"), "broadcast_bytes");
       // A reducer step with the fp16 hook over a caller-owned gradient.
       ByteBuffer grad = floats(rank == 0 ? new float[] {1, 2, 3, 4} : new float[] {3, 4, 5, 6});
       try (Tensor tg = Tensor.wrap(grad, DType.FLOAT32, new long[] {2, 2});
-           CommHook hook = CommHook.fp16_compress();
+           CommHook hook = CommHook.fp16Compress();
            Reducer r = Reducer.create(g, new Tensor[] {tg}, 25, 1, false)) {
-        r.set_comm_hook(hook);
-        r.mark_ready(0);
+        r.setCommHook(hook);
+        r.markReady(0);
         r.finish();
       }
       check(at(grad, 0) == 2 && at(grad, 1) == 3 && at(grad, 2) == 4 && at(grad, 3) == 5, "reducer with fp16 hook");
