@@ -60,9 +60,14 @@ typedef enum ddp_dtype {
 typedef enum ddp_reduce_op { DDP_SUM = 0, DDP_MEAN = 1, DDP_MIN = 2, DDP_MAX = 3, DDP_PRODUCT = 4 } ddp_reduce_op;
 typedef enum ddp_start_method { DDP_START_POPEN = 0, DDP_START_FORK = 1 } ddp_start_method;
 
+#if defined(SWIGJAVA)
+%rename(versionString) ddp_version_string;
+%rename(statusString) ddp_status_string;
+#else
 %rename(version_string) ddp_version_string;
-const char *ddp_version_string(void);
 %rename(status_string) ddp_status_string;
+#endif
+const char *ddp_version_string(void);
 const char *ddp_status_string(ddp_status status);
 
 /* ---- the language's own mappings ----------------------------------------- */

@@ -3,20 +3,24 @@
 #include <ATen/DLConvertor.h>
 
 #include "common/error.h"
+#include "tensor/tensors.h"
 
 namespace ddp::core {
 
 at::Tensor tensor_from_dlpack(void* dl_managed_tensor) {
   if (!dl_managed_tensor) fail(Status::InvalidArgument, "the DLManagedTensor is NULL");
   auto* managed = static_cast<DLManagedTensor*>(dl_managed_tensor);
+  at::Tensor t;
   try {
-    return at::fromDLPack(managed);
+    t = at::fromDLPack(managed);
   } catch (const c10::Error& e) {
     // ATen refuses a device or dtype before it wraps the memory, and then
     // drops its deleter unrun: ownership passed to us, so we delete it.
     if (managed->deleter) managed->deleter(managed);
     fail(Status::InvalidArgument, std::string("the DLPack tensor cannot be used: ") + e.what_without_backtrace());
   }
+  from_scalar_type(t.scalar_type());  // a dtype without a ddp_dtype (complex) is refused; t's drop deletes it
+  return t;
 }
 
 void* tensor_to_dlpack(const at::Tensor& t) {

@@ -82,7 +82,8 @@ DDP_API ddp_status ddp_tensor_to_aten(const ddp_tensor *t, void *aten_out);
  *        deleter runs when the last tensor sharing the memory is freed, or
  *        at once when it is refused.
  * @return DDP_OK; DDP_E_INVALID_ARGUMENT for NULL, or a dtype or device
- *         LibTorch cannot take (naming it).
+ *         LibTorch cannot take (naming it); DDP_E_UNSUPPORTED for a dtype
+ *         without a ddp_dtype (complex), naming it.
  */
 DDP_API ddp_status ddp_tensor_from_dlpack(ddp_tensor **out, void *dl_managed_tensor);
 

@@ -1,4 +1,6 @@
 import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 import static org.junit.Assert.fail;
 
@@ -131,5 +133,46 @@ public class LibddpJavaTest {
       AtenHelper.free(w);
       AtenHelper.free(rm);
     }
+  }
+
+  /** Java's own naming: no public method of the binding's classes has C's snake_case. */
+  @Test
+  public void methodsAreLowerCamelCase() throws Exception {
+    Class<?>[] classes = {Tensor.class, Group.class, Reducer.class, CommHook.class, ModelAverager.class,
+                          ScriptModule.class, Optimizer.class, LrScheduler.class, Strategy.class, StrategyOptions.class,
+                          ReducerOptions.class, SamplerOptions.class, CheckpointInfo.class, Worker.class, ddp.class};
+    int seen = 0;
+    for (Class<?> c : classes)
+      for (java.lang.reflect.Method m : c.getDeclaredMethods())
+        if (java.lang.reflect.Modifier.isPublic(m.getModifiers())) {
+          assertFalse(c.getSimpleName() + "." + m.getName(), m.getName().contains("_"));
+          ++seen;
+        }
+    assertTrue("only " + seen + " public methods", seen > 100);
+    Group.class.getMethod("allReduce", Tensor.class, ReduceOp.class);
+    Reducer.class.getMethod("markReady", long.class);
+    StrategyOptions.class.getMethod("setBucketCapMb", double.class);
+  }
+
+  /** Option objects start at the C API's defaults; a bad value is refused with its name. */
+  @Test
+  public void optionsHoldTheCDefaults() {
+    try (StrategyOptions o = new StrategyOptions()) {
+      assertEquals(0, o.getDevices());
+      assertEquals(25.0, o.getBucketCapMb(), 0);
+      assertEquals(1, o.getBroadcastBuffers());
+      assertEquals(StrategyKind.STRATEGY_DDP, o.getKind());
+      o.setPrecision("bf16-mixed");
+      o.setPrecision("fp12");
+      assertEquals("fp12", o.getPrecision());
+      DdpException e = assertThrows(DdpException.class, () -> Strategy.fromOptions(o));
+      assertEquals(ddpConstants.E_INVALID_ARGUMENT, e.status);
+      assertTrue(e.getMessage(), e.getMessage().contains("fp12"));
+    }
+    try (CheckpointInfo info = new CheckpointInfo()) {
+      info.setStep(1L << 40);  // 64-bit counters
+      assertEquals(1L << 40, info.getStep());
+    }
+    assertEquals(6, ddp.samplerNumSamples(11, 2, false));
   }
 }

@@ -55,6 +55,29 @@ def work(worker, arg):
             want = (half[0] + half[1]).float().numpy()
             ok = ok and bool(np.array_equal(got, want)) and not np.array_equal(got, local[i])
         checks["reducer_fp16_hook"] = ok
+        # torch tensors through DLPack: a parameter's gradient and a strided
+        # view are all-reduced in place, in torch's own memory.
+        p = torch.nn.Parameter(torch.zeros(4, 6))
+        (p * torch.from_numpy(inputs(30 + rank, 24)).reshape(4, 6)).sum().backward()
+        before = p.grad.data_ptr()
+        view = libddp.from_dlpack(p.grad)
+        g.all_reduce(view, libddp.SUM)
+        want = sum(torch.from_numpy(inputs(30 + q, 24)).reshape(4, 6) for q in range(world))
+        # A strided view is shared too, and refused by the collective as torch.distributed refuses it.
+        strided = torch.arange(12, dtype=torch.float64).reshape(3, 4)[:, ::2]
+        shared = libddp.from_dlpack(strided)
+        try:
+            g.all_reduce(shared, libddp.SUM)
+            refused = False
+        except libddp.Error as e:
+            refused = e.status == libddp.E_INVALID_ARGUMENT and "contiguous" in e.message
+        checks["dlpack_all_reduce_in_torch_memory"] = (
+            view.data_address() == before and p.grad.data_ptr() == before and torch.equal(p.grad, want)
+            and shared.data_address() == strided.data_ptr() and refused)
+        gathered = g.all_gather(libddp.from_dlpack(torch.full((2,), float(rank))))
+        out = torch.from_dlpack(gathered)
+        checks["dlpack_all_gather_to_torch"] = (out.data_ptr() == gathered.data_address()
+                                                and out.tolist() == [[float(q)] * 2 for q in range(world)])
         # A failing call raises libddp.Error with the status and the message.
         try:
             g.broadcast(libddp.wrap(np.zeros(2, np.float32)), src=world)

@@ -98,3 +98,86 @@ def test_strategy_trains_like_torch(tmp_path):
     with torch.no_grad():
         probe = ref(torch.from_numpy(x[:4])).numpy()
     assert np.allclose(report["probe"], probe, rtol=1e-5, atol=1e-6)
+
+
+def test_dlpack_shares_memory_both_ways():
+    import torch
+
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    d = libddp.from_dlpack(t)
+    assert d.data_address() == t.data_ptr() and (d.ndim(), d.dim_size(0), d.dim_size(1)) == (2, 2, 3)
+    d.copy_from(np.full(6, 7, np.float32))  # written through libddp, seen by torch
+    assert torch.equal(t, torch.full((2, 3), 7.0))
+    back = torch.from_dlpack(d)
+    assert back.data_ptr() == t.data_ptr()
+    del d, t  # the exported view keeps the memory alive
+    assert torch.equal(back, torch.full((2, 3), 7.0))
+    for dtype in (torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32, torch.int64,
+                  torch.bool):
+        x = torch.zeros(3, dtype=dtype)
+        assert torch.from_dlpack(libddp.from_dlpack(x)).dtype == dtype
+    assert libddp.from_dlpack(np.arange(4, dtype=np.int32)).dtype() == libddp.INT32  # NumPy's __dlpack__ too
+    with pytest.raises(TypeError):
+        libddp.from_dlpack(object())
+    capsule = torch.zeros(2).__dlpack__()
+    libddp.from_dlpack(capsule)
+    with pytest.raises(TypeError):  # a capsule is taken once
+        libddp.from_dlpack(capsule)
+    with pytest.raises(libddp.Error) as e:  # complex numbers: refused with a message, nothing leaked
+        libddp.from_dlpack(torch.zeros(2, dtype=torch.complex64))
+    assert e.value.status == libddp.E_UNSUPPORTED and "ComplexFloat" in e.value.message
+
+
+def test_options_objects_hold_the_c_defaults_and_refuse_unknown_names():
+    o = libddp.StrategyOptions()
+    assert (o.kind, o.devices, o.bucket_cap_mb, o.first_bucket_mb, o.broadcast_buffers) == (libddp.STRATEGY_DDP, 0,
+                                                                                              25.0, 1.0, 1)
+    assert (o.backend, o.precision, o.gradient_clip_algorithm, o.divide_by_initial_world_size) == (None, None,
+                                                                                                   libddp.CLIP_NORM, 1)
+    o.precision = "bf16-mixed"
+    o.precision = "16-mixed"  # the previous copy is freed, this one kept
+    assert o.precision == "16-mixed"
+    r = libddp.ReducerOptions()
+    assert (r.bucket_cap_mb, r.broadcast_parameters, r.join_enabled) == (25.0, 1, 0)
+    assert (libddp.AdamOptions().weight_decay, libddp.AdamOptions.adamw().weight_decay) == (0.0, 0.01)
+    assert libddp.LrSchedulerOptions(libddp.LR_LINEAR).total_iters == 5
+    with pytest.raises(TypeError) as e:
+        libddp.strategy(device=2)
+    assert "device" in str(e.value)
+    with pytest.raises(libddp.Error) as e:
+        libddp.strategy(precision="fp12")
+    assert "fp12" in e.value.message
+    assert libddp.sampler_order(10, 2, 1, 0, shuffle=False) == [1, 3, 5, 7, 9]
+    assert libddp.sampler_order(10, 2, 1, 0, shuffle=False, start=4) == [5, 7, 9]
+    assert libddp.sampler_num_samples(11, 2) == 6
+
+
+def test_module_of_torch_tensors_by_name(tmp_path):
+    import torch
+
+    weight, bias, mean = torch.randn(3, 4), torch.randn(3), torch.zeros(3)
+    tensors = [libddp.from_dlpack(x) for x in (weight, bias, mean)]
+    m = libddp.Module.from_tensors(["net.weight", "net.bias", "bn.running_mean"], tensors, 1)
+    assert m.state_count() == 3 and m.num_parameters() == 2
+    assert [m.state_name(i) for i in range(3)] == ["net.weight", "net.bias", "bn.running_mean"]
+    assert [m.state_is_parameter(i) for i in range(3)] == [True, True, False]
+    assert m.get("net.bias").data_address() == bias.data_ptr()
+    m.set("net.bias", libddp.from_dlpack(torch.ones(3)))
+    assert torch.equal(bias, torch.ones(3))  # written into the caller's tensor
+    m.save_state_dict(str(tmp_path / "sd.pt"))
+    assert torch.equal(torch.load(tmp_path / "sd.pt")["net.weight"], weight)
+    with pytest.raises(libddp.Error):
+        libddp.Module.from_tensors(["only.one"], tensors, 0)  # names and tensors differ in number
+
+
+def test_reducer_with_options_over_torch_gradients():
+    import torch
+
+    with libddp.Group(rank=0, world_size=1, master_addr="127.0.0.1", master_port=0) as g:
+        grads = [torch.ones(5), torch.full((2, 2), 3.0)]
+        r = libddp.reducer_with(g, [libddp.from_dlpack(x) for x in grads], bucket_cap_mb=1, broadcast_parameters=0,
+                                find_unused_parameters=1)
+        r.mark_ready(1)  # the other counts as unused
+        r.finish()
+        assert torch.equal(grads[1], torch.full((2, 2), 3.0)) and torch.equal(grads[0], torch.zeros(5))
+        r.close()

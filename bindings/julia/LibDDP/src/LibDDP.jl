@@ -428,15 +428,22 @@ mutable struct Strategy
     modules::Vector{Module}
 end
 
-function Strategy(; devices::Integer=1, timeout_ms::Integer=0, find_unused_parameters::Bool=false)
+"""`state_dict_prefix`: the LightningModule attribute holding the model,
+with its dot ("net."), under which checkpoints name its entries."""
+function Strategy(; devices::Integer=1, timeout_ms::Integer=0, find_unused_parameters::Bool=false,
+                  state_dict_prefix::Union{Nothing,AbstractString}=nothing)
     o = StrategyOptions(0, 0, 0, 0, Cstring(C_NULL), 0, 0, 0, 0, 0, C_NULL, 0, 0, 0, 0, 0,
                         Cstring(C_NULL), 0, 0, C_NULL, C_NULL, C_NULL, Cstring(C_NULL), 0, 0, 1)
     @check ccall((:ddp_strategy_options_init, libddp), Cint, (Ref{StrategyOptions}, Cuint), o, 5)
     o.devices = devices
     o.timeout_ms = timeout_ms
     o.find_unused_parameters = find_unused_parameters
+    prefix = state_dict_prefix === nothing ? nothing : String(state_dict_prefix)
     out = Ref{Ptr{Cvoid}}(C_NULL)
-    @check ccall((:ddp_strategy_new, libddp), Cint, (Ptr{Ptr{Cvoid}}, Ref{StrategyOptions}), out, o)
+    GC.@preserve prefix begin  # ddp_strategy_new copies the string
+        prefix === nothing || (o.state_dict_prefix = Base.unsafe_convert(Cstring, prefix))
+        @check ccall((:ddp_strategy_new, libddp), Cint, (Ptr{Ptr{Cvoid}}, Ref{StrategyOptions}), out, o)
+    end
     s = Strategy(out[], Module[])
     finalizer(close, s)
     return s
@@ -456,6 +463,60 @@ function setup_module!(s::Strategy, m::Module)
     @check ccall((:ddp_strategy_setup_module, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}), s.ptr, m.ptr)
     push!(s.modules, m)
     return m
+end
+
+"""Lightning's reduce: `a` in place over the ranks (SUM, MEAN, ...)."""
+function reduce!(s::Strategy, a::Array, op::Cuint=MEAN)
+    t = tensor_view(a)
+    @check ccall((:ddp_strategy_reduce, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Cuint), s.ptr, t.ptr, op)
+    return a
+end
+
+# C: ddp_checkpoint_info
+mutable struct CheckpointInfo
+    version::Cuint
+    step::Int64
+    epoch::Int64
+    batches_in_epoch::Int64
+    user::Ptr{Cvoid}
+    user_len::Csize_t
+    samples_in_epoch::Int64
+    world_size::Int64
+end
+
+"""Lightning's checkpoint of `m` and `opt` with its counters (epochs
+completed, optimizer steps, batches per epoch); global rank 0 writes it
+atomically. Collective."""
+function save_checkpoint(s::Strategy, path::AbstractString, m::Module, opt::Optimizer; step::Integer, epoch::Integer,
+                         batches_in_epoch::Integer=0)
+    info = CheckpointInfo(2, step, epoch, batches_in_epoch, C_NULL, 0, 0, 0)
+    opts = [opt.ptr]
+    @check ccall((:ddp_strategy_save_checkpoint_v2, libddp), Cint,
+                 (Ptr{Cvoid}, Cstring, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}, Csize_t, Ptr{Ptr{Cvoid}}, Csize_t, Ref{CheckpointInfo}),
+                 s.ptr, path, m.ptr, opts, 1, C_NULL, 0, info)
+end
+
+"""DistributedSampler's num_samples: indices per rank."""
+function sampler_num_samples(n::Integer, world::Integer; drop_last::Bool=false)
+    out = Ref{Int64}(0)
+    @check ccall((:ddp_sampler_num_samples, libddp), Cint, (Int64, Cint, Cint, Ptr{Int64}), n, world, drop_last, out)
+    return out[]
+end
+
+"""Training mode on or off (dropout, batch norm statistics)."""
+train!(m::Module, on::Bool) = @check ccall((:ddp_module_train, libddp), Cint, (Ptr{Cvoid}, Cint), m.ptr, on)
+
+"""The module's forward of `x` (features x batch), outside the strategy
+(evaluation): a classes x batch matrix."""
+function forward(m::Module, x::Matrix{Float32})
+    input, out = tensor_view(x), Ref{Ptr{Cvoid}}(C_NULL)
+    try
+        @check ccall((:ddp_module_forward, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}), m.ptr, input.ptr, out)
+        v = tensor_to_vector(out[], Float32)
+        return reshape(v, :, size(x, 2))
+    finally
+        ccall((:ddp_tensor_free, libddp), Cvoid, (Ptr{Cvoid},), out[])
+    end
 end
 
 """One step: zero_grad, forward of `x` (features x batch, column-major: the

@@ -398,7 +398,6 @@ pub struct ddp_strategy_options {
     pub divide_by_initial_world_size: c_int,
 }
 
-#[link(name = "ddp")]
 // ops.h, seed.h, metric.h and the multi-output calls of model.h and strategy.h
 pub const DDP_OP_ADD: ddp_binary_op = 0;
 pub const DDP_OP_SUB: ddp_binary_op = 1;
@@ -481,6 +480,7 @@ pub struct ddp_param_group {
     pub weight_decay: f64,
     pub momentum: f64,
 }
+#[link(name = "ddp")]
 extern "C" {
     pub fn ddp_version_number() -> c_uint;
     pub fn ddp_version_string() -> *const c_char;

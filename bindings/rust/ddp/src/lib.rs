@@ -666,3 +666,6 @@ impl Drop for Strategy {
         unsafe { sys::ddp_strategy_free(self.0) }
     }
 }
+
+mod training;
+pub use training::{sampler_indices, sampler_num_samples, CheckpointInfo, ClipAlgorithm, SamplerOptions, StrategyKind, StrategyOptions};
