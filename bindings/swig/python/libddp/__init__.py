@@ -13,7 +13,7 @@ operation is one libddp call.
 
     s = libddp.strategy(devices=2, precision="bf16-mixed")   # DDPStrategy's keyword arguments
 """
-import numpy as _np
+import functools as _functools
 
 from .ddp import *  # noqa: F401,F403
 from .ddp import Tensor, Group, Reducer, CommHook, ModelAverager, Worker, Module, Optimizer, Strategy  # noqa: F401
@@ -22,20 +22,27 @@ from .ddp import LrSchedulerOptions, CheckpointInfo  # noqa: F401
 from ._ddp import Error  # noqa: F401  (raised by every failing call: .status, .message)
 from . import ddp as _ddp
 
-_TO_DTYPE = {
-    _np.dtype(_np.float32): _ddp.FLOAT32, _np.dtype(_np.float64): _ddp.FLOAT64, _np.dtype(_np.float16): _ddp.FLOAT16,
-    _np.dtype(_np.int8): _ddp.INT8, _np.dtype(_np.uint8): _ddp.UINT8, _np.dtype(_np.int32): _ddp.INT32,
-    _np.dtype(_np.int64): _ddp.INT64, _np.dtype(_np.bool_): _ddp.BOOL,
-}
-_FROM_DTYPE = {v: k for k, v in _TO_DTYPE.items()}
+
+@_functools.lru_cache(maxsize=None)
+def _numpy():
+    """NumPy, imported when an array is first wrapped: torch-only and bytes-only users need none."""
+    import numpy
+    to = {
+        numpy.dtype(numpy.float32): _ddp.FLOAT32, numpy.dtype(numpy.float64): _ddp.FLOAT64,
+        numpy.dtype(numpy.float16): _ddp.FLOAT16, numpy.dtype(numpy.int8): _ddp.INT8,
+        numpy.dtype(numpy.uint8): _ddp.UINT8, numpy.dtype(numpy.int32): _ddp.INT32,
+        numpy.dtype(numpy.int64): _ddp.INT64, numpy.dtype(numpy.bool_): _ddp.BOOL,
+    }
+    return numpy, to, {v: k for k, v in to.items()}
 
 
 def wrap(array):
     """A Tensor viewing a C-contiguous NumPy array's memory (no copy); the
     Tensor keeps the array alive."""
-    if not isinstance(array, _np.ndarray) or not array.flags.c_contiguous or not array.flags.writeable:
+    np, to_dtype, _ = _numpy()
+    if not isinstance(array, np.ndarray) or not array.flags.c_contiguous or not array.flags.writeable:
         raise TypeError("wrap: expected a writable C-contiguous numpy.ndarray")
-    dtype = _TO_DTYPE.get(array.dtype)
+    dtype = to_dtype.get(array.dtype)
     if dtype is None:
         raise TypeError(f"wrap: unsupported dtype {array.dtype}")
     t = Tensor.wrap(array, dtype, list(array.shape))
@@ -48,8 +55,9 @@ def to_numpy(tensor):
     owner = getattr(tensor, "_owner", None)
     if owner is not None:
         return owner
+    np, _, from_dtype = _numpy()
     shape = [tensor.dim_size(i) for i in range(tensor.ndim())]
-    out = _np.empty(shape, dtype=_FROM_DTYPE[tensor.dtype()])
+    out = np.empty(shape, dtype=from_dtype[tensor.dtype()])
     tensor.copy_to(out)
     return out
 
