@@ -5,8 +5,10 @@
  * test_digits_every_language.sh checks it).
  *
  *   .venv/bin/python examples/digits/export_digits.py build/digits
- *   build/tools/ddprun --standalone --nproc-per-node 2 java -Djava.library.path=build/bindings/java \
- *       -cp build/bindings/java/libddp.jar examples/java/TrainDigits.java build/digits
+ *   build/tools/ddprun --standalone --nproc-per-node 2 \
+ *       java -cp build/bindings/java/libddp.jar examples/java/TrainDigits.java build/digits
+ *
+ * (libddp.jar carries its JNI library; -Djava.library.path=DIR takes DIR's instead.)
  *
  * Without a launcher, "--world N" lets the strategy start the other ranks
  * (it runs this command again). DIGITS_STEP_LOG=FILE: rank 0 writes each

@@ -56,8 +56,8 @@ else
 fi
 
 if [ -f "$build/bindings/java/libddp.jar" ] && command -v java >/dev/null; then
-  same_as_c java "$(run java java -Djava.library.path="$build/bindings/java" -cp "$build/bindings/java/libddp.jar" \
-    "$src/examples/java/TrainDigits.java" "$work/data")"
+  # Plain `java -cp libddp.jar`: the jar loads its own JNI library.
+  same_as_c java "$(run java java -cp "$build/bindings/java/libddp.jar" "$src/examples/java/TrainDigits.java" "$work/data")"
 else
   echo "skipped java: the SWIG Java binding or a JDK is missing"
 fi

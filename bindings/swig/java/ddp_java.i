@@ -3,7 +3,7 @@
 
 %pragma(java) jniclasscode=%{
   static {
-    System.loadLibrary("ddp_java");  // libddp_java.so: the JNI glue, linked to libddp.so
+    NativeLoader.load();  // libddp_java.so, the JNI glue linked to libddp.so: from java.library.path or the jar
   }
 %}
 %include <various.i>
