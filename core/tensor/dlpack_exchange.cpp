@@ -19,7 +19,13 @@ at::Tensor tensor_from_dlpack(void* dl_managed_tensor) {
     if (managed->deleter) managed->deleter(managed);
     fail(Status::InvalidArgument, std::string("the DLPack tensor cannot be used: ") + e.what_without_backtrace());
   }
-  from_scalar_type(t.scalar_type());  // a dtype without a ddp_dtype (complex) is refused; t's drop deletes it
+  // Refusals below drop t, which runs the producer's deleter.
+  from_scalar_type(t.scalar_type());  // a dtype without a ddp_dtype (complex)
+  // libddp's tensors are contiguous (tensor.h): a strided view is refused
+  // rather than copied, so what libddp writes always lands in the producer's memory.
+  if (!t.is_contiguous())
+    fail(Status::InvalidArgument, "the DLPack tensor is not contiguous (strides " + c10::str(t.strides()) +
+                                      "): pass a contiguous one, e.g. torch's .contiguous()");
   return t;
 }
 

@@ -74,21 +74,22 @@ DDP_API ddp_status ddp_tensor_to_aten(const ddp_tensor *t, void *aten_out);
  * A tensor over another framework's memory, without a copy, by DLPack: @p
  * dl_managed_tensor is dlpack.h's DLManagedTensor (the unversioned struct a
  * `__dlpack__()` capsule named "dltensor" holds, torch.utils.dlpack.to_dlpack
- * makes, and NumPy, JAX and DLPack.jl exchange). Any strides, any dtype of
- * ddp_dtype, CPU or CUDA memory. Unlike ddp_tensor_from_aten, the producer's
+ * makes, and NumPy, JAX and DLPack.jl exchange): contiguous memory (as
+ * every ddp_tensor), any dtype of ddp_dtype, CPU or CUDA. Unlike ddp_tensor_from_aten, the producer's
  * LibTorch version does not matter.
  *
  * @param dl_managed_tensor ownership passes to libddp on every return: its
  *        deleter runs when the last tensor sharing the memory is freed, or
  *        at once when it is refused.
- * @return DDP_OK; DDP_E_INVALID_ARGUMENT for NULL, or a dtype or device
- *         LibTorch cannot take (naming it); DDP_E_UNSUPPORTED for a dtype
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for NULL, a strided (not
+ *         contiguous) tensor, or a dtype or device LibTorch cannot take
+ *         (naming it); DDP_E_UNSUPPORTED for a dtype
  *         without a ddp_dtype (complex), naming it.
  */
 DDP_API ddp_status ddp_tensor_from_dlpack(ddp_tensor **out, void *dl_managed_tensor);
 
 /**
- * The reverse: a new DLManagedTensor sharing @p t's memory (its strides and
+ * The reverse: a new DLManagedTensor sharing @p t's memory (its shape and
  * device), which the consumer (torch.from_dlpack, numpy.from_dlpack via a
  * capsule) owns and deletes once through its deleter. The memory stays
  * valid until then, even after @p t is freed.

@@ -70,7 +70,7 @@ def reducer(group, grads, **options):
 def from_dlpack(obj):
     """A Tensor sharing the memory of a torch tensor (a parameter's .grad
     too), a NumPy array or anything with __dlpack__, or of an unused DLPack
-    capsule: no copy, any strides, CPU or CUDA. What libddp writes into it
+    capsule: no copy, contiguous memory, CPU or CUDA. What libddp writes into it
     (an all_reduce, a broadcast) the owner sees."""
     capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
     return Tensor.from_dlpack_address(_ddp.ddp_py_dlpack_take(capsule))
