@@ -16,6 +16,7 @@
 
 DDP_EXTERN_C_BEGIN
 
+/** A communication hook (PyTorch's DDP comm hooks): how a bucket of gradients is reduced; freed with ddp_comm_hook_free. */
 typedef struct ddp_comm_hook ddp_comm_hook;
 
 /**
@@ -56,6 +57,7 @@ DDP_API ddp_status ddp_comm_hook_noop(ddp_comm_hook **out);
 
 struct ddp_group;
 
+/** The version of ::ddp_powersgd_options this header declares (its first field; the _INIT macro sets it). */
 #define DDP_POWERSGD_OPTIONS_VERSION 1
 
 /**
@@ -76,6 +78,7 @@ typedef struct ddp_powersgd_options {
   int batched;                      /**< 0: 1 is PyTorch's batched_powerSGD_hook (the whole bucket as one square matrix) */
 } ddp_powersgd_options;
 
+/** An initialiser of ::ddp_powersgd_options with the defaults: `ddp_powersgd_options o = DDP_POWERSGD_OPTIONS_INIT;` */
 #define DDP_POWERSGD_OPTIONS_INIT {DDP_POWERSGD_OPTIONS_VERSION, 1, 1000, 2.0, 1, 1, 0.0, 0, 0, 0}
 
 /** Fills @p opts with the defaults of @p version. */

@@ -95,8 +95,8 @@ typedef enum ddp_device_type {
 
 /** A device: its kind and, for CUDA, the device index (ignored for CPU). */
 typedef struct ddp_device {
-  ddp_device_type type;
-  int index;
+  ddp_device_type type; /**< CPU or CUDA */
+  int index; /**< the CUDA device index; 0 for the CPU */
 } ddp_device;
 
 /** Initialiser for the CPU device. */

@@ -46,6 +46,7 @@
 
 DDP_EXTERN_C_BEGIN
 
+/** One process's place in a job (rank, world size, local rank, node rank, master address and port), read from a launcher's or cluster's variables; freed with ddp_env_free. */
 typedef struct ddp_env ddp_env;
 
 /**

@@ -33,8 +33,10 @@
 
 DDP_EXTERN_C_BEGIN
 
+/** A process group: the ranks that run collectives together, over a backend; freed with ddp_group_free. */
 typedef struct ddp_group ddp_group;
 
+/** The version of ::ddp_group_options this header declares (its first field; the _INIT macro sets it). */
 #define DDP_GROUP_OPTIONS_VERSION 1
 
 /** Options of ddp_group_init. Initialise with DDP_GROUP_OPTIONS_INIT or ddp_group_options_init. */
@@ -45,6 +47,7 @@ typedef struct ddp_group_options {
   ddp_device device;      /**< device of the tensors this group works on (CPU) */
 } ddp_group_options;
 
+/** An initialiser of ::ddp_group_options with the defaults: `ddp_group_options o = DDP_GROUP_OPTIONS_INIT;` */
 #define DDP_GROUP_OPTIONS_INIT {DDP_GROUP_OPTIONS_VERSION, NULL, 0, {DDP_DEVICE_CPU, 0}}
 
 /**

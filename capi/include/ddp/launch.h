@@ -52,6 +52,7 @@ typedef struct ddp_worker ddp_worker;
  */
 typedef int (*ddp_worker_fn)(ddp_worker *worker, const void *arg, size_t arg_len);
 
+/** The version of ::ddp_spawn_options this header declares (its first field; the _INIT macro sets it). */
 #define DDP_SPAWN_OPTIONS_VERSION 1
 
 /** Options of ddp_spawn. Initialise with DDP_SPAWN_OPTIONS_INIT or ddp_spawn_options_init. */
@@ -65,6 +66,7 @@ typedef struct ddp_spawn_options {
   int64_t grace_ms;              /**< SIGTERM -> SIGKILL after a failure; 0: 5000 */
 } ddp_spawn_options;
 
+/** An initialiser of ::ddp_spawn_options with the defaults: `ddp_spawn_options o = DDP_SPAWN_OPTIONS_INIT;` */
 #define DDP_SPAWN_OPTIONS_INIT {DDP_SPAWN_OPTIONS_VERSION, 1, DDP_START_POPEN, NULL, 0, 0, 0}
 
 /** Fills @p opts with the defaults of @p version (DDP_E_INVALID_ARGUMENT for an unknown one). */

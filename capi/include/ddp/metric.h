@@ -20,6 +20,7 @@
 
 DDP_EXTERN_C_BEGIN
 
+/** A metric accumulated over steps on each rank and reduced over the ranks on compute; freed with ddp_metric_free. */
 typedef struct ddp_metric ddp_metric;
 
 /** Lightning's reduce_fx. */

@@ -20,7 +20,9 @@
 
 DDP_EXTERN_C_BEGIN
 
+/** A model: a TorchScript module (ddp_module_load) or one made of the caller's tensors; freed with ddp_module_free. */
 typedef struct ddp_module ddp_module;
+/** An optimizer over a module's parameters (LibTorch's SGD, Adam, AdamW, or the caller's); freed with ddp_optimizer_free. */
 typedef struct ddp_optimizer ddp_optimizer;
 /** What a module's method returned: tensors by index, and by key for a dict. */
 typedef struct ddp_outputs ddp_outputs;
@@ -64,7 +66,7 @@ DDP_API ddp_status ddp_module_forward(ddp_module *m, const ddp_tensor *input, dd
 
 /**
  * The module's method @p method (NULL: "forward"; any method the module
- * exports with @torch.jit.export) on @p num_inputs tensors, without the
+ * exports with \@torch.jit.export) on @p num_inputs tensors, without the
  * strategy (ddp_strategy_call is the training path). The method may return
  * a tensor, a tuple or list of tensors, or a dict from strings to tensors.
  * @param inputs borrowed for the call; each is moved to the module's device.
@@ -202,6 +204,7 @@ DDP_API ddp_status ddp_module_load_state_dict(ddp_module *m, const char *path, i
  */
 DDP_API ddp_status ddp_module_load_state_dict_nonstrict(ddp_module *m, const char *path, ddp_buffer **skipped);
 
+/** The version of ::ddp_sgd_options this header declares (its first field; the _INIT macro sets it). */
 #define DDP_SGD_OPTIONS_VERSION 1
 
 /** torch.optim.SGD's arguments. Initialise with DDP_SGD_OPTIONS_INIT. */
@@ -214,8 +217,10 @@ typedef struct ddp_sgd_options {
   int nesterov;         /**< 0 */
 } ddp_sgd_options;
 
+/** An initialiser of ::ddp_sgd_options with the defaults: `ddp_sgd_options o = DDP_SGD_OPTIONS_INIT;` */
 #define DDP_SGD_OPTIONS_INIT {DDP_SGD_OPTIONS_VERSION, 0.001, 0, 0, 0, 0}
 
+/** The version of ::ddp_adam_options this header declares (its first field; the _INIT macro sets it). */
 #define DDP_ADAM_OPTIONS_VERSION 1
 
 /** torch.optim.Adam's and AdamW's arguments. Initialise with DDP_ADAM_OPTIONS_INIT or DDP_ADAMW_OPTIONS_INIT. */
@@ -229,7 +234,9 @@ typedef struct ddp_adam_options {
   int amsgrad;          /**< 0 */
 } ddp_adam_options;
 
+/** An initialiser of ::ddp_adam_options with the defaults: `ddp_adam_options o = DDP_ADAM_OPTIONS_INIT;` */
 #define DDP_ADAM_OPTIONS_INIT {DDP_ADAM_OPTIONS_VERSION, 0.001, 0.9, 0.999, 1e-8, 0, 0}
+/** An initialiser of ::ddp_adam_options with AdamW's defaults (weight decay 0.01). */
 #define DDP_ADAMW_OPTIONS_INIT {DDP_ADAM_OPTIONS_VERSION, 0.001, 0.9, 0.999, 1e-8, 0.01, 0}
 
 /**
@@ -239,7 +246,9 @@ typedef struct ddp_adam_options {
  * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming a bad hyper-parameter.
  */
 DDP_API ddp_status ddp_optimizer_new_sgd(ddp_optimizer **out, ddp_module *m, const ddp_sgd_options *opts);
+/** torch.optim.Adam over the module's parameters (ddp_optimizer_new_sgd's contract). */
 DDP_API ddp_status ddp_optimizer_new_adam(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts);
+/** torch.optim.AdamW (decoupled weight decay) over the module's parameters (ddp_optimizer_new_sgd's contract). */
 DDP_API ddp_status ddp_optimizer_new_adamw(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts);
 
 /**
@@ -265,6 +274,7 @@ DDP_API ddp_status ddp_optimizer_new_adamw(ddp_optimizer **out, ddp_module *m, c
  */
 DDP_API ddp_status ddp_optimizer_from_torch(ddp_optimizer **out, void *torch_optimizer);
 
+/** The version of ::ddp_param_group this header declares (its first field; the _INIT macro sets it). */
 #define DDP_PARAM_GROUP_VERSION 1
 
 /** A hyper-parameter of a ddp_param_group that the optimizer's options give. */
@@ -289,12 +299,13 @@ DDP_API ddp_status ddp_optimizer_from_torch(ddp_optimizer **out, void *torch_opt
 typedef struct ddp_param_group {
   unsigned int version;           /**< DDP_PARAM_GROUP_VERSION */
   const char *const *patterns;    /**< borrowed for the call; NULL with 0: the rest */
-  size_t num_patterns;
+  size_t num_patterns; /**< the patterns' count */
   double lr;                      /**< DDP_INHERIT: the optimizer's */
   double weight_decay;            /**< DDP_INHERIT: the optimizer's */
   double momentum;                /**< SGD only; DDP_INHERIT: the optimizer's */
 } ddp_param_group;
 
+/** An initialiser of ::ddp_param_group with the defaults: `ddp_param_group o = DDP_PARAM_GROUP_INIT;` */
 #define DDP_PARAM_GROUP_INIT {DDP_PARAM_GROUP_VERSION, NULL, 0, DDP_INHERIT, DDP_INHERIT, DDP_INHERIT}
 
 /**
@@ -307,8 +318,10 @@ typedef struct ddp_param_group {
  */
 DDP_API ddp_status ddp_optimizer_new_sgd_groups(ddp_optimizer **out, ddp_module *m, const ddp_sgd_options *opts,
                                                 const ddp_param_group *groups, size_t num_groups);
+/** Adam with parameter groups (ddp_optimizer_new_sgd_groups' contract). */
 DDP_API ddp_status ddp_optimizer_new_adam_groups(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts,
                                                  const ddp_param_group *groups, size_t num_groups);
+/** AdamW with parameter groups (ddp_optimizer_new_sgd_groups' contract). */
 DDP_API ddp_status ddp_optimizer_new_adamw_groups(ddp_optimizer **out, ddp_module *m, const ddp_adam_options *opts,
                                                   const ddp_param_group *groups, size_t num_groups);
 
@@ -333,6 +346,7 @@ DDP_API ddp_status ddp_optimizer_zero_grad(ddp_optimizer *opt);
 /** Frees @p opt; NULL is accepted. */
 DDP_API void ddp_optimizer_free(ddp_optimizer *opt);
 
+/** A learning-rate scheduler over an optimizer (torch.optim.lr_scheduler); freed with ddp_lr_scheduler_free. */
 typedef struct ddp_lr_scheduler ddp_lr_scheduler;
 
 /** torch.optim.lr_scheduler's schedulers (SequentialLR: ddp_lr_scheduler_new_sequential). */
@@ -346,6 +360,7 @@ typedef enum ddp_lr_scheduler_kind {
   DDP_LR_REDUCE_ON_PLATEAU = 6 /**< ReduceLROnPlateau(mode, factor, patience, ...), stepped with a metric */
 } ddp_lr_scheduler_kind;
 
+/** The version of ::ddp_lr_scheduler_options this header declares (its first field; the _INIT macro sets it). */
 #define DDP_LR_SCHEDULER_OPTIONS_VERSION 1
 
 /**
@@ -354,10 +369,10 @@ typedef enum ddp_lr_scheduler_kind {
  */
 typedef struct ddp_lr_scheduler_options {
   unsigned int version;        /**< DDP_LR_SCHEDULER_OPTIONS_VERSION */
-  ddp_lr_scheduler_kind kind;
+  ddp_lr_scheduler_kind kind; /**< which scheduler */
   int64_t step_size;           /**< StepLR: 1 */
   const int64_t *milestones;   /**< MultiStepLR: borrowed for the call */
-  size_t num_milestones;
+  size_t num_milestones; /**< MultiStepLR: the milestones' count */
   double gamma;                /**< StepLR, MultiStepLR, ExponentialLR: 0.1 */
   int64_t t_max;               /**< CosineAnnealingLR: 1 */
   double eta_min;              /**< CosineAnnealingLR: 0 */
@@ -384,6 +399,7 @@ typedef struct ddp_lr_scheduler_options {
   double eps;                  /**< ReduceLROnPlateau: 1e-8 */
 } ddp_lr_scheduler_options;
 
+/** An initialiser of ::ddp_lr_scheduler_options with the defaults: `ddp_lr_scheduler_options o = DDP_LR_SCHEDULER_OPTIONS_INIT;` */
 #define DDP_LR_SCHEDULER_OPTIONS_INIT(kind)                                                                        \
   {DDP_LR_SCHEDULER_OPTIONS_VERSION, (kind), 1, NULL, 0, 0.1, 1, 0.0, 1.0 / 3, 1.0, 5, 0.0, 0, 0.3, 0, 1, 0.85, 0.95, \
    25.0, 1e4, 0, 0, 0.1, 10, 1e-4, 0, 0, 0.0, 1e-8}
@@ -456,12 +472,13 @@ typedef enum ddp_loss_reduction {
   DDP_LOSS_REDUCTION_FORCE_INT = 0x7fffffff
 } ddp_loss_reduction;
 
+/** The version of ::ddp_loss_options this header declares (its first field; the _INIT macro sets it). */
 #define DDP_LOSS_OPTIONS_VERSION 1
 
 /** A loss and its torch.nn.functional arguments, with PyTorch's defaults; each kind reads its own. Initialise with DDP_LOSS_OPTIONS_INIT(kind). */
 typedef struct ddp_loss_options {
   unsigned int version;           /**< DDP_LOSS_OPTIONS_VERSION */
-  ddp_loss_kind kind;
+  ddp_loss_kind kind; /**< which loss */
   ddp_loss_reduction reduction;   /**< DDP_REDUCTION_MEAN */
   const ddp_tensor *weight;       /**< NULL. Cross entropy, NLL: one per class; BCE with logits: broadcast over the input */
   int64_t ignore_index;           /**< -100. Cross entropy, NLL: rows with this class index count for nothing */
@@ -472,6 +489,7 @@ typedef struct ddp_loss_options {
   int log_target;                 /**< 0. KL divergence: the target is log-probabilities */
 } ddp_loss_options;
 
+/** An initialiser of ::ddp_loss_options with the defaults: `ddp_loss_options o = DDP_LOSS_OPTIONS_INIT;` */
 #define DDP_LOSS_OPTIONS_INIT(kind) {DDP_LOSS_OPTIONS_VERSION, (kind), DDP_REDUCTION_MEAN, NULL, -100, 0.0, NULL, 1.0, 1.0, 0}
 
 /**

@@ -20,6 +20,7 @@
 
 DDP_EXTERN_C_BEGIN
 
+/** PyTorch's PeriodicModelAverager: parameters averaged over a group every period steps; freed with ddp_model_averager_free. */
 typedef struct ddp_model_averager ddp_model_averager;
 
 /**

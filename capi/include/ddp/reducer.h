@@ -27,10 +27,12 @@
 
 DDP_EXTERN_C_BEGIN
 
+/** DDP's gradient reducer over a fixed list of gradients, in buckets; freed with ddp_reducer_free. */
 typedef struct ddp_reducer ddp_reducer;
 
 /* 2 added static_graph. A caller built against version 1 keeps working:
  * libddp reads and writes only version 1's fields for it. */
+/** The version of ::ddp_reducer_options this header declares (its first field; the _INIT macro sets it). */
 #define DDP_REDUCER_OPTIONS_VERSION 2
 
 /** Options of ddp_reducer_new. Initialise with DDP_REDUCER_OPTIONS_INIT or ddp_reducer_options_init. */
@@ -70,6 +72,7 @@ typedef struct ddp_reducer_options {
   int static_graph;
 } ddp_reducer_options;
 
+/** An initialiser of ::ddp_reducer_options with the defaults: `ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;` */
 #define DDP_REDUCER_OPTIONS_INIT {DDP_REDUCER_OPTIONS_VERSION, 25.0, 1.0, 0, 0, 1, 0, 0, 0}
 
 /** Fills @p opts with the defaults of @p version (1 or 2; version 1 writes only its own fields). */

@@ -19,6 +19,7 @@
 DDP_EXTERN_C_BEGIN
 
 /* 2 added unrepeated, 3 start; a caller of an earlier version is served within its own struct. */
+/** The version of ::ddp_sampler_options this header declares (its first field; the _INIT macro sets it). */
 #define DDP_SAMPLER_OPTIONS_VERSION 3
 
 /** DistributedSampler's keyword arguments. Initialise with DDP_SAMPLER_OPTIONS_INIT or ddp_sampler_options_init. */
@@ -40,6 +41,7 @@ typedef struct ddp_sampler_options {
                              gets the tail of its unresumed indices */
 } ddp_sampler_options;
 
+/** An initialiser of ::ddp_sampler_options with the defaults: `ddp_sampler_options o = DDP_SAMPLER_OPTIONS_INIT;` */
 #define DDP_SAMPLER_OPTIONS_INIT {DDP_SAMPLER_OPTIONS_VERSION, 1, 0, 0, 0, 0}
 
 /**

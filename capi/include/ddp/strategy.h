@@ -51,6 +51,7 @@
 
 DDP_EXTERN_C_BEGIN
 
+/** Lightning's DDPStrategy: setup, rank facts, collectives, training steps and checkpoints; freed with ddp_strategy_free. */
 typedef struct ddp_strategy ddp_strategy;
 
 /** How the ranks are started (see the file comment). */
@@ -78,13 +79,13 @@ typedef enum ddp_clip_algorithm {
  */
 typedef struct ddp_cluster_callbacks {
   void *user_data;                                /**< passed to every callback */
-  int (*world_size)(void *user_data);
-  int (*global_rank)(void *user_data);
-  int (*local_rank)(void *user_data);
+  int (*world_size)(void *user_data); /**< processes in the job */
+  int (*global_rank)(void *user_data); /**< this process's rank in the job */
+  int (*local_rank)(void *user_data); /**< this process's rank on its node */
   int (*local_world_size)(void *user_data);       /**< processes on this node */
-  int (*node_rank)(void *user_data);
+  int (*node_rank)(void *user_data); /**< this node's index */
   const char *(*main_address)(void *user_data);   /**< borrowed; copied at once */
-  int (*main_port)(void *user_data);
+  int (*main_port)(void *user_data); /**< the rendezvous store's port (MASTER_PORT) */
 } ddp_cluster_callbacks;
 
 /** Where a load callback of ddp_checkpoint_io writes the bytes it fetched. */
@@ -101,10 +102,10 @@ DDP_API ddp_status ddp_byte_sink_write(ddp_byte_sink *sink, const void *data, si
  * is required; the callbacks run on the calling thread.
  */
 typedef struct ddp_checkpoint_io {
-  void *user_data;
-  int (*save)(void *user_data, const char *path, const void *data, size_t len);
-  int (*load)(void *user_data, const char *path, ddp_byte_sink *sink);
-  int (*remove)(void *user_data, const char *path);
+  void *user_data; /**< passed to every callback */
+  int (*save)(void *user_data, const char *path, const void *data, size_t len); /**< stores @p len bytes under @p path, whole or not at all */
+  int (*load)(void *user_data, const char *path, ddp_byte_sink *sink); /**< writes the bytes under @p path to @p sink (ddp_byte_sink_write) */
+  int (*remove)(void *user_data, const char *path); /**< removes @p path */
 } ddp_checkpoint_io;
 
 /* 2 added gradient_as_bucket_view; 3 the precision, gradient clipping, the
@@ -113,6 +114,7 @@ typedef struct ddp_checkpoint_io {
  * libddp reads and writes only that version's fields for it, and its
  * defaults (devices 1) are kept. */
 /* 4 added state_dict_prefix; 5 requeue_signal, join_enabled and divide_by_initial_world_size. */
+/** The version of ::ddp_strategy_options this header declares (its first field; the _INIT macro sets it). */
 #define DDP_STRATEGY_OPTIONS_VERSION 5
 
 /** DDPStrategy's arguments, with Lightning's and PyTorch's defaults. Initialise with DDP_STRATEGY_OPTIONS_INIT. */
@@ -162,6 +164,7 @@ typedef struct ddp_strategy_options {
                                       counting as zeros; 0: over the ranks still training */
 } ddp_strategy_options;
 
+/** An initialiser of ::ddp_strategy_options with the defaults: `ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;` */
 #define DDP_STRATEGY_OPTIONS_INIT                                                                                   \
   {DDP_STRATEGY_OPTIONS_VERSION, DDP_STRATEGY_DDP, DDP_DEVICE_CPU, 0, NULL, 0, 25.0, 1.0, 0, 1, NULL, 0, 0, 0, 0, 0, \
    NULL, 0.0, DDP_CLIP_NORM, NULL, NULL, NULL, NULL, 0, 0, 1}
@@ -194,8 +197,11 @@ DDP_API ddp_group *ddp_strategy_group(ddp_strategy *s);
 
 /** Rank facts; before setup: rank 0 of a world of 1. -1 for an invalid handle. */
 DDP_API int ddp_strategy_global_rank(const ddp_strategy *s);
+/** The rank on this node (LOCAL_RANK). */
 DDP_API int ddp_strategy_local_rank(const ddp_strategy *s);
+/** This node's index (NODE_RANK / GROUP_RANK). */
 DDP_API int ddp_strategy_node_rank(const ddp_strategy *s);
+/** The number of processes in the job. */
 DDP_API int ddp_strategy_world_size(const ddp_strategy *s);
 /** @return 1 on global rank 0, else 0. */
 DDP_API int ddp_strategy_is_global_zero(const ddp_strategy *s);
@@ -288,6 +294,7 @@ DDP_API ddp_status ddp_strategy_call_v2(ddp_strategy *s, ddp_module *m, const ch
  * @return DDP_E_STATE for a second begin before end, or an end without begin.
  */
 DDP_API ddp_status ddp_strategy_forward_begin(ddp_strategy *s, ddp_module *m);
+/** Ends the forward ddp_strategy_forward_begin began (see there). */
 DDP_API ddp_status ddp_strategy_forward_end(ddp_strategy *s);
 
 /**
@@ -354,8 +361,11 @@ DDP_API ddp_status ddp_strategy_reduce(ddp_strategy *s, ddp_tensor *t, ddp_reduc
  */
 DDP_API ddp_status ddp_strategy_broadcast_bytes(ddp_strategy *s, const void *data, size_t len, int src,
                                                 ddp_buffer **out);
+/** Lightning's all_gather: every rank's @p in stacked along a new first dimension (the group's all_gather). */
 DDP_API ddp_status ddp_strategy_all_gather(ddp_strategy *s, const ddp_tensor *in, ddp_tensor **out);
+/** Lightning's gather_all_tensors: one tensor per rank, first dimensions may differ (ddp_all_gather_uneven). */
 DDP_API ddp_status ddp_strategy_all_gather_uneven(ddp_strategy *s, const ddp_tensor *in, ddp_tensor **out);
+/** Lightning's reduce_boolean_decision: *out is 1 when every rank's decision is true (@p all 1) or any is (@p all 0). */
 DDP_API ddp_status ddp_strategy_reduce_boolean_decision(ddp_strategy *s, int decision, int all, int *out);
 
 /**
@@ -378,10 +388,12 @@ DDP_API ddp_status ddp_strategy_all_gather_v2(ddp_strategy *s, const ddp_tensor 
  *         another ddp_group_init), before any communication.
  */
 DDP_API ddp_status ddp_strategy_reduce_v2(ddp_strategy *s, ddp_tensor *t, ddp_reduce_op op, ddp_group *group);
+/** ddp_strategy_all_gather_v2 over @p group (NULL: the strategy's own), as ddp_strategy_reduce_v2. */
 DDP_API ddp_status ddp_strategy_all_gather_v3(ddp_strategy *s, const ddp_tensor *in, int sync_grads, ddp_group *group,
                                              ddp_tensor **out);
 
 /* 2 added samples_in_epoch and world_size; a version 1 caller is served within its own struct. */
+/** The version of ::ddp_checkpoint_info this header declares (its first field; the _INIT macro sets it). */
 #define DDP_CHECKPOINT_INFO_VERSION 2
 
 /** The counters a checkpoint carries beside the state. Initialise with DDP_CHECKPOINT_INFO_INIT (also before a load:
@@ -392,7 +404,7 @@ typedef struct ddp_checkpoint_info {
   int64_t epoch;            /**< epochs completed (Lightning's epoch; a resumed run starts this epoch) */
   int64_t batches_in_epoch; /**< batches per epoch (the fit loop's progress Lightning resumes from); 0: step / epoch */
   const void *user;         /**< the caller's own bytes (may be NULL with user_len 0); borrowed for the call */
-  size_t user_len;
+  size_t user_len; /**< the user bytes' length */
   /* version 2 */
   int64_t samples_in_epoch; /**< a checkpoint inside an epoch: entries of the epoch's sampler list trained on over
                                  every rank (the sampler options' start of the resumed epoch); 0 at an epoch's end */
@@ -400,6 +412,7 @@ typedef struct ddp_checkpoint_info {
                                  writes the strategy's own and ignores this */
 } ddp_checkpoint_info;
 
+/** An initialiser of ::ddp_checkpoint_info with the defaults: `ddp_checkpoint_info o = DDP_CHECKPOINT_INFO_INIT;` */
 #define DDP_CHECKPOINT_INFO_INIT {DDP_CHECKPOINT_INFO_VERSION, 0, 0, 0, NULL, 0, 0, 0}
 
 /**

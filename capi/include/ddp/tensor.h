@@ -16,6 +16,7 @@
 
 DDP_EXTERN_C_BEGIN
 
+/** A tensor handle (see the file's description); freed with ddp_tensor_free. */
 typedef struct ddp_tensor ddp_tensor;
 
 /**

@@ -10,8 +10,11 @@
 
 #include "ddp/ddp_export.h"
 
+/** The version of libddp these headers are (semantic versioning: the ABI changes only with the major). */
 #define DDP_VERSION_MAJOR 0
+/** The minor version: functions added, nothing removed. */
 #define DDP_VERSION_MINOR 1
+/** The patch version: fixes only. */
 #define DDP_VERSION_PATCH 0
 /** major*10000 + minor*100 + patch */
 #define DDP_VERSION_NUMBER \
