@@ -172,6 +172,8 @@ typedef struct { ddp_buffer *buf; } DdpBytes;
 %}
 DDP_JAVA_CLOSEABLE(DdpCommHook)
 %javamethodmodifiers DdpReducer::DdpReducer "protected";  /* Reducer.create keeps the gradients alive */
+%rename(withOptionsNative) DdpReducer::with_options;
+%javamethodmodifiers DdpReducer::with_options "protected";  /* Reducer.withOptions keeps them alive */
 %typemap(javainterfaces) DdpReducer "AutoCloseable"
 %typemap(javacode) DdpReducer %{
   private Tensor[] gradients;  // the memory the reducer reduces in place
@@ -180,6 +182,13 @@ DDP_JAVA_CLOSEABLE(DdpCommHook)
   public static Reducer create(Group group, Tensor[] gradients, double bucketCapMb, double firstBucketMb,
                                boolean findUnusedParameters) {
     Reducer r = new Reducer(group, gradients, bucketCapMb, firstBucketMb, findUnusedParameters);
+    r.gradients = gradients.clone();
+    return r;
+  }
+
+  /** A reducer with every option of ReducerOptions (broadcastParameters, joinEnabled, ...); keeps the gradients alive. */
+  public static Reducer withOptions(Group group, Tensor[] gradients, ReducerOptions options) {
+    Reducer r = withOptionsNative(group, gradients, options);
     r.gradients = gradients.clone();
     return r;
   }
