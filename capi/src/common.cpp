@@ -36,6 +36,10 @@ const char* ddp_status_string(ddp_status s) {
 
 const char* ddp_last_error_message(void) { return last_error(); }
 void ddp_error_clear(void) { clear_last_error(); }
+void ddp_error_set(const char* message) {
+  if (message) set_last_error(message);
+  else clear_last_error();
+}
 
 size_t ddp_dtype_size(ddp_dtype d) { return ddp::core::dtype_size(to_core(d)); }
 const char* ddp_dtype_name(ddp_dtype d) { return ddp::core::dtype_name(to_core(d)); }

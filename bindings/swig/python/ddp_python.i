@@ -319,3 +319,83 @@ PyObject *ddp_py_dlpack_capsule(long long address) {
 %pythonappend DdpModule::from_tensors %{
     val._keep = list(TENSORS)
 %}
+
+/* ---- custom comm hooks: a Python callable ---------------------------------
+ * fn(group, buffer, index, is_last, divisor, params) runs for each ready
+ * bucket, on whichever thread completed it (it takes the GIL), and must
+ * leave the reduced bucket in buffer (a Tensor valid during the call only),
+ * e.g. group.all_reduce(buffer) and a division by divisor. params: one
+ * (parameter index, element offset, shape) per gradient in the bucket. An
+ * exception fails the step on every rank: libddp.Error's status, else
+ * E_INTERNAL. libddp/__init__.py wraps this as CommHook.custom(fn). */
+%{
+static ddp_status ddp_py_hook_trampoline(ddp_group *group, const ddp_comm_bucket *b, void *user) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  ddp_status rc = DDP_OK;
+  PyObject *pg = SWIG_NewPointerObj(group, SWIGTYPE_p_DdpGroup, 0);
+  PyObject *pt = SWIG_NewPointerObj(b->buffer, SWIGTYPE_p_DdpTensor, 0);
+  PyObject *params = PyList_New((Py_ssize_t)b->num_params);
+  for (size_t k = 0; params && k < b->num_params; ++k) {
+    PyObject *shape = PyTuple_New((Py_ssize_t)b->ndims[k]);
+    for (size_t d = 0; shape && d < b->ndims[k]; ++d)
+      PyTuple_SET_ITEM(shape, (Py_ssize_t)d, PyLong_FromLongLong(b->shapes[k][d]));
+    PyList_SET_ITEM(params, (Py_ssize_t)k, Py_BuildValue("(nLN)", (Py_ssize_t)b->param_indices[k],
+                                                          (long long)b->offsets[k], shape));
+  }
+  PyObject *r = PyObject_CallFunction((PyObject *)user, "OOnOiO", pg, pt, (Py_ssize_t)b->index,
+                                      b->is_last ? Py_True : Py_False, b->divisor, params);
+  if (!r) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    /* libddp.Error(status, message) raised in Python carries the status as its first argument. */
+    PyObject *st = NULL;
+    if (value && PyObject_IsInstance(value, ddp_py_error) == 1) {
+      PyObject *args = PyObject_GetAttrString(value, "args");
+      if (args && PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 0) {
+        st = PyTuple_GET_ITEM(args, 0);
+        Py_INCREF(st);
+      }
+      Py_XDECREF(args);
+    }
+    rc = st && PyLong_Check(st) ? (ddp_status)PyLong_AsLong(st) : DDP_E_INTERNAL;
+    if (rc == DDP_OK) rc = DDP_E_INTERNAL;
+    Py_XDECREF(st);
+    /* The exception's text becomes the reason libddp reports on every rank. */
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    const char *utf8 = text ? PyUnicode_AsUTF8(text) : NULL;
+    char reason[1024];
+    snprintf(reason, sizeof reason, "%s: %s", type ? ((PyTypeObject *)type)->tp_name : "exception", utf8 ? utf8 : "");
+    ddp_error_set(reason);
+    Py_XDECREF(text);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    PyErr_Print(); /* the traceback on this rank; every rank's call fails with rc */
+  }
+  Py_XDECREF(r);
+  Py_XDECREF(params);
+  Py_XDECREF(pt);
+  Py_XDECREF(pg);
+  PyGILState_Release(gil);
+  return rc;
+}
+%}
+%nothread ddp_py_comm_hook_custom;
+%newobject ddp_py_comm_hook_custom;
+%inline %{
+/* The callable is kept for the life of the process: reducers and strategies
+ * hold the hook past the Python object's life. */
+DdpCommHook *ddp_py_comm_hook_custom(PyObject *fn) {
+  DdpCommHook *h = NULL;
+  if (!PyCallable_Check(fn)) {
+    ddp_swig_check(DDP_E_INVALID_ARGUMENT);
+    return NULL;
+  }
+  Py_INCREF(fn);
+  if (ddp_swig_check(ddp_comm_hook_custom(&h, ddp_py_hook_trampoline, fn))) Py_DECREF(fn);
+  return h;
+}
+%}
+%pythonappend DdpReducer::set_comm_hook %{
+        self._hook = hook
+%}

@@ -64,6 +64,15 @@ DDP_API const char *ddp_last_error_message(void);
 /** Clears the calling thread's last error message. */
 DDP_API void ddp_error_clear(void);
 
+/**
+ * Sets the calling thread's last error message: how code called by libddp
+ * (a custom comm hook, a checkpoint_io or cluster callback, written in any
+ * language) says why it failed. libddp adds it to the error it reports for
+ * the callback's non-OK return, on every rank.
+ * @param message copied; NULL clears it as ddp_error_clear does.
+ */
+DDP_API void ddp_error_set(const char *message);
+
 /** Element types. libddp's own numbering, never c10's. */
 typedef enum ddp_dtype {
   DDP_FLOAT32 = 0,

@@ -77,6 +77,25 @@ def work(worker, arg):
         out = torch.from_dlpack(gathered)
         checks["dlpack_all_gather_to_torch"] = (out.data_ptr() == gathered.data_address()
                                                 and out.tolist() == [[float(q)] * 2 for q in range(world)])
+        # A comm hook written in Python (the allreduce hook's algorithm: sum, divide)
+        # averages as PyTorch's allreduce_hook does, seeing the bucket's layout.
+        seen = []
+
+        def average(group, bucket):
+            seen.append((bucket.index, bucket.is_last, bucket.divisor, bucket.params))
+            group.all_reduce(bucket.buffer, libddp.SUM)
+            torch.from_dlpack(bucket.buffer).div_(bucket.divisor)
+
+        grads = [np.full(5, rank + 1.0, np.float32), np.full((2, 3), 10.0 * (rank + 1), np.float32)]
+        r = libddp.reducer(g, grads, bucket_cap_mb=1)
+        r.set_comm_hook(libddp.CommHook.custom(average))
+        r.mark_ready(1)
+        r.mark_ready(0)
+        r.finish()
+        want = [torch.full((5,), 1.5), torch.full((2, 3), 15.0)]  # torch: (1 + 2) / 2, (10 + 20) / 2
+        checks["python_comm_hook"] = (all(torch.equal(torch.from_numpy(a), w) for a, w in zip(grads, want))
+                                      and seen == [(0, True, world, [(1, 0, (2, 3)), (0, 6, (5,))])])  # DDP: last first
+        r.close()
         # A failing call raises libddp.Error with the status and the message.
         try:
             g.broadcast(libddp.wrap(np.zeros(2, np.float32)), src=world)

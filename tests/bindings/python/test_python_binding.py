@@ -181,3 +181,14 @@ def test_reducer_with_options_over_torch_gradients():
         r.finish()
         assert torch.equal(grads[1], torch.full((2, 2), 3.0)) and torch.equal(grads[0], torch.zeros(5))
         r.close()
+
+
+def test_a_failing_python_comm_hook_stops_every_rank():
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "hook_failure_worker.py")], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    got = {k: v for line in lines for k, v in line.items()}
+    assert got["rank1"][0] == libddp.E_INVALID_ARGUMENT and "refuses bucket 0" in got["rank1"][1], got
+    assert got["rank0"] is not None and "rank 1" in got["rank0"][1], got

@@ -487,6 +487,7 @@ extern "C" {
     pub fn ddp_status_string(status: ddp_status) -> *const c_char;
     pub fn ddp_last_error_message() -> *const c_char;
     pub fn ddp_error_clear();
+    pub fn ddp_error_set(message: *const c_char);
     pub fn ddp_dtype_size(dtype: ddp_dtype) -> usize;
     pub fn ddp_dtype_name(dtype: ddp_dtype) -> *const c_char;
     pub fn ddp_buffer_data(buf: *const ddp_buffer) -> *const c_void;

@@ -125,6 +125,33 @@ def lr_scheduler(optimizer, kind, **options):
     return LrScheduler(optimizer, _filled(LrSchedulerOptions(kind), options))
 
 
+class Bucket:
+    """One ready bucket, as a custom comm hook sees it: `buffer` (a Tensor,
+    valid during the hook's call only: reduce it in place), `index`,
+    `is_last`, `divisor` (the ranks to average over) and `params`, one
+    (parameter index, element offset, shape) per gradient in it."""
+    __slots__ = ("buffer", "index", "is_last", "divisor", "params")
+
+    def __init__(self, buffer, index, is_last, divisor, params):
+        self.buffer, self.index, self.is_last, self.divisor, self.params = buffer, index, is_last, divisor, params
+
+
+def _custom_hook(fn):
+    """A comm hook written in Python: fn(group, bucket) reduces bucket.buffer
+    in place, e.g. group.all_reduce(bucket.buffer) then a division by
+    bucket.divisor (torch.from_dlpack(bucket.buffer) views it). It runs on
+    the thread that completed the bucket; an exception fails the step on
+    every rank (libddp.Error's status, else E_INTERNAL)."""
+    if not callable(fn):
+        raise TypeError("CommHook.custom: fn must be callable")
+    hook = _ddp.ddp_py_comm_hook_custom(lambda group, *bucket: fn(group, Bucket(*bucket)))
+    hook._fn = fn
+    return hook
+
+
+CommHook.custom = staticmethod(_custom_hook)
+
+
 def _close(self):
     """Frees the handle now (otherwise when the object is collected)."""
     if getattr(self, "thisown", False):
