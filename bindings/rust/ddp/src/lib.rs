@@ -350,20 +350,23 @@ impl Drop for ModelAverager<'_> {
 /// parameter): write a gradient with [`Reducer::gradient_mut`], mark it
 /// ready, and after [`Reducer::finish`] every gradient is the average over
 /// the group, as PyTorch's DDP computes it.
-pub struct Reducer<'g> {
+///
+/// The gradients' element type is any floating one: `f32` (the default),
+/// `f64`, [`F16`] or [`BF16`].
+pub struct Reducer<'g, T: Element = f32> {
     raw: *mut sys::ddp_reducer,
-    grads: Vec<Vec<f32>>,
+    grads: Vec<Vec<T>>,
     _views: Vec<Tensor>,
     _group: std::marker::PhantomData<&'g Group>,
 }
 
 // SAFETY: reducer.h: not for concurrent use (so not Sync); the buffers it
 // points into are owned by the Reducer itself and move with it.
-unsafe impl Send for Reducer<'_> {}
+unsafe impl<T: Element> Send for Reducer<'_, T> {}
 
-impl<'g> Reducer<'g> {
+impl<'g, T: Element> Reducer<'g, T> {
     /// Buckets as PyTorch's DDP makes them (`bucket_cap_mb`, 1 MiB first bucket).
-    pub fn new(group: &'g Group, mut grads: Vec<Vec<f32>>, bucket_cap_mb: f64) -> Result<Reducer<'g>> {
+    pub fn new(group: &'g Group, mut grads: Vec<Vec<T>>, bucket_cap_mb: f64) -> Result<Reducer<'g, T>> {
         let mut views = Vec::with_capacity(grads.len());
         for g in grads.iter_mut() {
             views.push(Tensor::view(g.as_mut_slice())?);
@@ -381,12 +384,12 @@ impl<'g> Reducer<'g> {
         Ok(Reducer { raw, grads, _views: views, _group: std::marker::PhantomData })
     }
 
-    pub fn gradient(&self, index: usize) -> &[f32] {
+    pub fn gradient(&self, index: usize) -> &[T] {
         &self.grads[index]
     }
 
     /// Write access to gradient `index` (its length is fixed).
-    pub fn gradient_mut(&mut self, index: usize) -> &mut [f32] {
+    pub fn gradient_mut(&mut self, index: usize) -> &mut [T] {
         &mut self.grads[index]
     }
 
@@ -425,7 +428,7 @@ impl<'g> Reducer<'g> {
     }
 }
 
-impl Drop for Reducer<'_> {
+impl<T: Element> Drop for Reducer<'_, T> {
     fn drop(&mut self) {
         unsafe { sys::ddp_reducer_free(self.raw) }
     }
@@ -669,3 +672,6 @@ impl Drop for Strategy {
 
 mod training;
 pub use training::{sampler_indices, sampler_num_samples, CheckpointInfo, ClipAlgorithm, SamplerOptions, StrategyKind, StrategyOptions};
+
+mod extensions;
+pub use extensions::{spawn, Bucket, StartMethod, Worker, WorkerFn, BF16, F16};

@@ -1,0 +1,190 @@
+//! Comm hooks written in Rust, spawn from Rust, and the half-precision
+//! element types. Each forwards to one C API call; the closures and
+//! functions are the caller's.
+use super::*;
+use std::mem::ManuallyDrop;
+use std::sync::Mutex;
+
+/// IEEE binary16 by its bits (what the `half` crate's `f16::to_bits` gives):
+/// a gradient element type of the reducer and the collectives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct F16(pub u16);
+
+/// bfloat16 by its bits (the upper half of an f32's: `(x.to_bits() >> 16) as u16` truncates).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct BF16(pub u16);
+
+element!(F16, DDP_FLOAT16);
+element!(BF16, DDP_BFLOAT16);
+
+/// One ready bucket as a Rust comm hook sees it (valid during the call only).
+pub struct Bucket<'a> {
+    raw: &'a sys::ddp_comm_bucket,
+}
+
+impl Bucket<'_> {
+    /// The bucket's position in the step (buckets run in index order).
+    pub fn index(&self) -> usize {
+        self.raw.index
+    }
+    pub fn is_last(&self) -> bool {
+        self.raw.is_last != 0
+    }
+    /// Divide by this to average (the group's size, or the ranks not joined).
+    pub fn divisor(&self) -> i32 {
+        self.raw.divisor
+    }
+    /// (parameter index, element offset in the buffer, shape) of each gradient in it.
+    pub fn params(&self) -> Vec<(usize, i64, Vec<i64>)> {
+        (0..self.raw.num_params)
+            .map(|k| unsafe {
+                let ndim = *self.raw.ndims.add(k);
+                let shape = std::slice::from_raw_parts(*self.raw.shapes.add(k), ndim).to_vec();
+                (*self.raw.param_indices.add(k), *self.raw.offsets.add(k), shape)
+            })
+            .collect()
+    }
+    /// The flat bucket, to reduce in place; `Err` unless its elements are `T` in host memory.
+    pub fn buffer_mut<T: Element>(&mut self) -> Result<&mut [T]> {
+        let t = self.raw.buffer;
+        unsafe {
+            if sys::ddp_tensor_dtype(t) != T::DTYPE || sys::ddp_tensor_device(t).type_ != sys::DDP_DEVICE_CPU {
+                return Err(invalid("the bucket is not of this element type in host memory"));
+            }
+            let n = sys::ddp_tensor_numel(t) as usize;
+            let data = sys::ddp_tensor_data(t) as *mut T;
+            Ok(if n == 0 { &mut [] } else { std::slice::from_raw_parts_mut(data, n) })
+        }
+    }
+}
+
+unsafe extern "C" fn hook_trampoline<F>(
+    group: *mut sys::ddp_group,
+    bucket: *const sys::ddp_comm_bucket,
+    user: *mut c_void,
+) -> sys::ddp_status
+where
+    F: Fn(&Group, &mut Bucket<'_>) -> Result<()> + Send + Sync + 'static,
+{
+    // The group is borrowed from libddp for the call: never freed here.
+    let group = ManuallyDrop::new(Group(group));
+    let mut bucket = Bucket { raw: &*bucket };
+    let f = &*(user as *const F);
+    // A panic must not unwind into C: it fails the step as an internal error.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&group, &mut bucket))) {
+        Ok(Ok(())) => sys::DDP_OK,
+        Ok(Err(e)) => {
+            set_reason(&e.message);
+            if e.status == sys::DDP_OK { sys::DDP_E_INTERNAL } else { e.status }
+        }
+        Err(_) => {
+            set_reason("the Rust comm hook panicked");
+            sys::DDP_E_INTERNAL
+        }
+    }
+}
+
+fn set_reason(message: &str) {
+    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    unsafe { sys::ddp_error_set(c.as_ptr()) }
+}
+
+impl CommHook<'static> {
+    /// A comm hook written in Rust: `f(group, bucket)` runs for each ready
+    /// bucket, on the thread that completed it, and leaves the reduced
+    /// bucket in `bucket.buffer_mut()` (e.g. `group.all_reduce` on it, then a
+    /// division by `bucket.divisor()`). An `Err` (its status and message) or
+    /// a panic fails the step on every rank. The closure lives as long as
+    /// the process: reducers and strategies may hold the hook after this
+    /// value is dropped.
+    pub fn custom<F>(f: F) -> Result<CommHook<'static>>
+    where
+        F: Fn(&Group, &mut Bucket<'_>) -> Result<()> + Send + Sync + 'static,
+    {
+        let user = Box::into_raw(Box::new(f));
+        let mut h = ptr::null_mut();
+        let status = unsafe { sys::ddp_comm_hook_custom(&mut h, Some(hook_trampoline::<F>), user as *mut c_void) };
+        if status != sys::DDP_OK {
+            drop(unsafe { Box::from_raw(user) }); // never registered: freed
+        }
+        check(status)?;
+        Ok(CommHook::own(h))
+    }
+}
+
+/// One worker of [`spawn`]: its place in the job.
+pub struct Worker(*mut sys::ddp_worker);
+
+impl Worker {
+    pub fn rank(&self) -> i32 {
+        unsafe { sys::ddp_worker_rank(self.0) }
+    }
+    pub fn world_size(&self) -> i32 {
+        unsafe { sys::ddp_worker_world_size(self.0) }
+    }
+    pub fn local_rank(&self) -> i32 {
+        unsafe { sys::ddp_worker_local_rank(self.0) }
+    }
+    /// On rank 0: what [`spawn`] returns to the launching program.
+    pub fn set_result(&self, bytes: &[u8]) -> Result<()> {
+        check(unsafe { sys::ddp_worker_set_result(self.0, bytes.as_ptr() as *const c_void, bytes.len()) })
+    }
+}
+
+/// The function every worker runs: `(worker, the bytes given to spawn)` to an exit code.
+pub type WorkerFn = fn(&Worker, &[u8]) -> i32;
+
+static WORKER_FN: Mutex<Option<WorkerFn>> = Mutex::new(None);
+
+unsafe extern "C" fn worker_trampoline(worker: *mut sys::ddp_worker, arg: *const c_void, len: usize) -> c_int {
+    let f = match *WORKER_FN.lock().unwrap_or_else(|e| e.into_inner()) {
+        Some(f) => f,
+        None => return 1,
+    };
+    let bytes = if len == 0 { &[][..] } else { std::slice::from_raw_parts(arg as *const u8, len) };
+    let w = Worker(worker);
+    std::panic::catch_unwind(|| f(&w, bytes)).unwrap_or(1)
+}
+
+/// How [`spawn`] starts its workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartMethod {
+    /// Runs this program again (DDPSpawnStrategy's spawn); it reaches this
+    /// same `spawn` call, which then runs `f` as a worker.
+    Popen,
+    /// fork(): the workers are copies of this process.
+    Fork,
+}
+
+/// Lightning's DDPSpawnStrategy launcher: `nprocs` workers each run `f`
+/// (a plain function: a worker may be this program started again) with
+/// `arg`; returns rank 0's [`Worker::set_result`] bytes. A failing or
+/// stopped worker stops the others and is named in the error.
+pub fn spawn(nprocs: i32, start: StartMethod, timeout_ms: i64, f: WorkerFn, arg: &[u8]) -> Result<Vec<u8>> {
+    *WORKER_FN.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    let mut o = std::mem::MaybeUninit::<sys::ddp_spawn_options>::uninit();
+    check(unsafe { sys::ddp_spawn_options_init(o.as_mut_ptr(), sys::DDP_SPAWN_OPTIONS_VERSION) })?;
+    let mut o = unsafe { o.assume_init() };
+    o.nprocs = nprocs;
+    o.start_method = match start {
+        StartMethod::Popen => sys::DDP_START_POPEN,
+        StartMethod::Fork => sys::DDP_START_FORK,
+    };
+    o.timeout_ms = timeout_ms;
+    let mut result = ptr::null_mut();
+    check(unsafe {
+        sys::ddp_spawn(&o, Some(worker_trampoline), arg.as_ptr() as *const c_void, arg.len(), &mut result)
+    })?;
+    if result.is_null() {
+        return Ok(Vec::new());
+    }
+    let out = unsafe {
+        let n = sys::ddp_buffer_size(result);
+        let data = sys::ddp_buffer_data(result) as *const u8;
+        if n == 0 { Vec::new() } else { std::slice::from_raw_parts(data, n).to_vec() }
+    };
+    unsafe { sys::ddp_buffer_free(result) };
+    Ok(out)
+}
