@@ -315,3 +315,130 @@ static DdpBytes ddp_java_spawn(DdpJavaWorkerFn *fn, int nprocs, const void *CBUF
 %rename(spawn) ddp_java_spawn;
 DdpBytes ddp_java_spawn(DdpJavaWorkerFn *FN, int nprocs, const void *CBUFFER, size_t CBUFLEN,
                         ddp_start_method start_method, long long timeout_ms);
+
+/* ---- custom comm hooks: a Java CommHookFunction ----------------------------
+ * The classes and methods are looked up on the Java thread that makes the
+ * hook: the hook may run on a native thread, attached here as a daemon,
+ * whose class loader would not see the application's classes. */
+%{
+typedef struct {
+  jobject fn;          /* global reference to the CommHookFunction */
+  jclass group_cls, tensor_cls, bucket_cls, long_array_cls, ddp_exception_cls;
+  jmethodID group_ctor, tensor_ctor, bucket_ctor, run;
+  jfieldID status;
+} DdpJavaHook;
+
+static JavaVM *ddp_java_hook_vm = NULL;
+
+static jlongArray ddp_java_longs(JNIEnv *env, const int64_t *v, size_t n) {
+  jlongArray a = (*env)->NewLongArray(env, (jsize)n);
+  if (a && n) (*env)->SetLongArrayRegion(env, a, 0, (jsize)n, (const jlong *)v);
+  return a;
+}
+
+static ddp_status ddp_java_hook_trampoline(ddp_group *group, const ddp_comm_bucket *b, void *user) {
+  DdpJavaHook *h = (DdpJavaHook *)user;
+  JNIEnv *env = NULL;
+  if ((*ddp_java_hook_vm)->GetEnv(ddp_java_hook_vm, (void **)&env, JNI_VERSION_1_6) != JNI_OK &&
+      (*ddp_java_hook_vm)->AttachCurrentThreadAsDaemon(ddp_java_hook_vm, (void **)&env, NULL) != JNI_OK) {
+    ddp_error_set("the Java comm hook's thread cannot attach to the JVM");
+    return DDP_E_INTERNAL;
+  }
+  if ((*env)->PushLocalFrame(env, 32 + (jint)b->num_params) < 0) return DDP_E_NOMEM;
+  ddp_status rc = DDP_OK;
+  jobject jg = (*env)->NewObject(env, h->group_cls, h->group_ctor, (jlong)(intptr_t)group, JNI_FALSE);
+  jobject jt = (*env)->NewObject(env, h->tensor_cls, h->tensor_ctor, (jlong)(intptr_t)b->buffer, JNI_FALSE);
+  int64_t *idx = (int64_t *)calloc(b->num_params ? b->num_params : 1, sizeof(int64_t));
+  for (size_t k = 0; idx && k < b->num_params; ++k) idx[k] = (int64_t)b->param_indices[k];
+  jlongArray jidx = idx ? ddp_java_longs(env, idx, b->num_params) : NULL;
+  free(idx);
+  jlongArray joff = ddp_java_longs(env, b->offsets, b->num_params);
+  jobjectArray jshapes = (*env)->NewObjectArray(env, (jsize)b->num_params, h->long_array_cls, NULL);
+  for (size_t k = 0; jshapes && k < b->num_params; ++k)
+    (*env)->SetObjectArrayElement(env, jshapes, (jsize)k, ddp_java_longs(env, b->shapes[k], b->ndims[k]));
+  jobject jb = jg && jt && jidx && joff && jshapes
+                   ? (*env)->NewObject(env, h->bucket_cls, h->bucket_ctor, jt, (jlong)b->index,
+                                       b->is_last ? JNI_TRUE : JNI_FALSE, (jint)b->divisor, jidx, joff, jshapes)
+                   : NULL;
+  if (jb) (*env)->CallVoidMethod(env, h->fn, h->run, jg, jb);
+  jthrowable exc = (*env)->ExceptionOccurred(env);
+  if (exc || !jb) {
+    (*env)->ExceptionClear(env);
+    rc = DDP_E_INTERNAL;
+    if (exc && (*env)->IsInstanceOf(env, exc, h->ddp_exception_cls)) {
+      rc = (ddp_status)(*env)->GetIntField(env, exc, h->status);
+      if (rc == DDP_OK) rc = DDP_E_INTERNAL;
+    }
+    /* Throwable.toString(): the class and the message, as the reason on every rank. */
+    jmethodID to_string = exc ? (*env)->GetMethodID(env, (*env)->GetObjectClass(env, exc), "toString",
+                                                    "()Ljava/lang/String;") : NULL;
+    jstring text = to_string ? (jstring)(*env)->CallObjectMethod(env, exc, to_string) : NULL;
+    const char *utf = text ? (*env)->GetStringUTFChars(env, text, NULL) : NULL;
+    ddp_error_set(utf ? utf : "the Java comm hook could not be called");
+    if (utf) (*env)->ReleaseStringUTFChars(env, text, utf);
+    (*env)->ExceptionClear(env);
+  }
+  (*env)->PopLocalFrame(env, NULL);
+  return rc;
+}
+
+static jclass ddp_java_global_class(JNIEnv *env, const char *name) {
+  jclass local = (*env)->FindClass(env, name);
+  jclass global = local ? (jclass)(*env)->NewGlobalRef(env, local) : NULL;
+  if (local) (*env)->DeleteLocalRef(env, local);
+  return global;
+}
+
+/* The hook and its references live as long as the process: reducers and
+ * strategies may hold the hook after the Java object is collected. */
+static DdpCommHook *ddp_java_comm_hook_custom(JNIEnv *env, jobject fn) {
+  DdpCommHook *out = NULL;
+  DdpJavaHook *h = (DdpJavaHook *)calloc(1, sizeof *h);
+  if (!h) { ddp_swig_check(DDP_E_NOMEM); return NULL; }
+  (*env)->GetJavaVM(env, &ddp_java_hook_vm);
+  h->group_cls = ddp_java_global_class(env, "org/libddp/Group");
+  h->tensor_cls = ddp_java_global_class(env, "org/libddp/Tensor");
+  h->bucket_cls = ddp_java_global_class(env, "org/libddp/CommBucket");
+  h->long_array_cls = ddp_java_global_class(env, "[J");
+  h->ddp_exception_cls = ddp_java_global_class(env, "org/libddp/DdpException");
+  jclass fn_cls = (*env)->GetObjectClass(env, fn);
+  if (h->group_cls && h->tensor_cls && h->bucket_cls && h->long_array_cls && h->ddp_exception_cls && fn_cls) {
+    h->group_ctor = (*env)->GetMethodID(env, h->group_cls, "<init>", "(JZ)V");
+    h->tensor_ctor = (*env)->GetMethodID(env, h->tensor_cls, "<init>", "(JZ)V");
+    h->bucket_ctor = (*env)->GetMethodID(env, h->bucket_cls, "<init>", "(Lorg/libddp/Tensor;JZI[J[J[[J)V");
+    h->run = (*env)->GetMethodID(env, fn_cls, "run", "(Lorg/libddp/Group;Lorg/libddp/CommBucket;)V");
+    h->status = (*env)->GetFieldID(env, h->ddp_exception_cls, "status", "I");
+  }
+  if (!h->group_ctor || !h->tensor_ctor || !h->bucket_ctor || !h->run || !h->status) {
+    (*env)->ExceptionClear(env);
+    ddp_error_set("CommHook.custom: the binding's classes are incomplete");
+    ddp_swig_check(DDP_E_INTERNAL);
+    return NULL;
+  }
+  h->fn = (*env)->NewGlobalRef(env, fn);
+  ddp_swig_check(ddp_comm_hook_custom(&out, ddp_java_hook_trampoline, h));
+  return out;
+}
+%}
+%typemap(jni) DdpJavaHookFn *HOOKFN "jobject"
+%typemap(jtype) DdpJavaHookFn *HOOKFN "CommHookFunction"
+%typemap(jstype) DdpJavaHookFn *HOOKFN "CommHookFunction"
+%typemap(javain) DdpJavaHookFn *HOOKFN "$javainput"
+%typemap(in) DdpJavaHookFn *HOOKFN {
+  if (!$input) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "CommHook.custom: fn is null");
+    return $null;
+  }
+  /* Made here, where the JNI environment is at hand; the method below hands it out. */
+  $1 = (DdpJavaHookFn *)ddp_java_comm_hook_custom(jenv, $input);
+  if (!$1) {
+    ddp_java_throw(jenv, ddp_swig_status);
+    return $null;
+  }
+}
+%{ typedef struct DdpJavaHookFn DdpJavaHookFn; /* stands for the Java object in signatures */ %}
+%newobject DdpCommHook::custom;
+%extend DdpCommHook {
+  /* A comm hook written in Java (CommHookFunction). */
+  static DdpCommHook *custom(DdpJavaHookFn *HOOKFN) { return (DdpCommHook *)HOOKFN; }
+}

@@ -46,6 +46,9 @@ public class LibddpJavaTest {
   public void twoRanksThroughDdprun() throws Exception {
     String out = runJava("TwoRankWorker", System.getProperty("ddp.ddprun"), "--standalone", "--nproc-per-node", "2");
     assertTrue(out, out.contains("rank 0 OK") && out.contains("rank 1 OK"));
+    // The hook that throws on rank 1: both ranks' steps fail, rank 0's naming rank 1.
+    assertTrue(out, out.contains("rank 1 hook failure: ") && out.contains("refused by the test"));
+    assertTrue(out, java.util.regex.Pattern.compile("rank 0 hook failure: .*rank 1").matcher(out).find());
   }
 
   @Test

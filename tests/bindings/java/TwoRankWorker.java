@@ -61,7 +61,54 @@ public class TwoRankWorker {
       } catch (DdpException e) {
         check(e.status == ddpConstants.E_INVALID_ARGUMENT && e.getMessage().contains("src"), "exception");
       }
+      // A comm hook written in Java (the allreduce hook's algorithm: sum, then divide),
+      // seeing the bucket's layout: DDP puts the last parameter first.
+      ByteBuffer a = floats(rank + 1, rank + 1, rank + 1), b = floats(10 * (rank + 1), 10 * (rank + 1));
+      long[][] layout = new long[1][];
+      CommHook average = CommHook.custom((group, bucket) -> {
+        layout[0] = new long[] {bucket.index, bucket.isLast ? 1 : 0, bucket.divisor, bucket.paramIndices[0],
+                                bucket.offsets[1], bucket.shapes[0][0]};
+        group.allReduce(bucket.buffer, ReduceOp.SUM);
+        ByteBuffer data = ByteBuffer.allocateDirect((int) bucket.buffer.nbytes()).order(ByteOrder.nativeOrder());
+        bucket.buffer.copyTo(data);
+        for (int i = 0; i < bucket.buffer.numel(); ++i) data.putFloat(4 * i, data.getFloat(4 * i) / bucket.divisor);
+        bucket.buffer.copyFrom(toBytes(data));
+      });
+      try (Tensor ta = Tensor.wrap(a, DType.FLOAT32, new long[] {3});
+           Tensor tb = Tensor.wrap(b, DType.FLOAT32, new long[] {2});
+           Reducer r = Reducer.create(g, new Tensor[] {ta, tb}, 25, 1, false)) {
+        r.setCommHook(average);
+        average.close(); // the reducer holds its own reference
+        r.markReady(1);
+        r.markReady(0);
+        r.finish();
+      }
+      check(at(a, 0) == 1.5f && at(a, 2) == 1.5f && at(b, 0) == 15f && at(b, 1) == 15f, "Java comm hook averages");
+      check(java.util.Arrays.equals(layout[0], new long[] {0, 1, world, 1, 2, 2}),
+            "bucket layout " + java.util.Arrays.toString(layout[0]));
       System.out.println("rank " + rank + " OK");
+      // Last: a hook that throws on rank 1 fails the step on both ranks, with its status and text.
+      try (Tensor t = Tensor.wrap(floats(1, 1), DType.FLOAT32, new long[] {2});
+           CommHook refusing = CommHook.custom((group, bucket) -> {
+             if (group.rank() == 1) throw new DdpException(ddpConstants.E_INVALID_ARGUMENT, "refused by the test");
+             group.allReduce(bucket.buffer, ReduceOp.SUM);
+           });
+           Reducer r = Reducer.create(g, new Tensor[] {t}, 25, 1, false)) {
+        r.setCommHook(refusing);
+        r.markReady(0);
+        r.finish();
+        check(false, "a failing hook must fail the step");
+      } catch (DdpException e) {
+        check(rank == 0 || (e.status == ddpConstants.E_INVALID_ARGUMENT && e.getMessage().contains("refused by the test")),
+              "failing hook on rank 1: " + e.status + " " + e.getMessage());
+        System.out.println("rank " + rank + " hook failure: " + e.getMessage());
+      }
     }
+  }
+
+  static byte[] toBytes(ByteBuffer b) {
+    byte[] out = new byte[b.capacity()];
+    b.duplicate().clear().get(out);
+    return out;
   }
 }
