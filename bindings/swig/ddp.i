@@ -25,6 +25,8 @@ typedef ddp_module DdpModule;
 typedef ddp_optimizer DdpOptimizer;
 typedef ddp_strategy DdpStrategy;
 typedef ddp_lr_scheduler DdpLrScheduler;
+typedef ddp_work DdpWork;
+typedef ddp_env DdpEnv;
 
 /* The status of the wrapped call, set by ddp_swig_check; each language's
  * %exception turns a non-OK one into an exception right after the call. */
@@ -103,6 +105,10 @@ typedef struct {} DdpOptimizer;
 typedef struct {} DdpStrategy;
 %rename(LrScheduler) DdpLrScheduler;
 typedef struct {} DdpLrScheduler;
+%rename(Work) DdpWork;
+typedef struct {} DdpWork;
+%rename(Env) DdpEnv;
+typedef struct {} DdpEnv;
 
 %include "options.i"
 
@@ -129,6 +135,15 @@ typedef struct {} DdpLrScheduler;
 %newobject DdpStrategy::forward;
 %newobject DdpStrategy::all_gather;
 %newobject DdpStrategy::from_options;
+%newobject DdpGroup::all_reduce_async;
+%newobject DdpGroup::broadcast_async;
+%newobject DdpGroup::reduce_async;
+%newobject DdpGroup::all_gather_async;
+%newobject DdpGroup::barrier_async;
+%newobject DdpGroup::from_env;
+%newobject DdpWork::result_tensor;
+%newobject DdpEnv::detect;
+%newobject DdpEnv::from_name;
 %newobject DdpStrategy::resume_from_dir;
 %newobject DdpTensor::from_dlpack_address;
 %newobject DdpReducer::with_options;
@@ -253,6 +268,84 @@ typedef struct {} DdpLrScheduler;
     ddp_swig_check(ddp_reduce_boolean_decision($self, decision, all, &out));
     return out != 0;
   }
+  /* A group over an Env's values (backend NULL: the default for the CPU). */
+  static DdpGroup *from_env(const DdpEnv *env, const char *backend = NULL, long long timeout_ms = 0) {
+    DdpGroup *g = NULL;
+    ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+    o.backend = backend;
+    o.timeout_ms = timeout_ms;
+    ddp_swig_check(ddp_group_init(&g, env, &o));
+    return g;
+  }
+  /* The collectives without waiting: each returns a Work to wait on (in the
+   * order they were started), the tensor kept alive until then. */
+  DdpWork *all_reduce_async(DdpTensor *t, ddp_reduce_op op = DDP_SUM) {
+    DdpWork *w = NULL;
+    ddp_swig_check(ddp_all_reduce_async($self, t, op, &w));
+    return w;
+  }
+  DdpWork *broadcast_async(DdpTensor *t, int src = 0) {
+    DdpWork *w = NULL;
+    ddp_swig_check(ddp_broadcast_async($self, t, src, &w));
+    return w;
+  }
+  DdpWork *reduce_async(DdpTensor *t, int dst, ddp_reduce_op op = DDP_SUM) {
+    DdpWork *w = NULL;
+    ddp_swig_check(ddp_reduce_async($self, t, dst, op, &w));
+    return w;
+  }
+  DdpWork *all_gather_async(const DdpTensor *t) {
+    DdpWork *w = NULL;
+    ddp_swig_check(ddp_all_gather_async($self, t, &w));
+    return w;
+  }
+  DdpWork *barrier_async() {
+    DdpWork *w = NULL;
+    ddp_swig_check(ddp_barrier_async($self, &w));
+    return w;
+  }
+}
+
+%extend DdpWork {
+  ~DdpWork() { ddp_work_free($self); }
+  /* timeout_ms < 0: the group's timeout. Running out of time raises
+   * E_TIMEOUT and breaks the group (the collective cannot resume). */
+  void wait(long long timeout_ms = -1) { ddp_swig_check(ddp_work_wait($self, timeout_ms)); }
+  bool is_completed() {
+    int out = 0;
+    ddp_swig_check(ddp_work_is_completed($self, &out));
+    return out != 0;
+  }
+  size_t result_count() { return ddp_work_result_count($self); }
+  /* Result index of a waited all_gather. */
+  DdpTensor *result_tensor(size_t index = 0) {
+    DdpTensor *t = NULL;
+    ddp_swig_check(ddp_work_result_tensor($self, index, &t));
+    return t;
+  }
+}
+
+/* One process's place in a job, as a launcher or cluster gives it. */
+%extend DdpEnv {
+  /* TorchElastic > SLURM > LSF > MPI > Lightning's variables. */
+  static DdpEnv *detect() { DdpEnv *e = NULL; ddp_swig_check(ddp_env_detect(&e)); return e; }
+  /* "torchelastic", "slurm", "lsf", "mpi", "lightning", "kubeflow". */
+  static DdpEnv *from_name(const char *name) { DdpEnv *e = NULL; ddp_swig_check(ddp_env_from_name(&e, name)); return e; }
+  DdpEnv(int rank, int world_size, int local_rank, int local_world_size, int node_rank, const char *master_addr = NULL,
+         int master_port = 0) {
+    DdpEnv *e = NULL;
+    ddp_swig_check(ddp_env_new(&e, rank, world_size, local_rank, local_world_size, node_rank, master_addr, master_port));
+    return e;
+  }
+  ~DdpEnv() { ddp_env_free($self); }
+  const char *name() { return ddp_env_name($self); }
+  int rank() { return ddp_env_rank($self); }
+  int world_size() { return ddp_env_world_size($self); }
+  int local_rank() { return ddp_env_local_rank($self); }
+  int local_world_size() { return ddp_env_local_world_size($self); }
+  int node_rank() { return ddp_env_node_rank($self); }
+  const char *master_addr() { return ddp_env_master_addr($self); }
+  int master_port() { return ddp_env_master_port($self); }
 }
 
 %extend DdpCommHook {

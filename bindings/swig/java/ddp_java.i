@@ -163,9 +163,31 @@ typedef struct { ddp_buffer *buf; } DdpBytes;
 %}
 %enddef
 %typemap(javainterfaces) DdpGroup "AutoCloseable"
+/* The async collectives keep their tensor alive through the Java wrappers below. */
+%rename(allReduceAsyncNative) DdpGroup::all_reduce_async;
+%rename(broadcastAsyncNative) DdpGroup::broadcast_async;
+%rename(reduceAsyncNative) DdpGroup::reduce_async;
+%rename(allGatherAsyncNative) DdpGroup::all_gather_async;
+%javamethodmodifiers DdpGroup::all_reduce_async "protected";
+%javamethodmodifiers DdpGroup::broadcast_async "protected";
+%javamethodmodifiers DdpGroup::reduce_async "protected";
+%javamethodmodifiers DdpGroup::all_gather_async "protected";
+/* Object.wait(long) is final: Java's name for Work.wait is waitFor. */
+%rename(waitFor) DdpWork::wait;
 %typemap(javacode) DdpGroup %{
   /** The group the environment describes (torchrun, SLURM, ddprun, ...). */
   public static Group fromEnvironment() { return new Group(-1, 1, "127.0.0.1", 0, null, 0); }
+
+  /** all_reduce without waiting: wait on the Work (in the order the works were started). */
+  public Work allReduceAsync(Tensor t, ReduceOp op) { return kept(allReduceAsyncNative(t, op), t); }
+  public Work broadcastAsync(Tensor t, int src) { return kept(broadcastAsyncNative(t, src), t); }
+  public Work reduceAsync(Tensor t, int dst, ReduceOp op) { return kept(reduceAsyncNative(t, dst, op), t); }
+  public Work allGatherAsync(Tensor t) { return kept(allGatherAsyncNative(t), t); }
+
+  private static Work kept(Work w, Tensor t) {
+    w.kept = t;  // the tensor (and the memory it views) lives as long as the work
+    return w;
+  }
 
   @Override
   public void close() { delete(); }
@@ -200,6 +222,15 @@ DDP_JAVA_CLOSEABLE(DdpModelAverager)
 DDP_JAVA_CLOSEABLE(DdpModule)
 DDP_JAVA_CLOSEABLE(DdpOptimizer)
 DDP_JAVA_CLOSEABLE(DdpLrScheduler)
+DDP_JAVA_CLOSEABLE(DdpEnv)
+%typemap(javainterfaces) DdpWork "AutoCloseable"
+%typemap(javacode) DdpWork %{
+  Object kept;  // the tensor the collective works on, alive until this work goes
+
+  /** Frees the handle now; later calls are harmless. */
+  @Override
+  public void close() { delete(); }
+%}
 DDP_JAVA_CLOSEABLE(struct ddp_strategy_options)
 DDP_JAVA_CLOSEABLE(struct ddp_reducer_options)
 DDP_JAVA_CLOSEABLE(struct ddp_sgd_options)

@@ -399,3 +399,16 @@ DdpCommHook *ddp_py_comm_hook_custom(PyObject *fn) {
 %pythonappend DdpReducer::set_comm_hook %{
         self._hook = hook
 %}
+
+%pythonappend DdpGroup::all_reduce_async %{
+    val._keep = t
+%}
+%pythonappend DdpGroup::broadcast_async %{
+    val._keep = t
+%}
+%pythonappend DdpGroup::reduce_async %{
+    val._keep = t
+%}
+%pythonappend DdpGroup::all_gather_async %{
+    val._keep = t
+%}

@@ -61,6 +61,15 @@ public class TwoRankWorker {
       } catch (DdpException e) {
         check(e.status == ddpConstants.E_INVALID_ARGUMENT && e.getMessage().contains("src"), "exception");
       }
+      // An all-reduce started, then waited on; the environment's facts.
+      ByteBuffer started = floats(rank + 1);
+      try (Tensor t = Tensor.wrap(started, DType.FLOAT32, new long[] {1}); Work w = g.allReduceAsync(t, ReduceOp.SUM)) {
+        w.waitFor(10000);
+        check(w.isCompleted() && at(started, 0) == 3, "allReduceAsync + waitFor");
+      }
+      try (Env e = Env.detect()) {
+        check(e.rank() == rank && e.worldSize() == world && e.localRank() == rank, "Env " + e.name());
+      }
       // A comm hook written in Java (the allreduce hook's algorithm: sum, then divide),
       // seeing the bucket's layout: DDP puts the last parameter first.
       ByteBuffer a = floats(rank + 1, rank + 1, rank + 1), b = floats(10 * (rank + 1), 10 * (rank + 1));

@@ -192,3 +192,12 @@ def test_a_failing_python_comm_hook_stops_every_rank():
     got = {k: v for line in lines for k, v in line.items()}
     assert got["rank1"][0] == libddp.E_INVALID_ARGUMENT and "refuses bucket 0" in got["rank1"][1], got
     assert got["rank0"] is not None and "rank 1" in got["rank0"][1], got
+
+
+def test_async_collectives_env_and_wait_timeout():
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "async_env_worker.py")], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    checks = json.loads(p.stdout.strip().splitlines()[-1])
+    assert checks == {"env": True, "async": True, "timeout": True}, checks

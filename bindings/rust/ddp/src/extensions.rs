@@ -188,3 +188,97 @@ pub fn spawn(nprocs: i32, start: StartMethod, timeout_ms: i64, f: WorkerFn, arg:
     unsafe { sys::ddp_buffer_free(result) };
     Ok(out)
 }
+
+/// One process's place in a job, as a launcher or cluster gives it
+/// (TorchElastic > SLURM > LSF > MPI > Lightning's variables).
+pub struct Env(*mut sys::ddp_env);
+
+impl Env {
+    /// The environment this process runs in.
+    pub fn detect() -> Result<Env> {
+        let mut e = ptr::null_mut();
+        check(unsafe { sys::ddp_env_detect(&mut e) })?;
+        Ok(Env(e))
+    }
+    /// "torchelastic", "slurm", "lsf", "mpi", "lightning", "kubeflow" or "explicit".
+    pub fn name(&self) -> String {
+        unsafe { CStr::from_ptr(sys::ddp_env_name(self.0)) }.to_string_lossy().into_owned()
+    }
+    pub fn rank(&self) -> i32 {
+        unsafe { sys::ddp_env_rank(self.0) }
+    }
+    pub fn world_size(&self) -> i32 {
+        unsafe { sys::ddp_env_world_size(self.0) }
+    }
+    pub fn local_rank(&self) -> i32 {
+        unsafe { sys::ddp_env_local_rank(self.0) }
+    }
+    pub fn local_world_size(&self) -> i32 {
+        unsafe { sys::ddp_env_local_world_size(self.0) }
+    }
+    pub fn node_rank(&self) -> i32 {
+        unsafe { sys::ddp_env_node_rank(self.0) }
+    }
+    pub fn master_addr(&self) -> String {
+        unsafe { CStr::from_ptr(sys::ddp_env_master_addr(self.0)) }.to_string_lossy().into_owned()
+    }
+    pub fn master_port(&self) -> i32 {
+        unsafe { sys::ddp_env_master_port(self.0) }
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        unsafe { sys::ddp_env_free(self.0) }
+    }
+}
+
+/// A collective in flight over the caller's slice, which stays borrowed
+/// until the work is waited on or dropped (dropping waits first, with the
+/// group's timeout, so the memory is never released under it).
+pub struct Work<'a> {
+    raw: *mut sys::ddp_work,
+    _view: Tensor,
+    waited: bool,
+    _data: std::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl Work<'_> {
+    /// Waits for the collective: `timeout_ms` < 0 is the group's timeout.
+    /// Running out of time is `DDP_E_TIMEOUT` and leaves the group broken.
+    pub fn wait(&mut self, timeout_ms: i64) -> Result<()> {
+        self.waited = true;
+        check(unsafe { sys::ddp_work_wait(self.raw, timeout_ms) })
+    }
+    pub fn is_completed(&self) -> Result<bool> {
+        let mut out: c_int = 0;
+        check(unsafe { sys::ddp_work_is_completed(self.raw, &mut out) })?;
+        Ok(out != 0)
+    }
+}
+
+impl Drop for Work<'_> {
+    fn drop(&mut self) {
+        if !self.waited {
+            unsafe { sys::ddp_work_wait(self.raw, -1) };
+        }
+        unsafe { sys::ddp_work_free(self.raw) }
+    }
+}
+
+impl Group {
+    /// A group over an explicit or detected [`Env`].
+    pub fn with_env(env: &Env) -> Result<Group> {
+        let mut g = ptr::null_mut();
+        check(unsafe { sys::ddp_group_init(&mut g, env.0, ptr::null()) })?;
+        Ok(Group(g))
+    }
+
+    /// [`Group::all_reduce`] without waiting: the returned [`Work`] holds `data` until waited on.
+    pub fn all_reduce_async<'a, T: Element>(&self, data: &'a mut [T], op: ReduceOp) -> Result<Work<'a>> {
+        let view = Tensor::view(data)?;
+        let mut w = ptr::null_mut();
+        check(unsafe { sys::ddp_all_reduce_async(self.0, view.0, op.raw(), &mut w) })?;
+        Ok(Work { raw: w, _view: view, waited: false, _data: std::marker::PhantomData })
+    }
+}

@@ -42,6 +42,14 @@ fn worker(w: &Worker, arg: &[u8]) -> i32 {
     bf.finish().unwrap();
     report.push(format!("half {:?} {:?}", half.gradient(0)[0], bf.gradient(0)[0]));
 
+    // An all-reduce started, then waited on; the environment spawn gave.
+    let mut started = vec![rank as f32 + 1.0; 2];
+    let mut work = group.all_reduce_async(&mut started, ReduceOp::Sum).unwrap();
+    work.wait(10_000).unwrap();
+    drop(work);
+    let env = ddp::Env::detect().unwrap();
+    report.push(format!("async {:?} env {} {} {}", started, env.rank() == rank, env.world_size(), env.local_rank() == rank));
+
     // A hook that fails on rank 1 fails the step on both ranks, naming why.
     let failing = CommHook::custom(|group: &Group, bucket: &mut ddp::Bucket<'_>| {
         if group.rank() == 1 {
@@ -73,5 +81,6 @@ fn spawn_runs_rust_hooks_on_every_float_type() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "f64 [1.5, 1.5, 1.5] [15.0, 15.0]", "{text}");
     assert_eq!(lines[1], "half F16(15360) BF16(16384)", "{text}"); // (1 + 1) / 2 = 1.0, (2 + 2) / 2 = 2.0
-    assert!(lines[2].starts_with("failing hook: ") && !lines[2].contains("no error"), "{text}");
+    assert_eq!(lines[2], "async [3.0, 3.0] env true 2 true", "{text}");
+    assert!(lines[3].starts_with("failing hook: ") && !lines[3].contains("no error"), "{text}");
 }

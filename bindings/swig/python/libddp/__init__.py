@@ -18,7 +18,7 @@ import functools as _functools
 from .ddp import *  # noqa: F401,F403
 from .ddp import Tensor, Group, Reducer, CommHook, ModelAverager, Worker, Module, Optimizer, Strategy  # noqa: F401
 from .ddp import LrScheduler, StrategyOptions, ReducerOptions, SgdOptions, AdamOptions, SamplerOptions  # noqa: F401
-from .ddp import LrSchedulerOptions, CheckpointInfo  # noqa: F401
+from .ddp import LrSchedulerOptions, CheckpointInfo, Work, Env  # noqa: F401
 from ._ddp import Error  # noqa: F401  (raised by every failing call: .status, .message)
 from . import ddp as _ddp
 
@@ -159,7 +159,8 @@ def _close(self):
         self.__swig_destroy__(self)
 
 
-for _cls in (Tensor, Group, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy, LrScheduler, StrategyOptions,
+for _cls in (Tensor, Group, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy, LrScheduler, Work, Env,
+             StrategyOptions,
              ReducerOptions, SgdOptions, AdamOptions, SamplerOptions, LrSchedulerOptions, CheckpointInfo):
     _cls.close = _close
     _cls.__enter__ = lambda self: self
