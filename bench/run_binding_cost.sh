@@ -14,7 +14,10 @@ trap 'rm -rf "$work"' EXIT
 javac -nowarn -d "$work" -cp "$build/bindings/java/libddp.jar" "$here/bench/BenchBindingCost.java"
 PKG_CONFIG_PATH="$build" CARGO_TARGET_DIR="$build/rust-target" cargo build --offline --quiet --release \
   --example bench_binding_cost --manifest-path "$here/bindings/rust/Cargo.toml"
-run() { "$build/tools/ddprun" --standalone --nproc-per-node 2 "$@" 2>/dev/null | sed 's/^\[rank0\]: //' | grep '^{'; }
+run() {
+  "$build/tools/ddprun" --standalone --nproc-per-node 2 "$@" 2>"$work/err" | sed 's/^\[rank0\]: //' | grep '^{' ||
+    { echo "a run of $1 failed (left out):" >&2; tail -3 "$work/err" >&2; }
+}
 for _ in $(seq "$rounds"); do
   run "$build/bench/bench_binding_cost"
   PYTHONPATH="$build/bindings/python" run "$py" "$here/bench/bench_binding_cost.py"

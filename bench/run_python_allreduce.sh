@@ -10,7 +10,8 @@ trap 'rm -rf "$work"' EXIT
 for _ in $(seq "$rounds"); do
   for impl in libddp torch; do
     PYTHONPATH="$build/bindings/python" "$build/tools/ddprun" --standalone --nproc-per-node 2 \
-      "$py" "$here/bench/bench_python_allreduce.py" "$impl" 2>/dev/null | sed 's/^\[rank0\]: //' | grep '^{'
+      "$py" "$here/bench/bench_python_allreduce.py" "$impl" 2>"$work/err" | sed 's/^\[rank0\]: //' | grep '^{' ||
+      { echo "a $impl run failed (left out):" >&2; tail -3 "$work/err" >&2; }
   done
 done > "$work/lines"
 "$py" - "$work/lines" "$rounds" <<'PY'
@@ -23,6 +24,8 @@ sizes = sorted({b for _, b in med})
 print(f"2 ranks, all-reduce of a torch float32 tensor from Python, medians of {sys.argv[2]} alternating rounds")
 print(f"{'bytes':>10} {'libddp us':>11} {'torch us':>11} {'libddp/torch':>13}")
 for b in sizes:
+    if ("libddp", b) not in med or ("torch", b) not in med:
+        continue
     l, t = statistics.median(med[("libddp", b)]), statistics.median(med[("torch", b)])
     print(f"{b:>10} {l:11.1f} {t:11.1f} {l / t:13.3f}")
 PY

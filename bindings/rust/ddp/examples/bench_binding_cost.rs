@@ -24,8 +24,10 @@ fn median_us(g: &ddp::Group, mut f: impl FnMut()) -> f64 {
 
 fn main() -> Result<(), ddp::Error> {
     let g = ddp::Group::from_env()?;
+    // The tensor made once, as the C, Python and Java programs make theirs.
     let mut one = [1f32];
-    let ar = median_us(&g, || g.all_reduce(&mut one, ddp::ReduceOp::Sum).expect("all_reduce"));
+    let mut view = ddp::View::new(&mut one)?;
+    let ar = median_us(&g, || g.all_reduce_view(&mut view, ddp::ReduceOp::Sum).expect("all_reduce"));
     let mut r = ddp::Reducer::new(&g, vec![vec![0f32; GRAD_LEN]; GRADS], 25.0)?;
     let st = median_us(&g, || {
         for i in (0..GRADS).rev() {

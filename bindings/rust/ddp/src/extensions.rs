@@ -282,3 +282,34 @@ impl Group {
         Ok(Work { raw: w, _view: view, waited: false, _data: std::marker::PhantomData })
     }
 }
+
+/// A libddp tensor over the caller's slice, made once for many collectives
+/// (the slice forms of [`Group::all_reduce`] wrap the slice on every call).
+/// The slice stays borrowed while the view lives; read it through [`View::as_slice`].
+pub struct View<'a, T: Element> {
+    tensor: Tensor,
+    len: usize,
+    _data: std::marker::PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T: Element> View<'a, T> {
+    pub fn new(data: &'a mut [T]) -> Result<View<'a, T>> {
+        let len = data.len();
+        Ok(View { tensor: Tensor::view(data)?, len, _data: std::marker::PhantomData })
+    }
+    pub fn as_slice(&self) -> &[T] {
+        let p = unsafe { sys::ddp_tensor_data(self.tensor.0) } as *const T;
+        if self.len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(p, self.len) } }
+    }
+}
+
+impl Group {
+    /// [`Group::all_reduce`] on a [`View`] made once.
+    pub fn all_reduce_view<T: Element>(&self, view: &mut View<'_, T>, op: ReduceOp) -> Result<()> {
+        check(unsafe { sys::ddp_all_reduce(self.0, view.tensor.0, op.raw()) })
+    }
+    /// [`Group::broadcast`] on a [`View`] made once.
+    pub fn broadcast_view<T: Element>(&self, view: &mut View<'_, T>, src: i32) -> Result<()> {
+        check(unsafe { sys::ddp_broadcast(self.0, view.tensor.0, src) })
+    }
+}

@@ -47,6 +47,11 @@ fn worker(w: &Worker, arg: &[u8]) -> i32 {
     let mut work = group.all_reduce_async(&mut started, ReduceOp::Sum).unwrap();
     work.wait(10_000).unwrap();
     drop(work);
+    let mut twice = [rank as f64; 3];
+    let mut view = ddp::View::new(&mut twice).unwrap();
+    group.all_reduce_view(&mut view, ReduceOp::Sum).unwrap();
+    group.all_reduce_view(&mut view, ReduceOp::Sum).unwrap();
+    assert_eq!(view.as_slice(), &[2.0, 2.0, 2.0]); // (0 + 1) summed, then doubled
     let env = ddp::Env::detect().unwrap();
     report.push(format!("async {:?} env {} {} {}", started, env.rank() == rank, env.world_size(), env.local_rank() == rank));
 
