@@ -28,7 +28,7 @@ def median_us(g, fn):
 with libddp.Group() as g:
     scalar = libddp.wrap(np.ones(1, np.float32))
     grads = [np.zeros(GRAD_LEN, np.float32) for _ in range(GRADS)]
-    r = libddp.reducer_with(g, [libddp.wrap(a) for a in grads], broadcast_parameters=0)
+    r = libddp.reducer_with(g, [libddp.wrap(a) for a in grads])
     r._arrays = grads
 
     def step():

@@ -77,11 +77,14 @@ typedef struct ddp_reducer_options {
   int static_graph;
 } ddp_reducer_options;
 %extend ddp_reducer_options {
+  /* The C defaults but broadcast_parameters 0: the binding's reducers are
+   * over gradient buffers, with no parameters to broadcast. */
   ddp_reducer_options() {
     ddp_reducer_options *o = (ddp_reducer_options *)malloc(sizeof *o);
     if (o) {
       ddp_reducer_options init = DDP_REDUCER_OPTIONS_INIT;
       *o = init;
+      o->broadcast_parameters = 0;
     }
     return o;
   }

@@ -138,7 +138,7 @@ def test_options_objects_hold_the_c_defaults_and_refuse_unknown_names():
     o.precision = "16-mixed"  # the previous copy is freed, this one kept
     assert o.precision == "16-mixed"
     r = libddp.ReducerOptions()
-    assert (r.bucket_cap_mb, r.broadcast_parameters, r.join_enabled) == (25.0, 1, 0)
+    assert (r.bucket_cap_mb, r.broadcast_parameters, r.join_enabled) == (25.0, 0, 0)  # over gradients: none
     assert (libddp.AdamOptions().weight_decay, libddp.AdamOptions.adamw().weight_decay) == (0.0, 0.01)
     assert libddp.LrSchedulerOptions(libddp.LR_LINEAR).total_iters == 5
     with pytest.raises(TypeError) as e:
@@ -175,8 +175,7 @@ def test_reducer_with_options_over_torch_gradients():
 
     with libddp.Group(rank=0, world_size=1, master_addr="127.0.0.1", master_port=0) as g:
         grads = [torch.ones(5), torch.full((2, 2), 3.0)]
-        r = libddp.reducer_with(g, [libddp.from_dlpack(x) for x in grads], bucket_cap_mb=1, broadcast_parameters=0,
-                                find_unused_parameters=1)
+        r = libddp.reducer_with(g, [libddp.from_dlpack(x) for x in grads], bucket_cap_mb=1, find_unused_parameters=1)
         r.mark_ready(1)  # the other counts as unused
         r.finish()
         assert torch.equal(grads[1], torch.full((2, 2), 3.0)) and torch.equal(grads[0], torch.zeros(5))

@@ -313,3 +313,61 @@ impl Group {
         check(unsafe { sys::ddp_broadcast(self.0, view.tensor.0, src) })
     }
 }
+
+/// `ddp_reducer_options` with DDP's defaults (`ReducerOptions::default()`);
+/// its broadcast_parameters is not here: this reducer is over gradient
+/// buffers, with no parameters to broadcast.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReducerOptions {
+    pub bucket_cap_mb: f64,
+    pub first_bucket_mb: f64,
+    /// Gradients not marked ready in a step count as zeros.
+    pub find_unused_parameters: bool,
+    /// PyTorch's Join: a rank out of batches calls [`Reducer::join`].
+    pub join_enabled: bool,
+}
+
+impl Default for ReducerOptions {
+    fn default() -> Self {
+        let o = raw_reducer_defaults();
+        ReducerOptions {
+            bucket_cap_mb: o.bucket_cap_mb,
+            first_bucket_mb: o.first_bucket_mb,
+            find_unused_parameters: o.find_unused_parameters != 0,
+            join_enabled: o.join_enabled != 0,
+        }
+    }
+}
+
+fn raw_reducer_defaults() -> sys::ddp_reducer_options {
+    let mut o = std::mem::MaybeUninit::<sys::ddp_reducer_options>::uninit();
+    // SAFETY: ddp_reducer_options_init fills every field of this version.
+    let status = unsafe { sys::ddp_reducer_options_init(o.as_mut_ptr(), sys::DDP_REDUCER_OPTIONS_VERSION) };
+    assert_eq!(status, sys::DDP_OK, "ddp_reducer_options_init refused its own version");
+    unsafe { o.assume_init() }
+}
+
+impl<'g, T: Element> Reducer<'g, T> {
+    /// A reducer with every option of [`ReducerOptions`].
+    pub fn with_options(group: &'g Group, mut grads: Vec<Vec<T>>, options: &ReducerOptions) -> Result<Reducer<'g, T>> {
+        let mut views = Vec::with_capacity(grads.len());
+        for g in grads.iter_mut() {
+            views.push(Tensor::view(g.as_mut_slice())?);
+        }
+        let handles: Vec<*mut sys::ddp_tensor> = views.iter().map(|t| t.0).collect();
+        let mut o = raw_reducer_defaults();
+        o.bucket_cap_mb = options.bucket_cap_mb;
+        o.first_bucket_mb = options.first_bucket_mb;
+        o.find_unused_parameters = options.find_unused_parameters as c_int;
+        o.broadcast_parameters = 0; // over gradient buffers: no parameters to broadcast
+        o.join_enabled = options.join_enabled as c_int;
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::ddp_reducer_new(&mut raw, group.0, ptr::null(), handles.as_ptr(), handles.len(), &o) })?;
+        Ok(Reducer { raw, grads, _views: views, _group: std::marker::PhantomData })
+    }
+
+    /// PyTorch's Join: this rank is out of batches (with `join_enabled`).
+    pub fn join(&mut self) -> Result<()> {
+        check(unsafe { sys::ddp_reducer_join(self.raw) })
+    }
+}

@@ -674,4 +674,4 @@ mod training;
 pub use training::{sampler_indices, sampler_num_samples, CheckpointInfo, ClipAlgorithm, SamplerOptions, StrategyKind, StrategyOptions};
 
 mod extensions;
-pub use extensions::{spawn, Bucket, Env, StartMethod, View, Work, Worker, WorkerFn, BF16, F16};
+pub use extensions::{spawn, Bucket, Env, ReducerOptions, StartMethod, View, Work, Worker, WorkerFn, BF16, F16};

@@ -42,6 +42,15 @@ fn worker(w: &Worker, arg: &[u8]) -> i32 {
     bf.finish().unwrap();
     report.push(format!("half {:?} {:?}", half.gradient(0)[0], bf.gradient(0)[0]));
 
+    // Reducer options: unmarked gradients count as zeros.
+    let opts = ddp::ReducerOptions { find_unused_parameters: true, bucket_cap_mb: 1.0, ..Default::default() };
+    let mut unused = Reducer::with_options(&group, vec![vec![rank as f32; 2], vec![5.0f32 + rank as f32; 2]], &opts)
+        .expect("reducer with options");
+    unused.gradient_mut(0).iter_mut().for_each(|v| *v = 2.0 * (rank as f32 + 1.0));
+    unused.mark_ready(0).unwrap();
+    unused.finish().unwrap();
+    report.push(format!("options {:?} {:?}", unused.gradient(0), unused.gradient(1)));
+
     // An all-reduce started, then waited on; the environment spawn gave.
     let mut started = vec![rank as f32 + 1.0; 2];
     let mut work = group.all_reduce_async(&mut started, ReduceOp::Sum).unwrap();
@@ -86,6 +95,8 @@ fn spawn_runs_rust_hooks_on_every_float_type() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "f64 [1.5, 1.5, 1.5] [15.0, 15.0]", "{text}");
     assert_eq!(lines[1], "half F16(15360) BF16(16384)", "{text}"); // (1 + 1) / 2 = 1.0, (2 + 2) / 2 = 2.0
-    assert_eq!(lines[2], "async [3.0, 3.0] env true 2 true", "{text}");
-    assert!(lines[3].starts_with("failing hook: ") && !lines[3].contains("no error"), "{text}");
+    // (2 + 4) / 2; the unmarked one (5 and 6 before) is zeros.
+    assert_eq!(lines[2], "options [3.0, 3.0] [0.0, 0.0]", "{text}");
+    assert_eq!(lines[3], "async [3.0, 3.0] env true 2 true", "{text}");
+    assert!(lines[4].starts_with("failing hook: ") && !lines[3].contains("no error"), "{text}");
 }
