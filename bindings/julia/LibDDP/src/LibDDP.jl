@@ -293,6 +293,99 @@ finish!(r::Reducer) = @check ccall((:ddp_reducer_finish, libddp), Cint, (Ptr{Cvo
 set_comm_hook!(r::Reducer, h::CommHook) =
     @check ccall((:ddp_reducer_set_comm_hook, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}), r.ptr, h.ptr)
 
+"""PyTorch's no_sync: `false` lets gradients accumulate locally until it is `true` again."""
+set_sync!(r::Reducer, enabled::Bool) =
+    @check ccall((:ddp_reducer_set_sync, libddp), Cint, (Ptr{Cvoid}, Cint), r.ptr, enabled)
+
+"""Subgroups of `group_size` consecutive ranks; returns the one this rank is in."""
+function new_subgroups(g::Group, group_size::Integer)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_group_new_subgroups, libddp), Cint, (Ptr{Cvoid}, Cint, Ptr{Ptr{Cvoid}}), g.ptr, group_size, out)
+    return own_group(out[])
+end
+
+function bf16_compress_hook()
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_comm_hook_bf16_compress, libddp), Cint, (Ptr{Ptr{Cvoid}},), out)
+    return own_hook(out)
+end
+
+"""PyTorch's post_localSGD_hook: global all-reduce for `start_iter` steps,
+then within `subgroup` (`nothing`: one per node). Pair it with a ModelAverager."""
+function post_localsgd_hook(subgroup::Union{Nothing,Group}, start_iter::Integer; post_local_gradient_allreduce::Bool=true)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_comm_hook_post_localsgd, libddp), Cint, (Ptr{Ptr{Cvoid}}, Ptr{Cvoid}, Int64, Cint), out,
+                 subgroup === nothing ? C_NULL : subgroup.ptr, start_iter, post_local_gradient_allreduce)
+    return own_hook(out)
+end
+
+"""PyTorch's PeriodicModelAverager: `step!` after each optimizer step averages
+the parameters over the group every `period` steps from `warmup_steps` on."""
+mutable struct ModelAverager
+    ptr::Ptr{Cvoid}
+    group::Group
+end
+
+function ModelAverager(g::Group, period::Integer; warmup_steps::Integer=0)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_model_averager_new, libddp), Cint, (Ptr{Ptr{Cvoid}}, Ptr{Cvoid}, Int64, Int64), out, g.ptr,
+                 period, warmup_steps)
+    a = ModelAverager(out[], g)
+    finalizer(close, a)
+    return a
+end
+
+function Base.close(a::ModelAverager)
+    a.ptr == C_NULL || ccall((:ddp_model_averager_free, libddp), Cvoid, (Ptr{Cvoid},), a.ptr)
+    a.ptr = C_NULL
+end
+
+function step!(a::ModelAverager, params::Vector{Vector{Float32}})
+    views = [tensor_view(p) for p in params]
+    ptrs = [v.ptr for v in views]
+    GC.@preserve views @check ccall((:ddp_model_averager_step, libddp), Cint, (Ptr{Cvoid}, Ptr{Ptr{Cvoid}}, Csize_t),
+                                    a.ptr, ptrs, length(ptrs))
+    return params
+end
+
+"""An all-reduce started without waiting: `wait!` it (in the order started)."""
+mutable struct Work
+    ptr::Ptr{Cvoid}
+    view::Tensor  # keeps the array alive until the work goes
+end
+
+function all_reduce_async(g::Group, a::Array, op::Cuint=SUM)
+    t = tensor_view(a)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_all_reduce_async, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Cuint, Ptr{Ptr{Cvoid}}), g.ptr, t.ptr,
+                 op, out)
+    w = Work(out[], t)
+    finalizer(w -> ccall((:ddp_work_free, libddp), Cvoid, (Ptr{Cvoid},), w.ptr), w)
+    return w
+end
+
+"""Waits for the work; `timeout_ms` < 0: the group's timeout (running out is DDP_E_TIMEOUT)."""
+wait!(w::Work; timeout_ms::Integer=-1) = @check ccall((:ddp_work_wait, libddp), Cint, (Ptr{Cvoid}, Int64), w.ptr, timeout_ms)
+
+"""This process's place in the job, as its launcher or cluster gives it."""
+function environment()
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    @check ccall((:ddp_env_detect, libddp), Cint, (Ptr{Ptr{Cvoid}},), out)
+    e = out[]
+    try
+        return (name=unsafe_string(ccall((:ddp_env_name, libddp), Cstring, (Ptr{Cvoid},), e)),
+                rank=Int(ccall((:ddp_env_rank, libddp), Cint, (Ptr{Cvoid},), e)),
+                world_size=Int(ccall((:ddp_env_world_size, libddp), Cint, (Ptr{Cvoid},), e)),
+                local_rank=Int(ccall((:ddp_env_local_rank, libddp), Cint, (Ptr{Cvoid},), e)),
+                local_world_size=Int(ccall((:ddp_env_local_world_size, libddp), Cint, (Ptr{Cvoid},), e)),
+                node_rank=Int(ccall((:ddp_env_node_rank, libddp), Cint, (Ptr{Cvoid},), e)),
+                master_addr=unsafe_string(ccall((:ddp_env_master_addr, libddp), Cstring, (Ptr{Cvoid},), e)),
+                master_port=Int(ccall((:ddp_env_master_port, libddp), Cint, (Ptr{Cvoid},), e)))
+    finally
+        ccall((:ddp_env_free, libddp), Cvoid, (Ptr{Cvoid},), e)
+    end
+end
+
 # ---- training: TorchScript modules, SGD, DistributedSampler, DDPStrategy ----
 
 # C: ddp_sgd_options
