@@ -13,12 +13,17 @@ import libddp
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_two_ranks_match_torch():
+def run_worker(script, timeout=120):
+    """Runs one of this directory's spawn scripts (its own 2 ranks); returns its stdout once it exited 0."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, os.path.join(HERE, "swig_worker.py")], env=env, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run([sys.executable, os.path.join(HERE, script)], env=env, capture_output=True, text=True,
+                       timeout=timeout)
     assert p.returncode == 0, p.stdout + p.stderr
-    report = json.loads(p.stdout.strip().splitlines()[-1])
+    return p.stdout
+
+
+def test_two_ranks_match_torch():
+    report = json.loads(run_worker("swig_worker.py", timeout=300).strip().splitlines()[-1])
     assert report["all_ranks_ok"], report
     assert all(report["checks"].values()), report
 
@@ -183,20 +188,12 @@ def test_reducer_with_options_over_torch_gradients():
 
 
 def test_a_failing_python_comm_hook_stops_every_rank():
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, os.path.join(HERE, "hook_failure_worker.py")], env=env, capture_output=True,
-                       text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
-    lines = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in run_worker("hook_failure_worker.py").splitlines() if line.startswith("{")]
     got = {k: v for line in lines for k, v in line.items()}
     assert got["rank1"][0] == libddp.E_INVALID_ARGUMENT and "refuses bucket 0" in got["rank1"][1], got
     assert got["rank0"] is not None and "rank 1" in got["rank0"][1], got
 
 
 def test_async_collectives_env_and_wait_timeout():
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, os.path.join(HERE, "async_env_worker.py")], env=env, capture_output=True,
-                       text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
-    checks = json.loads(p.stdout.strip().splitlines()[-1])
+    checks = json.loads(run_worker("async_env_worker.py").strip().splitlines()[-1])
     assert checks == {"env": True, "async": True, "timeout": True}, checks

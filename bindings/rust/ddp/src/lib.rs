@@ -366,22 +366,8 @@ unsafe impl<T: Element> Send for Reducer<'_, T> {}
 
 impl<'g, T: Element> Reducer<'g, T> {
     /// Buckets as PyTorch's DDP makes them (`bucket_cap_mb`, 1 MiB first bucket).
-    pub fn new(group: &'g Group, mut grads: Vec<Vec<T>>, bucket_cap_mb: f64) -> Result<Reducer<'g, T>> {
-        let mut views = Vec::with_capacity(grads.len());
-        for g in grads.iter_mut() {
-            views.push(Tensor::view(g.as_mut_slice())?);
-        }
-        let handles: Vec<*mut sys::ddp_tensor> = views.iter().map(|t| t.0).collect();
-        let mut o = std::mem::MaybeUninit::<sys::ddp_reducer_options>::uninit();
-        let mut opts = unsafe {
-            sys::ddp_reducer_options_init(o.as_mut_ptr(), sys::DDP_REDUCER_OPTIONS_VERSION);
-            o.assume_init()
-        };
-        opts.bucket_cap_mb = bucket_cap_mb;
-        opts.broadcast_parameters = 0;
-        let mut raw = ptr::null_mut();
-        check(unsafe { sys::ddp_reducer_new(&mut raw, group.0, ptr::null(), handles.as_ptr(), handles.len(), &opts) })?;
-        Ok(Reducer { raw, grads, _views: views, _group: std::marker::PhantomData })
+    pub fn new(group: &'g Group, grads: Vec<Vec<T>>, bucket_cap_mb: f64) -> Result<Reducer<'g, T>> {
+        Reducer::with_options(group, grads, &ReducerOptions { bucket_cap_mb, ..Default::default() })
     }
 
     pub fn gradient(&self, index: usize) -> &[T] {
@@ -610,6 +596,18 @@ impl Strategy {
         x: &mut [f32],
         y: &mut [i64],
     ) -> Result<f32> {
+        let (loss, _logits) = self.step_tensors(module, optimizer, x, y)?;
+        Ok(loss.to_vec::<f32>()?[0])
+    }
+
+    /// The step of [`Strategy::train_step`], handing back the loss and the logits.
+    fn step_tensors(
+        &mut self,
+        module: &mut Module,
+        optimizer: &mut Optimizer,
+        x: &mut [f32],
+        y: &mut [i64],
+    ) -> Result<(Tensor, Tensor)> {
         let rows = y.len();
         if rows == 0 || x.len() % rows != 0 {
             return Err(invalid("x must hold the same number of features for each of y's rows"));
@@ -626,7 +624,7 @@ impl Strategy {
         check(unsafe { sys::ddp_optimizer_zero_grad(optimizer.0) })?;
         check(unsafe { sys::ddp_strategy_backward(self.0, loss.0) })?;
         check(unsafe { sys::ddp_strategy_optimizer_step(self.0, optimizer.0) })?;
-        Ok(loss.to_vec::<f32>()?[0])
+        Ok((loss, logits))
     }
 
     /// Lightning's reduce, in place over the ranks.

@@ -152,21 +152,7 @@ impl Strategy {
         x: &mut [f32],
         y: &mut [i64],
     ) -> Result<(f32, Vec<f32>)> {
-        let rows = y.len();
-        if rows == 0 || x.len() % rows != 0 {
-            return Err(invalid("x must hold the same number of features for each of y's rows"));
-        }
-        let xt = Tensor::view_shaped(x, &[rows as i64, (x.len() / rows) as i64])?;
-        let yt = Tensor::view(y)?;
-        let mut logits = ptr::null_mut();
-        check(unsafe { sys::ddp_strategy_forward(self.0, module.0, xt.0, &mut logits) })?;
-        let logits = Tensor(logits);
-        let mut loss = ptr::null_mut();
-        check(unsafe { sys::ddp_loss_cross_entropy(logits.0, yt.0, &mut loss) })?;
-        let loss = Tensor(loss);
-        check(unsafe { sys::ddp_optimizer_zero_grad(optimizer.0) })?;
-        check(unsafe { sys::ddp_strategy_backward(self.0, loss.0) })?;
-        check(unsafe { sys::ddp_strategy_optimizer_step(self.0, optimizer.0) })?;
+        let (loss, logits) = self.step_tensors(module, optimizer, x, y)?;
         Ok((loss.to_vec::<f32>()?[0], logits.to_vec::<f32>()?))
     }
 
