@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The C API's reference from the headers' comments (Doxygen, docs/Doxyfile):
-# HTML into OUT (default build/docs/html), installed by `cmake --install`
-# under share/doc/libddp/html once built. Fails, listing them, on any
-# warning: an undocumented public symbol, a broken reference.
-#   bash scripts/docs.sh [OUT_PARENT]
+# The API references in one command, into OUT (default build/docs):
+#   html/    the C API from the headers' comments (Doxygen, docs/Doxyfile),
+#            installed by `cmake --install` under share/doc/libddp/html;
+#   rust/    rustdoc of the `ddp` crate;
+#   java/    Javadoc of org.libddp (when the Java binding is built);
+#   python/  pydoc of the `libddp` package (when the Python binding is built).
+# Fails, listing them, on any Doxygen warning (an undocumented public
+# symbol, a broken reference) and on any public item of `ddp` without docs.
+#   bash scripts/docs.sh [OUT]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$here/build/docs}
@@ -16,3 +20,21 @@ if [ -n "$warnings" ]; then
   exit 1
 fi
 echo "docs.sh: $(ls "$out/html"/*.html | wc -l) pages in $out/html, no warning"
+
+build=$(cd "$out/.." && pwd)
+if command -v cargo >/dev/null && [ -f "$build/ddp-uninstalled.pc" ]; then
+  rust_log=$(PKG_CONFIG_PATH="$build" CARGO_TARGET_DIR="$build/rust-target" RUSTDOCFLAGS="-D missing_docs" \
+    cargo doc --offline --no-deps --quiet -p ddp --manifest-path "$here/bindings/rust/Cargo.toml" 2>&1) ||
+    { echo "$rust_log"; echo "docs.sh: rustdoc failed: document every public item of the ddp crate"; exit 1; }
+  rm -rf "$out/rust" && cp -r "$build/rust-target/doc" "$out/rust"
+  echo "docs.sh: rustdoc in $out/rust/ddp, every public item documented"
+fi
+if command -v javadoc >/dev/null && [ -d "$build/bindings/java/src/org/libddp" ]; then
+  javadoc -quiet -Xdoclint:none -d "$out/java" "$build"/bindings/java/src/org/libddp/*.java >/dev/null 2>&1 &&
+    echo "docs.sh: Javadoc in $out/java" || echo "docs.sh: javadoc failed (left out)"
+fi
+if [ -f "$build/bindings/python/libddp/__init__.py" ] && [ -x "$here/.venv/bin/python" ]; then
+  mkdir -p "$out/python"
+  (cd "$out/python" && PYTHONPATH="$build/bindings/python" "$here/.venv/bin/python" -m pydoc -w libddp libddp.ddp >/dev/null) &&
+    echo "docs.sh: pydoc in $out/python" || echo "docs.sh: pydoc failed (left out)"
+fi

@@ -29,6 +29,7 @@ impl Bucket<'_> {
     pub fn index(&self) -> usize {
         self.raw.index
     }
+    /// Whether this is the step's last bucket.
     pub fn is_last(&self) -> bool {
         self.raw.is_last != 0
     }
@@ -118,12 +119,15 @@ impl CommHook<'static> {
 pub struct Worker(*mut sys::ddp_worker);
 
 impl Worker {
+    /// This worker's rank in the job.
     pub fn rank(&self) -> i32 {
         unsafe { sys::ddp_worker_rank(self.0) }
     }
+    /// The number of workers.
     pub fn world_size(&self) -> i32 {
         unsafe { sys::ddp_worker_world_size(self.0) }
     }
+    /// This worker's rank on its node.
     pub fn local_rank(&self) -> i32 {
         unsafe { sys::ddp_worker_local_rank(self.0) }
     }
@@ -204,24 +208,31 @@ impl Env {
     pub fn name(&self) -> String {
         unsafe { CStr::from_ptr(sys::ddp_env_name(self.0)) }.to_string_lossy().into_owned()
     }
+    /// This process's rank in the job.
     pub fn rank(&self) -> i32 {
         unsafe { sys::ddp_env_rank(self.0) }
     }
+    /// The number of processes in the job.
     pub fn world_size(&self) -> i32 {
         unsafe { sys::ddp_env_world_size(self.0) }
     }
+    /// This process's rank on its node.
     pub fn local_rank(&self) -> i32 {
         unsafe { sys::ddp_env_local_rank(self.0) }
     }
+    /// The number of processes on this node.
     pub fn local_world_size(&self) -> i32 {
         unsafe { sys::ddp_env_local_world_size(self.0) }
     }
+    /// This node's index.
     pub fn node_rank(&self) -> i32 {
         unsafe { sys::ddp_env_node_rank(self.0) }
     }
+    /// The rendezvous store's host (MASTER_ADDR).
     pub fn master_addr(&self) -> String {
         unsafe { CStr::from_ptr(sys::ddp_env_master_addr(self.0)) }.to_string_lossy().into_owned()
     }
+    /// The rendezvous store's port (MASTER_PORT).
     pub fn master_port(&self) -> i32 {
         unsafe { sys::ddp_env_master_port(self.0) }
     }
@@ -250,6 +261,7 @@ impl Work<'_> {
         self.waited = true;
         check(unsafe { sys::ddp_work_wait(self.raw, timeout_ms) })
     }
+    /// Whether the collective has finished (a wait would not block).
     pub fn is_completed(&self) -> Result<bool> {
         let mut out: c_int = 0;
         check(unsafe { sys::ddp_work_is_completed(self.raw, &mut out) })?;
@@ -293,10 +305,12 @@ pub struct View<'a, T: Element> {
 }
 
 impl<'a, T: Element> View<'a, T> {
+    /// A view of `data`, borrowed as long as the view lives.
     pub fn new(data: &'a mut [T]) -> Result<View<'a, T>> {
         let len = data.len();
         Ok(View { tensor: Tensor::view(data)?, len, _data: std::marker::PhantomData })
     }
+    /// The slice's current values.
     pub fn as_slice(&self) -> &[T] {
         let p = unsafe { sys::ddp_tensor_data(self.tensor.0) } as *const T;
         if self.len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(p, self.len) } }
@@ -319,7 +333,9 @@ impl Group {
 /// buffers, with no parameters to broadcast.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReducerOptions {
+    /// DDP's bucket size cap (25).
     pub bucket_cap_mb: f64,
+    /// The first bucket's size (1).
     pub first_bucket_mb: f64,
     /// Gradients not marked ready in a step count as zeros.
     pub find_unused_parameters: bool,

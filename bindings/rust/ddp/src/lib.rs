@@ -12,6 +12,7 @@
 //! group.all_reduce(&mut x, ddp::ReduceOp::Sum)?;
 //! # Ok::<(), ddp::Error>(())
 //! ```
+#![warn(missing_docs)]
 use std::ffi::{CStr, CString};
 use std::fmt;
 use std::os::raw::{c_int, c_void};
@@ -22,7 +23,9 @@ pub use ddp_sys as sys;
 /// A failed libddp call: the status (`sys::DDP_E_*`) and what went wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
+    /// The libddp status (`sys::DDP_E_*`).
     pub status: i32,
+    /// What went wrong, as libddp said it.
     pub message: String,
 }
 
@@ -34,6 +37,7 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// The result of every fallible call of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
 fn check(status: sys::ddp_status) -> Result<()> {
@@ -52,10 +56,15 @@ fn invalid(message: &str) -> Error {
 /// Reduction operators (Lightning's sync_ddp: "sum", "mean", ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceOp {
+    /// The sum over the ranks.
     Sum,
+    /// The sum divided by the number of ranks.
     Mean,
+    /// The smallest value over the ranks.
     Min,
+    /// The largest value over the ranks.
     Max,
+    /// The product over the ranks.
     Product,
 }
 
@@ -73,6 +82,7 @@ impl ReduceOp {
 
 /// Element types that libddp tensors can view.
 pub trait Element: Copy + Default {
+    /// libddp's element type for `Self`.
     const DTYPE: sys::ddp_dtype;
 }
 macro_rules! element {
@@ -159,10 +169,12 @@ impl Group {
         Ok(Group(g))
     }
 
+    /// This process's rank in the group.
     pub fn rank(&self) -> i32 {
         unsafe { sys::ddp_group_rank(self.0) }
     }
 
+    /// The number of ranks in the group.
     pub fn size(&self) -> i32 {
         unsafe { sys::ddp_group_size(self.0) }
     }
@@ -175,6 +187,7 @@ impl Group {
         Ok(Group(g))
     }
 
+    /// Returns once every rank of the group called it.
     pub fn barrier(&self) -> Result<()> {
         check(unsafe { sys::ddp_barrier(self.0) })
     }
@@ -247,15 +260,19 @@ impl<'a> CommHook<'a> {
         check(unsafe { f(&mut h) })?;
         Ok(Self::own(h))
     }
+    /// PyTorch's allreduce_hook: the bucket summed, then divided by the ranks.
     pub fn allreduce() -> Result<CommHook<'a>> {
         Self::make(sys::ddp_comm_hook_allreduce)
     }
+    /// PyTorch's fp16_compress_hook: reduced as float16.
     pub fn fp16_compress() -> Result<CommHook<'a>> {
         Self::make(sys::ddp_comm_hook_fp16_compress)
     }
+    /// PyTorch's bf16_compress_hook: reduced as bfloat16.
     pub fn bf16_compress() -> Result<CommHook<'a>> {
         Self::make(sys::ddp_comm_hook_bf16_compress)
     }
+    /// PyTorch's noop_hook: gradients left as each rank computed them.
     pub fn noop() -> Result<CommHook<'a>> {
         Self::make(sys::ddp_comm_hook_noop)
     }
@@ -268,6 +285,7 @@ impl<'a> CommHook<'a> {
             o.assume_init()
         }
     }
+    /// PyTorch's powerSGD_hook (or batched_powerSGD_hook with `options.batched`).
     pub fn powersgd(options: &PowerSgdOptions) -> Result<CommHook<'a>> {
         let mut h = ptr::null_mut();
         check(unsafe { sys::ddp_comm_hook_powersgd(&mut h, options) })?;
@@ -326,6 +344,7 @@ pub struct ModelAverager<'g> {
 unsafe impl Send for ModelAverager<'_> {}
 
 impl<'g> ModelAverager<'g> {
+    /// An averager over `group`, every `period` steps from `warmup_steps` on.
     pub fn new(group: &'g Group, period: i64, warmup_steps: i64) -> Result<ModelAverager<'g>> {
         let mut raw = ptr::null_mut();
         check(unsafe { sys::ddp_model_averager_new(&mut raw, group.0, period, warmup_steps) })?;
@@ -370,6 +389,7 @@ impl<'g, T: Element> Reducer<'g, T> {
         Reducer::with_options(group, grads, &ReducerOptions { bucket_cap_mb, ..Default::default() })
     }
 
+    /// Gradient `index`, after [`Reducer::finish`] the average over the group.
     pub fn gradient(&self, index: usize) -> &[T] {
         &self.grads[index]
     }
@@ -379,10 +399,12 @@ impl<'g, T: Element> Reducer<'g, T> {
         &mut self.grads[index]
     }
 
+    /// Gradient `index` holds this step's value: its bucket may start reducing.
     pub fn mark_ready(&mut self, index: usize) -> Result<()> {
         check(unsafe { sys::ddp_reducer_mark_ready(self.raw, index) })
     }
 
+    /// Waits until every bucket is reduced (unmarked gradients count as zeros with find_unused_parameters).
     pub fn finish(&mut self) -> Result<()> {
         check(unsafe { sys::ddp_reducer_finish(self.raw) })
     }
@@ -409,6 +431,7 @@ impl<'g, T: Element> Reducer<'g, T> {
         check(unsafe { sys::ddp_reducer_set_comm_hook(self.raw, hook.0) })
     }
 
+    /// How many buckets the gradients were assigned to.
     pub fn bucket_count(&self) -> usize {
         unsafe { sys::ddp_reducer_bucket_count(self.raw) }
     }
@@ -428,6 +451,7 @@ pub struct Module(*mut sys::ddp_module);
 unsafe impl Send for Module {}
 
 impl Module {
+    /// A module saved with `torch.jit.save`.
     pub fn load(path: &str) -> Result<Module> {
         let p = CString::new(path).map_err(|_| invalid("path contains NUL"))?;
         let mut m = ptr::null_mut();
@@ -523,6 +547,7 @@ pub struct Optimizer(*mut sys::ddp_optimizer);
 unsafe impl Send for Optimizer {}
 
 impl Optimizer {
+    /// torch.optim.SGD(lr, momentum) over the module's parameters.
     pub fn sgd(module: &mut Module, lr: f64, momentum: f64) -> Result<Optimizer> {
         let mut o = sys::ddp_sgd_options {
             version: sys::DDP_SGD_OPTIONS_VERSION,
@@ -568,14 +593,17 @@ impl Strategy {
         check(unsafe { sys::ddp_strategy_setup_environment(self.0) })
     }
 
+    /// This process's rank in the job.
     pub fn global_rank(&self) -> i32 {
         unsafe { sys::ddp_strategy_global_rank(self.0) }
     }
 
+    /// The number of processes in the job.
     pub fn world_size(&self) -> i32 {
         unsafe { sys::ddp_strategy_world_size(self.0) }
     }
 
+    /// Whether this is global rank 0 (the one that writes checkpoints).
     pub fn is_global_zero(&self) -> bool {
         unsafe { sys::ddp_strategy_is_global_zero(self.0) != 0 }
     }
@@ -633,6 +661,7 @@ impl Strategy {
         check(unsafe { sys::ddp_strategy_reduce(self.0, t.0, op.raw()) })
     }
 
+    /// Lightning's barrier: returns once every rank called it; `name` shows in a timeout's message.
     pub fn barrier(&mut self, name: &str) -> Result<()> {
         let n = CString::new(name).map_err(|_| invalid("name contains NUL"))?;
         check(unsafe { sys::ddp_strategy_barrier(self.0, n.as_ptr()) })

@@ -17,7 +17,9 @@ pub enum StrategyKind {
 /// Lightning's gradient clipping algorithms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClipAlgorithm {
+    /// Scale the gradients so that their total 2-norm is at most the clip value.
     Norm,
+    /// Clamp each gradient element into [-value, value].
     Value,
 }
 
@@ -25,6 +27,7 @@ pub enum ClipAlgorithm {
 /// (`StrategyOptions::default()`); `strategy.h` documents each field.
 #[derive(Clone)]
 pub struct StrategyOptions<'h> {
+    /// How the ranks were started.
     pub kind: StrategyKind,
     /// Each rank on `cuda:LOCAL_RANK` with NCCL (where libddp was built with CUDA).
     pub cuda: bool,
@@ -34,27 +37,39 @@ pub struct StrategyOptions<'h> {
     pub backend: Option<String>,
     /// 0: 30 minutes (Lightning's default_pg_timeout).
     pub timeout_ms: i64,
+    /// DDP's bucket size cap (25).
     pub bucket_cap_mb: f64,
+    /// The first bucket's size (1).
     pub first_bucket_mb: f64,
+    /// Parameters without a gradient in a step count as zeros.
     pub find_unused_parameters: bool,
+    /// Rank 0's buffers before each forward (PyTorch's DDP default).
     pub broadcast_buffers: bool,
     /// None: all-reduce. The strategy takes its own reference.
     pub comm_hook: Option<&'h CommHook<'h>>,
+    /// Parameters averaged every this many steps (post-local SGD); 0: off.
     pub model_averaging_period: i64,
+    /// The first step that averages.
     pub model_averaging_warmup: i64,
+    /// Batch norms synchronised over the group (torch.nn.SyncBatchNorm).
     pub sync_batchnorm: bool,
+    /// DDP's static_graph (refused for now).
     pub static_graph: bool,
+    /// Each parameter's gradient a view of its bucket.
     pub gradient_as_bucket_view: bool,
     /// None: "32-true"; "bf16-mixed", "16-mixed", "bf16-true", "16-true".
     pub precision: Option<String>,
     /// 0: no clipping.
     pub gradient_clip_val: f64,
+    /// How [`StrategyOptions::gradient_clip_val`] clips.
     pub gradient_clip_algorithm: ClipAlgorithm,
     /// The LightningModule attribute holding the model, with its dot ("net.").
     pub state_dict_prefix: Option<String>,
     /// 0: SIGUSR1 under SLURM; -1: off.
     pub requeue_signal: i32,
+    /// PyTorch's Join for uneven inputs: a rank out of batches calls the strategy's join.
     pub join_enabled: bool,
+    /// With Join: average over the initial world size (joined ranks as zeros).
     pub divide_by_initial_world_size: bool,
 }
 
@@ -177,9 +192,13 @@ impl Strategy {
 /// What a checkpoint records besides the states (Lightning's counters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CheckpointInfo {
+    /// Optimizer steps taken (Lightning's global_step).
     pub step: i64,
+    /// Epochs completed.
     pub epoch: i64,
+    /// Batches per epoch (the fit loop's progress Lightning resumes from).
     pub batches_in_epoch: i64,
+    /// Inside an epoch: samples of the epoch's list trained on over every rank.
     pub samples_in_epoch: i64,
 }
 
@@ -219,8 +238,11 @@ impl Module {
 /// DistributedSampler's keyword arguments, with its defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SamplerOptions {
+    /// A permutation seeded by seed + epoch; false: 0, 1, 2, ...
     pub shuffle: bool,
+    /// The same on every rank.
     pub seed: i64,
+    /// Drop the tail instead of padding by wrapping around.
     pub drop_last: bool,
     /// Lightning's UnrepeatedDistributedSampler (evaluation).
     pub unrepeated: bool,
