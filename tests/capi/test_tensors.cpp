@@ -60,3 +60,73 @@ TEST(CApi, VersionStatusAndTensors) {
 }
 
 }  // namespace
+
+// ---- DLPack exchange ---------------------------------------------------------
+// dlpack.h's layout (stable since DLPack 0.2), declared here so that the test
+// makes a producer of its own, as NumPy or JAX would be.
+namespace dl {
+struct Tensor {
+  void* data;
+  struct { int32_t device_type, device_id; } device;
+  int32_t ndim;
+  struct { uint8_t code, bits; uint16_t lanes; } dtype;
+  int64_t *shape, *strides;
+  uint64_t byte_offset;
+};
+struct Managed {
+  Tensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(Managed* self);
+};
+int deletes = 0;
+void count_delete(Managed*) { ++deletes; }
+}  // namespace dl
+
+TEST(DLPack, AForeignTensorIsSharedAndItsDeleterRunsOnceWhenTheLastHandleGoes) {
+  float data[6] = {1, 2, 3, 4, 5, 6};
+  int64_t shape[2] = {2, 3};
+  dl::Managed m{{data, {1, 0}, 2, {2, 32, 1}, shape, nullptr, 0}, nullptr, dl::count_delete};  // CPU float32
+  dl::deletes = 0;
+  ddp_tensor* t = nullptr;
+  ASSERT_EQ(ddp_tensor_from_dlpack(&t, &m), DDP_OK) << ddp_last_error_message();
+  EXPECT_EQ(ddp_tensor_data(t), static_cast<void*>(data));
+  EXPECT_EQ(ddp_tensor_dtype(t), DDP_FLOAT32);
+  ASSERT_EQ(ddp_tensor_ndim(t), 2u);
+  EXPECT_EQ(ddp_tensor_shape(t)[1], 3);
+  const float seven[6] = {7, 7, 7, 7, 7, 7};
+  ASSERT_EQ(ddp_tensor_copy_from(t, seven, sizeof seven), DDP_OK);
+  EXPECT_EQ(data[5], 7.0f);  // written into the producer's memory
+  // Exported again, the memory outlives the handle until the consumer deletes it.
+  void* out = nullptr;
+  ASSERT_EQ(ddp_tensor_to_dlpack(t, &out), DDP_OK);
+  auto* back = static_cast<dl::Managed*>(out);
+  EXPECT_EQ(back->dl_tensor.data, static_cast<void*>(data));
+  EXPECT_EQ(back->dl_tensor.ndim, 2);
+  ddp_tensor_free(t);
+  EXPECT_EQ(dl::deletes, 0);
+  back->deleter(back);
+  EXPECT_EQ(dl::deletes, 1);
+}
+
+TEST(DLPack, RefusedTensorsAreDeletedAndNamed) {
+  float data[4] = {0, 0, 0, 0};
+  int64_t shape[1] = {2}, strides[1] = {2};
+  dl::deletes = 0;
+  ddp_tensor* t = nullptr;
+  dl::Managed complex{{data, {1, 0}, 1, {5, 64, 1}, shape, nullptr, 0}, nullptr, dl::count_delete};  // kDLComplex
+  EXPECT_EQ(ddp_tensor_from_dlpack(&t, &complex), DDP_E_UNSUPPORTED);
+  EXPECT_NE(std::string(ddp_last_error_message()).find("Complex"), std::string::npos) << ddp_last_error_message();
+  EXPECT_EQ(t, nullptr);
+  EXPECT_EQ(dl::deletes, 1);
+  dl::Managed strided{{data, {1, 0}, 1, {2, 32, 1}, shape, strides, 0}, nullptr, dl::count_delete};
+  EXPECT_EQ(ddp_tensor_from_dlpack(&t, &strided), DDP_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ddp_last_error_message()).find("not contiguous"), std::string::npos) << ddp_last_error_message();
+  EXPECT_EQ(dl::deletes, 2);
+  dl::Managed no_out{{data, {1, 0}, 1, {2, 32, 1}, shape, nullptr, 0}, nullptr, dl::count_delete};
+  EXPECT_EQ(ddp_tensor_from_dlpack(nullptr, &no_out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(dl::deletes, 3);  // ownership passed on this return too
+  EXPECT_EQ(ddp_tensor_from_dlpack(&t, nullptr), DDP_E_INVALID_ARGUMENT);
+  void* out = nullptr;
+  EXPECT_EQ(ddp_tensor_to_dlpack(nullptr, &out), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(out, nullptr);
+}

@@ -36,6 +36,8 @@ static void ddp_py_raise(ddp_status s) {
 }
 
 %feature("kwargs");
+/* Every method's docstring carries its signature with types (help(libddp.Group.all_reduce)). */
+%feature("autodoc", "2");
 
 /* A reducer reduces its tensors' memory in place: keep them (and so the
  * arrays they view) alive as long as the reducer. */
