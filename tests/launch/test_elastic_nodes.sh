@@ -53,6 +53,15 @@ node() {  # node NS RANK NNODES EXTRA...: one node's ddprun, in the background
 }
 
 node $ns0 0 1:2 --max-restarts 3 >"$work/node0.out" 2>&1 & n0=$!
+# Node ranks follow the order of arrival: node 1's agent starts once the
+# store host's listens, so that the store host's node is node 0 (under ASan
+# a slow start of node 0's agent once let node 1 arrive first).
+for _ in $(seq 600); do
+  ip netns exec $ns0 ss -ltnH "sport = :29577" 2>/dev/null | grep -q . && break
+  sleep 0.1
+done
+ip netns exec $ns0 ss -ltnH "sport = :29577" | grep -q . || fail "node 0's store did not listen within 60 s"
+sleep 0.5
 node $ns1 1 1:2 >"$work/node1.out" 2>&1 & n1=$!
 wait_for "$work/node0.out" "round 0: node . of 2 (world size 2)" 60
 wait_for "$work/node0.out" "epoch  2" 120
