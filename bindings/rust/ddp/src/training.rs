@@ -189,6 +189,74 @@ impl Strategy {
     }
 }
 
+impl Strategy {
+    /// Lightning's ModelCheckpoint(dirpath=dir, save_top_k=keep_last):
+    /// `dir/epoch=E-step=S.ckpt` from `info`, the newest `keep_last` kept
+    /// (0: all). Collective; global rank 0 writes, atomically.
+    pub fn save_checkpoint_to_dir(
+        &mut self,
+        dir: &str,
+        keep_last: i32,
+        module: &Module,
+        optimizer: &Optimizer,
+        info: &CheckpointInfo,
+    ) -> Result<()> {
+        let d = CString::new(dir).map_err(|_| invalid("dir contains NUL"))?;
+        let raw = info.raw();
+        let (modules, opts) = ([module.0], [optimizer.0]);
+        check(unsafe {
+            sys::ddp_strategy_save_checkpoint_to_dir(
+                self.0, d.as_ptr(), keep_last, modules.as_ptr(), ptr::null(), 1, opts.as_ptr(), 1, ptr::null(), 0, &raw,
+            )
+        })
+    }
+
+    /// Trainer.fit(ckpt_path="last"): the newest checkpoint in `dir` that
+    /// every rank can load, into `module` and `optimizer`. `None` on a
+    /// first start (nothing loaded); else the counters to continue from,
+    /// the saving job's world size in `world_size`, and the report
+    /// ("resumed from PATH", after a line for each newer file passed over).
+    /// Collective.
+    pub fn resume_from_dir(
+        &mut self,
+        dir: &str,
+        module: &mut Module,
+        optimizer: &mut Optimizer,
+    ) -> Result<Option<(CheckpointInfo, i64, String)>> {
+        let d = CString::new(dir).map_err(|_| invalid("dir contains NUL"))?;
+        let mut raw = CheckpointInfo::default().raw();
+        let (modules, opts) = ([module.0], [optimizer.0]);
+        let (mut resumed, mut report): (c_int, *mut sys::ddp_buffer) = (0, ptr::null_mut());
+        check(unsafe {
+            sys::ddp_strategy_resume_from_dir(
+                self.0, d.as_ptr(), modules.as_ptr(), ptr::null(), 1, opts.as_ptr(), 1, ptr::null(), 0, &mut resumed,
+                &mut raw, ptr::null_mut(), &mut report,
+            )
+        })?;
+        let text = if report.is_null() {
+            String::new()
+        } else {
+            let t = unsafe {
+                let n = sys::ddp_buffer_size(report);
+                let p = sys::ddp_buffer_data(report) as *const u8;
+                if n == 0 { String::new() } else { String::from_utf8_lossy(std::slice::from_raw_parts(p, n)).into_owned() }
+            };
+            unsafe { sys::ddp_buffer_free(report) };
+            t.trim_end_matches('\0').to_string()
+        };
+        if resumed == 0 {
+            return Ok(None);
+        }
+        let info = CheckpointInfo {
+            step: raw.step,
+            epoch: raw.epoch,
+            batches_in_epoch: raw.batches_in_epoch,
+            samples_in_epoch: raw.samples_in_epoch,
+        };
+        Ok(Some((info, raw.world_size, text)))
+    }
+}
+
 /// What a checkpoint records besides the states (Lightning's counters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CheckpointInfo {

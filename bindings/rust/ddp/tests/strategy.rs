@@ -68,6 +68,17 @@ fn two_ranks_train_the_digits_mlp_through_the_strategy() {
     let ckpt = dir.join("rust.ckpt");
     s.save_checkpoint(ckpt.to_str().unwrap(), &m, &opt, 80, 0).expect("save");
     assert_eq!(s.load_checkpoint(ckpt.to_str().unwrap(), &mut m, &mut opt).expect("load"), (80, 0));
+    // A checkpoint directory: nothing to resume from at first, then the newest of the kept ones.
+    let ckpts = dir.join("ckpts");
+    let ckpts = ckpts.to_str().unwrap();
+    assert!(s.resume_from_dir(ckpts, &mut m, &mut opt).expect("resume from nothing").is_none());
+    for step in [40, 80] {
+        let info = ddp::CheckpointInfo { step, epoch: step / 40, batches_in_epoch: 40, ..Default::default() };
+        s.save_checkpoint_to_dir(ckpts, 1, &m, &opt, &info).expect("save to dir");
+    }
+    let (info, world, report) = s.resume_from_dir(ckpts, &mut m, &mut opt).expect("resume").expect("a checkpoint");
+    assert_eq!((info.step, info.epoch, world), (80, 2, 2), "{report}");
+    assert!(report.contains("-step=80.ckpt"), "{report}");
     s.barrier("end").unwrap();
     s.teardown().expect("teardown: rank 1 must end well");
     if rank == 0 {
