@@ -181,16 +181,21 @@ pub fn spawn(nprocs: i32, start: StartMethod, timeout_ms: i64, f: WorkerFn, arg:
     check(unsafe {
         sys::ddp_spawn(&o, Some(worker_trampoline), arg.as_ptr() as *const c_void, arg.len(), &mut result)
     })?;
-    if result.is_null() {
-        return Ok(Vec::new());
+    Ok(take_buffer(result))
+}
+
+/// The bytes of a libddp buffer handed out to the caller (freed here); NULL is no bytes.
+pub(crate) fn take_buffer(buf: *mut sys::ddp_buffer) -> Vec<u8> {
+    if buf.is_null() {
+        return Vec::new();
     }
     let out = unsafe {
-        let n = sys::ddp_buffer_size(result);
-        let data = sys::ddp_buffer_data(result) as *const u8;
+        let n = sys::ddp_buffer_size(buf);
+        let data = sys::ddp_buffer_data(buf) as *const u8;
         if n == 0 { Vec::new() } else { std::slice::from_raw_parts(data, n).to_vec() }
     };
-    unsafe { sys::ddp_buffer_free(result) };
-    Ok(out)
+    unsafe { sys::ddp_buffer_free(buf) };
+    out
 }
 
 /// One process's place in a job, as a launcher or cluster gives it

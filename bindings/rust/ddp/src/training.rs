@@ -233,17 +233,8 @@ impl Strategy {
                 &mut raw, ptr::null_mut(), &mut report,
             )
         })?;
-        let text = if report.is_null() {
-            String::new()
-        } else {
-            let t = unsafe {
-                let n = sys::ddp_buffer_size(report);
-                let p = sys::ddp_buffer_data(report) as *const u8;
-                if n == 0 { String::new() } else { String::from_utf8_lossy(std::slice::from_raw_parts(p, n)).into_owned() }
-            };
-            unsafe { sys::ddp_buffer_free(report) };
-            t.trim_end_matches('\0').to_string()
-        };
+        let report = super::extensions::take_buffer(report);
+        let text = String::from_utf8_lossy(&report).trim_end_matches('\0').to_string();
         if resumed == 0 {
             return Ok(None);
         }
