@@ -23,9 +23,15 @@ venv="$here/.venv"
 stamp="$venv/.ddp-bootstrap-$DDP_VENV_STAMP"
 if [ ! -f "$stamp" ]; then
   echo "bootstrap: preparing $venv (torch==$DDP_TORCH_VERSION)"
+  # The wheel and its CUDA libraries take about 5 GiB unpacked; pip's cache
+  # would hold a second, compressed copy that a fresh machine never reuses.
+  free_kib=$(df -Pk "$here" | awk 'NR==2 {print $4}')
+  if [ "${free_kib:-0}" -lt $((7 * 1024 * 1024)) ]; then
+    echo "bootstrap: only $((free_kib / 1024)) MiB free under $here; .venv needs about 5 GiB and the builds 4 GiB more" >&2
+  fi
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --progress-bar off --upgrade pip >/dev/null
-  "$venv/bin/pip" install --quiet --progress-bar off \
+  "$venv/bin/pip" install --quiet --progress-bar off --no-cache-dir --upgrade pip >/dev/null
+  "$venv/bin/pip" install --quiet --progress-bar off --no-cache-dir \
       "torch==$DDP_TORCH_VERSION" $DDP_PY_PACKAGES
   rm -f "$venv"/.ddp-bootstrap-*
   touch "$stamp"
