@@ -2,7 +2,8 @@
 // processes of its own (run_allreduce.sh alternates the contenders). One
 // process per rank; rank 0 prints one JSON line per size.
 // Usage: bench_allreduce  (env: BENCH_IMPL=capi|c10d|memcpy, RANK, WORLD_SIZE, MASTER_PORT;
-// BENCH_BACKEND: the C API's backend, default its own default; BENCH_MIN_BYTES)
+// BENCH_BACKEND: the C API's backend, default its own default; BENCH_MIN_BYTES,
+// BENCH_MAX_BYTES (else BENCH_MAX_MB))
 // BENCH_IMPL=memcpy times one process's memcpy of each size instead (the
 // bandwidth the shared-memory backend is measured against).
 #include <ddp/ddp.h>
@@ -80,6 +81,7 @@ int main() {
 
   std::vector<size_t> sizes;
   size_t min_bytes = static_cast<size_t>(env_int("BENCH_MIN_BYTES", 4));
+  if (const char* mb = std::getenv("BENCH_MAX_BYTES")) max_bytes = std::strtoull(mb, nullptr, 10);
   for (size_t b = 4; b <= max_bytes; b *= 4)
     if (b >= min_bytes) sizes.push_back(b);
   for (size_t bytes : sizes) {

@@ -36,14 +36,22 @@ void check_root(Group& g, int root, const char* op, const char* what) {
 // (a dtype or reduce op it does not support) does so before any
 // communication, which leaves the group usable: Status::Unsupported. Only
 // c10d's distributed errors (a broken communicator) are failures of the group.
+// `ticket` is the call's flight recorder entry (0 for a later step of one),
+// marked refused when the call never starts.
 template <typename F>
-c10::intrusive_ptr<c10d::Work> start(Group& g, const char* op, F&& f) {
-  c10d::Backend& b = g.backend_for(op);
+c10::intrusive_ptr<c10d::Work> start(Group& g, const char* op, flight::Ticket ticket, F&& f) {
   try {
-    return f(b);
+    return f(g.backend_for(op));
+  } catch (const CallMismatch& e) {
+    flight::finish(ticket, flight::State::Failed);
+    flight::dump((std::string("mismatch on rank ") + std::to_string(g.rank()) + " of group " + g.flight_label() +
+                  ": " + e.what()).c_str());
+    throw;
   } catch (const Error&) {
+    flight::finish(ticket, flight::State::Refused);
     throw;
   } catch (const std::exception& e) {
+    flight::finish(ticket, flight::State::Refused);
     Status s = dynamic_cast<const c10::DistError*>(&e) ? classify_exception(e) : Status::Unsupported;
     fail(s, std::string(op) + " on rank " + std::to_string(g.rank()) + " (" + g.backend_name() +
                 "): " + short_what(e));
@@ -73,19 +81,36 @@ void divide_by_world(const at::Tensor& t, int world) {
 
 bool native_avg(Group& g) { return g.backend_name() == "nccl"; }
 
-PendingPtr make(Group& g, const char* op, c10::intrusive_ptr<c10d::Work> w, Pending::Step then = nullptr) {
-  return std::make_unique<Pending>(g, op, std::move(w), std::move(then));
+PendingPtr make(Group& g, const char* op, flight::Ticket ticket, c10::intrusive_ptr<c10d::Work> w,
+                Pending::Step then = nullptr) {
+  return std::make_unique<Pending>(g, op, std::move(w), std::move(then), ticket);
+}
+
+// The flight recorder's entry for a collective about to start on `g`.
+flight::Ticket record(Group& g, const char* op, const char* reduce, const at::Tensor* t, int root = -1) {
+  if (!flight::enabled()) return 0;
+  flight::Call c;
+  c.op = op;
+  c.reduce = reduce;
+  c.root = root;
+  if (t) {
+    c.dtype = c10::toString(t->scalar_type());
+    c.numel = t->numel();
+    c.ndim = static_cast<int>(t->dim());
+    for (int d = 0; d < c.ndim && d < flight::kMaxDims; ++d) c.dims[d] = t->size(d);
+  }
+  return flight::record(g.flight_label(), g.next_flight_seq(), c);
 }
 
 c10::intrusive_ptr<c10d::Work> start_all_gather(Group& g, const char* op, const at::Tensor& in,
-                                                at::Tensor& out) {
+                                                at::Tensor& out, flight::Ticket ticket = 0) {
   std::vector<int64_t> shape{g.size()};
   shape.insert(shape.end(), in.sizes().begin(), in.sizes().end());
   out = at::empty(shape, in.options());
   std::vector<std::vector<at::Tensor>> outs(1);
   for (int i = 0; i < g.size(); ++i) outs[0].push_back(out.select(0, i));
   std::vector<at::Tensor> ins{in};
-  return start(g, op, [&](c10d::Backend& b) { return b.allgather(outs, ins); });
+  return start(g, op, ticket, [&](c10d::Backend& b) { return b.allgather(outs, ins); });
 }
 
 // --- DDP_DEBUG=DETAIL: every rank checks that all call the same thing ----
@@ -168,7 +193,8 @@ void verify_same_call(Group& g, const CallSignature& sig) {
 
 PendingPtr barrier(Group& g) {
   verify_same_call(g, {kBarrier});
-  return make(g, "barrier", start(g, "barrier", [](c10d::Backend& b) { return b.barrier(); }));
+  auto ticket = record(g, "barrier", nullptr, nullptr);
+  return make(g, "barrier", ticket, start(g, "barrier", ticket, [](c10d::Backend& b) { return b.barrier(); }));
 }
 
 PendingPtr broadcast(Group& g, const at::Tensor& t, int src) {
@@ -178,7 +204,9 @@ PendingPtr broadcast(Group& g, const at::Tensor& t, int src) {
   std::vector<at::Tensor> ts{t};
   c10d::BroadcastOptions o;
   o.rootRank = src;
-  return make(g, "broadcast", start(g, "broadcast", [&](c10d::Backend& b) { return b.broadcast(ts, o); }));
+  auto ticket = record(g, "broadcast", nullptr, &t, src);
+  return make(g, "broadcast", ticket,
+              start(g, "broadcast", ticket, [&](c10d::Backend& b) { return b.broadcast(ts, o); }));
 }
 
 PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
@@ -200,15 +228,16 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
   std::vector<at::Tensor> ts{dev_length};
   c10d::BroadcastOptions o;
   o.rootRank = src;
-  auto w = start(g, "broadcast_bytes", [&](c10d::Backend& b) { return b.broadcast(ts, o); });
-  return make(g, "broadcast_bytes", w, [=](Pending& p, Clock::time_point deadline) mutable {
+  auto ticket = record(g, "broadcast_bytes", nullptr, nullptr, src);
+  auto w = start(g, "broadcast_bytes", ticket, [&](c10d::Backend& b) { return b.broadcast(ts, o); });
+  return make(g, "broadcast_bytes", ticket, w, [=](Pending& p, Clock::time_point deadline) mutable {
     int64_t n = dev_length.cpu().item<int64_t>();
     if (n < 0) fail(Status::Internal, "broadcast_bytes: received a negative length");
     if (!payload.defined()) payload = at::empty({n}, at::TensorOptions().dtype(at::kByte));
     at::Tensor dev_payload = to_dev(payload);
     if (n > 0) {
       std::vector<at::Tensor> pts{dev_payload};
-      auto w2 = start(p.group(), "broadcast_bytes", [&](c10d::Backend& b) { return b.broadcast(pts, o); });
+      auto w2 = start(p.group(), "broadcast_bytes", 0, [&](c10d::Backend& b) { return b.broadcast(pts, o); });
       p.wait_work(w2, deadline);
     }
     at::Tensor host = dev_payload.cpu();
@@ -223,13 +252,14 @@ PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op) {
   std::vector<at::Tensor> ts{t};
   c10d::AllreduceOptions o;
   o.reduceOp = to_c10d(op, native_avg(g));
-  auto w = start(g, "all_reduce", [&](c10d::Backend& b) { return b.allreduce(ts, o); });
+  auto ticket = record(g, "all_reduce", op_name(static_cast<int64_t>(op)), &t);
+  auto w = start(g, "all_reduce", ticket, [&](c10d::Backend& b) { return b.allreduce(ts, o); });
   Pending::Step then;
   if (op == ReduceOp::Mean && !native_avg(g)) {
     int world = g.size();
     then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
   }
-  return make(g, "all_reduce", w, then);
+  return make(g, "all_reduce", ticket, w, then);
 }
 
 PendingPtr divide_then_sum(Group& g, const at::Tensor& t, int64_t divisor) {
@@ -245,21 +275,23 @@ PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
   c10d::ReduceOptions o;
   o.reduceOp = to_c10d(op, native_avg(g));
   o.rootRank = dst;
-  auto w = start(g, "reduce", [&](c10d::Backend& b) { return b.reduce(ts, o); });
+  auto ticket = record(g, "reduce", op_name(static_cast<int64_t>(op)), &t, dst);
+  auto w = start(g, "reduce", ticket, [&](c10d::Backend& b) { return b.reduce(ts, o); });
   Pending::Step then;
   if (op == ReduceOp::Mean && !native_avg(g) && g.rank() == dst) {
     int world = g.size();
     then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
   }
-  return make(g, "reduce", w, then);
+  return make(g, "reduce", ticket, w, then);
 }
 
 PendingPtr all_gather(Group& g, const at::Tensor& in) {
   check_tensor(g, in, "all_gather");
   verify_same_call(g, {kAllGather, -1, -1, &in});
   at::Tensor out;
-  auto w = start_all_gather(g, "all_gather", in, out);
-  auto p = make(g, "all_gather", w);
+  auto ticket = record(g, "all_gather", nullptr, &in);
+  auto w = start_all_gather(g, "all_gather", in, out, ticket);
+  auto p = make(g, "all_gather", ticket, w);
   p->tensors = {out};
   return p;
 }
@@ -277,8 +309,9 @@ PendingPtr all_gather_uneven(Group& g, const at::Tensor& in) {
   for (int64_t d = 0; d < in.dim(); ++d) meta[2 + d] = in.size(d);
   at::Tensor meta_t = at::tensor(meta, at::TensorOptions().dtype(at::kLong)).to(in.device());
   at::Tensor metas;
-  auto w = start_all_gather(g, op, meta_t, metas);
-  return make(g, op, w, [in, metas, op](Pending& p, Clock::time_point deadline) {
+  auto ticket = record(g, op, nullptr, &in);
+  auto w = start_all_gather(g, op, meta_t, metas, ticket);
+  return make(g, op, ticket, w, [in, metas, op](Pending& p, Clock::time_point deadline) {
     Group& g = p.group();
     at::Tensor m = metas.cpu();
     auto* mp = m.data_ptr<int64_t>();
@@ -329,9 +362,10 @@ PendingPtr reduce_boolean_decision(Group& g, bool decision, bool all) {
   o.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
   const char* op = "reduce_boolean_decision";
   verify_same_call(g, {kBooleanDecision});
-  auto w = start(g, op, [&](c10d::Backend& b) { return b.allreduce(ts, o); });
+  auto ticket = record(g, op, nullptr, nullptr);
+  auto w = start(g, op, ticket, [&](c10d::Backend& b) { return b.allreduce(ts, o); });
   int world = g.size();
-  return make(g, op, w, [t, all, world](Pending& p, Clock::time_point) {
+  return make(g, op, ticket, w, [t, all, world](Pending& p, Clock::time_point) {
     int64_t sum = t.cpu().item<int64_t>();
     p.decision = all ? sum == world : sum > 0;
   });

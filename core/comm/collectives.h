@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/group.h"
+#include "debug/flight_recorder.h"
 
 namespace c10d {
 class Work;
@@ -27,7 +28,10 @@ class Pending {
  public:
   using Step = std::function<void(Pending&, Clock::time_point deadline)>;
 
-  Pending(Group& group, std::string op, c10::intrusive_ptr<c10d::Work> work, Step then);
+  // `ticket`: the collective's flight recorder entry, which the Pending
+  // keeps up to date (0: none).
+  Pending(Group& group, std::string op, c10::intrusive_ptr<c10d::Work> work, Step then,
+          flight::Ticket ticket = 0);
   ~Pending();
 
   // Waits for completion (and runs the remaining steps). timeout: nullopt =
@@ -66,6 +70,10 @@ class Pending {
   c10::intrusive_ptr<c10d::Work> work_;
   Step then_;
   bool done_ = false;
+  flight::Ticket ticket_ = 0;
+  bool recorded_end_ = false;
+  // The entry's final state; before any dump, which a failure triggers.
+  void record_end(flight::State s);
 };
 
 using PendingPtr = std::unique_ptr<Pending>;

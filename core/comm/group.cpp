@@ -24,6 +24,7 @@
 #include "comm/rendezvous.h"
 #include "comm/torch_logging.h"
 #include "common/error.h"
+#include "debug/flight_recorder.h"
 #include "launch/supervisor.h"
 
 namespace ddp::core {
@@ -41,6 +42,11 @@ void ignore_sigpipe_if_default() {
 // a look at what the others published (the root cause) before its own.
 constexpr Millis kPublishWait{1000};
 constexpr Millis kRootCauseWait{1000};
+
+// The first word of a flight recorder dump's reason.
+const char* failure_kind(Status s) {
+  return s == Status::Timeout ? "timeout" : s == Status::PeerFailed ? "peer failure" : "failure";
+}
 
 c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& name, const BackendSpec& spec) {
   if (name == "gloo") return make_gloo_backend(spec);
@@ -208,6 +214,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   impl->master_addr = env.master_addr;
   impl->node = std::to_string(env.node_rank);
   impl->detail_checks = detail_checks_from_env();
+  flight::configure(env.rank, env.world_size);
   static std::atomic<uint64_t> inits{0};
   impl->job_token = ++inits;
 
@@ -228,6 +235,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   announce_joining(*job, impl->rank);
   int64_t gen = join_generation(job, impl->size, impl->timeout, where);
   impl->prefix = base + "/g" + std::to_string(gen);
+  impl->flight_label = flight::intern_label("g" + std::to_string(gen));
   impl->store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, client);
 
   auto monitor = connect_store(env.master_addr, port, opts.timeout, who, "rank 0");
@@ -259,6 +267,7 @@ std::unique_ptr<Group> Group::new_subgroup(int group_size) {
   impl->detail_checks = impl_->detail_checks;
   impl->job_token = impl_->job_token;
   impl->prefix = impl_->prefix + "/" + sub;
+  impl->flight_label = flight::intern_label(impl_->flight_label + ("/" + sub));
   impl->store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->store);
   impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->monitor_store);
   impl->job_monitor_store = impl_->job_monitor_store;
@@ -285,6 +294,8 @@ bool Group::broken() const { return impl_->broken; }
 bool Group::detail_checks() const { return impl_->detail_checks; }
 void Group::set_detail_checks(bool on) { impl_->detail_checks = on; }
 int64_t Group::next_check() { return impl_->checks_made++; }
+const char* Group::flight_label() const { return impl_->flight_label; }
+int64_t Group::next_flight_seq() { return ++impl_->flight_seq; }
 
 c10d::Backend& Group::backend_for(const char* op) {
   if (impl_->broken) {
@@ -296,11 +307,13 @@ c10d::Backend& Group::backend_for(const char* op) {
 }
 
 void Group::fail_and_publish(Status status, const std::string& message) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(impl_->state_mutex);
     if (!impl_->broken) {
       impl_->broken_reason = message;
       impl_->broken = true;
+      first = true;
     }
   }
   // Tell the other ranks, so that those waiting on a peer that is not the
@@ -308,6 +321,8 @@ void Group::fail_and_publish(Status status, const std::string& message) {
   // dead or stopped peer.
   std::string payload = std::to_string(static_cast<int>(status)) + "|rank " + std::to_string(impl_->rank) + ": " + message;
   impl_->monitor->publish(payload, kPublishWait);
+  if (first) flight::dump((std::string(failure_kind(status)) + " on rank " + std::to_string(impl_->rank) + " of group " +
+                           std::string(impl_->flight_label) + ": " + message).c_str());
   throw Error(status, message);
 }
 
@@ -322,18 +337,29 @@ void Group::throw_reported(const std::string& reported) {
     }
     payload = payload.substr(bar + 1);
   }
-  std::lock_guard<std::mutex> lock(impl_->state_mutex);
-  impl_->broken_reason = "reported by " + payload;
-  impl_->broken = true;
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(impl_->state_mutex);
+    impl_->broken_reason = "reported by " + payload;
+    first = !impl_->broken.exchange(true);
+  }
+  if (first) flight::dump(("another rank failed (group " + std::string(impl_->flight_label) + "): " + payload).c_str());
   throw Error(status, "another rank failed, so this one stops too: " + payload);
 }
+
+bool Group::peer_reported() const { return impl_->monitor->reported() || impl_->monitor->lost(); }
 
 void Group::throw_if_peer_reported() {
   if (auto r = impl_->monitor->reported()) throw_reported(*r);
   if (auto lost = impl_->monitor->lost()) {
-    std::lock_guard<std::mutex> lock(impl_->state_mutex);
-    impl_->broken_reason = "lost the rendezvous store on rank 0 (" + *lost + ")";
-    impl_->broken = true;
+    bool first;
+    {
+      std::lock_guard<std::mutex> lock(impl_->state_mutex);
+      impl_->broken_reason = "lost the rendezvous store on rank 0 (" + *lost + ")";
+      first = !impl_->broken.exchange(true);
+    }
+    if (first)
+      flight::dump(("lost the rendezvous store (group " + std::string(impl_->flight_label) + "): " + *lost).c_str());
     throw Error(Status::PeerFailed, "lost the connection to the rendezvous store hosted by rank 0 "
                                    "(rank 0 has probably died): " + *lost);
   }

@@ -73,6 +73,11 @@ class Group {
   void set_detail_checks(bool on);
   int64_t next_check();
 
+  // The flight recorder's name for this group (the same on every rank) and
+  // the number of its next collective, counted from 1 (debug/flight_recorder.h).
+  const char* flight_label() const;
+  int64_t next_flight_seq();
+
   // Failure state. A timeout or a dead peer breaks the group for good: the
   // failure is published to the other ranks through the store, and every
   // later call fails with Status::State.
@@ -81,6 +86,8 @@ class Group {
   // Throws the failure another rank published (with its original status),
   // or Status::PeerFailed when the store is gone; never blocks on the store.
   void throw_if_peer_reported();
+  // Whether throw_if_peer_reported() would throw now.
+  bool peer_reported() const;
   // Before reporting a failure of its own, a rank looks (waiting up to a
   // second) for one published earlier: that one is the root cause, and
   // every rank reports its status.

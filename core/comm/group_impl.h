@@ -35,6 +35,9 @@ struct Group::Impl {
   // different for each group init in this process: what says a group
   // belongs to a job.
   uint64_t job_token = 0;
+  // "g<generation>[/sub<k>/<block>]" (no job secret in dump files), interned.
+  const char* flight_label = "?";
+  std::atomic<int64_t> flight_seq{0};
   bool detail_checks = false;
   int64_t checks_made = 0;
 

@@ -20,14 +20,24 @@ std::string who(Group& g) {
 }
 }  // namespace
 
-Pending::Pending(Group& group, std::string op, c10::intrusive_ptr<c10d::Work> work, Step then)
-    : group_(group), op_(std::move(op)), work_(std::move(work)), then_(std::move(then)) {}
+Pending::Pending(Group& group, std::string op, c10::intrusive_ptr<c10d::Work> work, Step then,
+                 flight::Ticket ticket)
+    : group_(group), op_(std::move(op)), work_(std::move(work)), then_(std::move(then)), ticket_(ticket) {}
+
+void Pending::record_end(flight::State s) {
+  if (recorded_end_) return;
+  recorded_end_ = true;
+  flight::finish(ticket_, s);
+}
 
 Pending::~Pending() = default;
 
 bool Pending::test() {
   if (done_) return true;
-  return !work_ || work_->isCompleted();
+  bool finished = !work_ || work_->isCompleted();
+  // A collective with no host step left is over once its work is.
+  if (finished && !then_) record_end(failure() ? flight::State::Failed : flight::State::Completed);
+  return finished;
 }
 
 std::exception_ptr Pending::failure() const {
@@ -46,14 +56,22 @@ void Pending::wait(std::optional<Millis> timeout) {
   check_arg(budget.count() >= 0, op_ + ": negative timeout");
   check_arg(budget <= kMaxTimeout, op_ + ": timeout " + std::to_string(budget.count()) +
                                        " ms exceeds the maximum of " + std::to_string(kMaxTimeout.count()) + " ms");
-  auto deadline = Clock::now() + budget;
-  if (work_) wait_work(work_, deadline);
-  if (then_) {
-    Step step = std::move(then_);
-    then_ = nullptr;
-    step(*this, deadline);
+  const auto now = Clock::now();
+  auto deadline = now + budget;
+  flight::waiting(ticket_, std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+  try {
+    if (work_) wait_work(work_, deadline);
+    if (then_) {
+      Step step = std::move(then_);
+      then_ = nullptr;
+      step(*this, deadline);
+    }
+  } catch (...) {
+    record_end(flight::State::Failed);
+    throw;
   }
   done_ = true;
+  record_end(flight::State::Completed);
 }
 
 void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_point deadline) {
@@ -85,11 +103,14 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
     }
     if (failure) throw_failure(failure);
     if (finished) return;
-    if (gloo_failures() != gloo_failures_before)
+    if (gloo_failures() != gloo_failures_before) {
+      record_end(flight::State::Failed);
       group_.fail_and_publish(Status::PeerFailed,
                               op_ + " failed on " + who(group_) + ": Gloo's transport failed (" + last_gloo_failure() +
                                   "); most likely the ranks called this collective with different sizes "
                                   "(DDP_DEBUG=DETAIL checks every call)");
+    }
+    if (group_.peer_reported()) record_end(flight::State::Failed);
     group_.throw_if_peer_reported();
     if (Clock::now() >= deadline) throw_timeout("");
   }
@@ -98,11 +119,16 @@ void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_
 void Pending::throw_failure(std::exception_ptr failure) {
   try {
     std::rethrow_exception(failure);
+  } catch (const CallMismatch& e) {
+    record_end(flight::State::Failed);
+    flight::dump(("mismatch on " + who(group_) + " of group " + group_.flight_label() + ": " + e.what()).c_str());
+    throw;
   } catch (const std::exception& e) {
     // A timeout or a dead peer breaks the group and is published, also
     // when a backend of ours (shm) classified it already as an Error;
     // any other Error goes up as it is.
     Status s = classify_exception(e);
+    record_end(s == Status::Timeout ? flight::State::TimedOut : flight::State::Failed);
     std::string msg = op_ + " failed on " + who(group_) + ": " + short_what(e);
     if (s == Status::Timeout || s == Status::PeerFailed) {
       group_.throw_root_cause_if_reported();
@@ -114,6 +140,7 @@ void Pending::throw_failure(std::exception_ptr failure) {
 }
 
 void Pending::throw_timeout(const std::string& context) {
+  record_end(flight::State::TimedOut);
   group_.throw_root_cause_if_reported();
   group_.fail_and_publish(Status::Timeout, op_ + " timed out on " + who(group_) + context +
                                                " (a peer is slow, stopped, or did not call the same collective)");

@@ -21,6 +21,13 @@ class Error : public std::runtime_error {
   Status status_;
 };
 
+// The ranks called different collectives and a check caught it before any
+// data was combined: the group stays usable. The flight recorder dumps on it.
+class CallMismatch : public Error {
+ public:
+  explicit CallMismatch(const std::string& message) : Error(Status::InvalidArgument, message) {}
+};
+
 // An Error thrown by a libddp operator inside TorchScript code reaches the
 // module's caller wrapped in the interpreter's own exception, its status
 // lost. The operator parks it on its thread before it unwinds; the caller

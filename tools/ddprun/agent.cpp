@@ -13,6 +13,7 @@
 #include "bounded_store.h"
 #include "common/error.h"
 #include "elastic.h"
+#include "flight.h"
 #include "heartbeat.h"
 #include "launch/supervisor.h"
 #include "launch/worker_env.h"
@@ -131,11 +132,13 @@ class Agent {
         ++failures;
         std::cerr << "ddprun: round " << restart << " failed (" << why << "); restarting all workers ("
                   << failures << " of " << a_.max_restarts << ")\n";
+        flight_.print_verdict(std::cerr);
         continue;
       }
       const bool cannot_go_on = heartbeat_.node_lost() || (last_failures.empty() && (calls_.lost() ||
                                                                                      heartbeat_.rank_quit_unjoined()));
       if (!last_failures.empty()) print_failure_summary(last_failures, label, restart);
+      flight_.print_verdict(std::cerr);
       if (cannot_go_on) std::cerr << "ddprun: the job cannot go on: " << why << "\n";
       else if (last_failures.empty()) std::cerr << "ddprun: the job failed on another node: " << why << "\n";
       write_error_file(a_.error_file, last_failures, restart, why);
@@ -244,6 +247,7 @@ class Agent {
   }
 
   JobResult run_round(const std::vector<std::string>& argv, int restart) {
+    flight_.clear(a_.node_rank * a_.nproc_per_node, a_.nproc_per_node);
     std::vector<ChildSpec> children;
     for (int lr = 0; lr < a_.nproc_per_node; ++lr) {
       WorkerPlace w;
@@ -263,7 +267,7 @@ class Agent {
       ChildSpec c;
       c.rank = w.rank;
       c.argv = argv;
-      c.env = worker_env(w);
+      c.env = worker_env(w, {{"DDP_FLIGHT_RECORDER_FILE", flight_.prefix()}});
       c.capture_output = true;
       children.push_back(std::move(c));
     }
@@ -329,6 +333,7 @@ class Agent {
 
   DdprunArgs a_;
   std::string job_id_;
+  FlightRecords flight_;
   bool store_host_;  // this agent holds the store (--node-rank 0); elastic rounds renumber the nodes
   BoundedStore calls_{&g_stop_signal};
   Heartbeat heartbeat_{calls_, a_};

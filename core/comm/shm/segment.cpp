@@ -262,9 +262,8 @@ void Segment::compare_calls() {
       differ += "; rank " + std::to_string(global_ranks_[j]) + ": " + describe_(theirs);
   }
   if (differ.empty()) return;
-  fail(Status::InvalidArgument, "the ranks did not call the same collective (rank " +
-                                    std::to_string(global_ranks_[rank_]) + ": " + describe_(mine) + differ +
-                                    "); nothing was combined and the group stays usable");
+  throw CallMismatch("the ranks did not call the same collective (rank " + std::to_string(global_ranks_[rank_]) +
+                     ": " + describe_(mine) + differ + "); nothing was combined and the group stays usable");
 }
 
 void Segment::barrier(Clock::time_point deadline, const char* op) {
