@@ -329,7 +329,9 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
         errno = 0;
         long long v = std::strtoll(was.c_str(), &end, 10);
         if (was.empty() || *end || errno) return Parsed::Bad;  // not a counter
-        delta += v;
+        // Two's complement wrap: an overflowing add (anyone who reaches the
+        // port can send one; found by fuzzing) must not be undefined.
+        delta = static_cast<int64_t>(static_cast<uint64_t>(delta) + static_cast<uint64_t>(v));
       }
       std::string now = std::to_string(delta);
       store(key, Bytes(now.begin(), now.end()));

@@ -3,6 +3,8 @@
 // WireStoreClient on c10d's TCPStore server. Then what a foreign or stalled
 // peer does to them.
 #include <gtest/gtest.h>
+
+#include <cstdint>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -241,6 +243,18 @@ TEST(WireStore, ForeignWritersLoseOnlyTheirOwnConnection) {
   EXPECT_EQ(recv(fd, &v, sizeof v, MSG_WAITALL), static_cast<ssize_t>(sizeof v));
   EXPECT_EQ(v, 6);
   close(fd);
+}
+
+// Found by fuzzing (fuzz/corpus/store_wire/add_overflow_found_by_fuzzing):
+// an add past INT64_MAX was signed overflow in the server, undefined; it
+// wraps now, and the store goes on serving.
+TEST(WireStore, AnOverflowingAddWrapsAndTheStoreGoesOn) {
+  auto server = serve();
+  WireStoreClient client("127.0.0.1", server->port(), Millis(3000));
+  EXPECT_EQ(client.add("n", INT64_MAX), INT64_MAX);
+  EXPECT_EQ(client.add("n", 2), INT64_MIN + 1);
+  EXPECT_EQ(client.add("n", -1), INT64_MIN);
+  EXPECT_EQ(client.add("n", -1), INT64_MAX);
 }
 
 TEST(WireStore, AClientThatBuffersMoreThanOneLargestQueryIsDropped) {
