@@ -1,0 +1,222 @@
+// mp_worker soak (issue 27): SOAK_STEPS (default 1000) reducer steps under
+// the comm hook SOAK_HOOK, with the reducer made anew every 50 steps with
+// random bucket caps, random unused parameters (find_unused_parameters) and
+// random no_sync windows; every synchronised step is checked against the
+// all-reduce average computed here from every rank's gradients. PowerSGD
+// approximates by design: its steps are checked for agreement between the
+// ranks (and exactly before start_powersgd_iter). Rank 0 prints the growth
+// of its fds, threads and RSS from step 100 to the end, and each rank checks
+// it against the bounds: no fd, no thread, 32 MiB of RSS.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "worker_scenarios.h"
+#include "worker_util.h"
+
+using namespace worker;
+
+namespace {
+
+struct Usage {
+  long fds = 0, threads = 0, rss_kib = 0;
+};
+
+Usage usage() {
+  Usage u;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) u.fds += e->d_name[0] != '.';
+    closedir(d);
+  }
+  std::ifstream st("/proc/self/status");
+  std::string line;
+  while (std::getline(st, line)) {
+    if (line.rfind("Threads:", 0) == 0) u.threads = std::atol(line.c_str() + 8);
+    if (line.rfind("VmRSS:", 0) == 0) u.rss_kib = std::atol(line.c_str() + 6);
+  }
+  return u;
+}
+
+// Averages in C where the bucket is float32; under a compression wrapper the
+// bucket is a float16 copy, which the hook has no arithmetic for: MEAN then
+// (the divisor is the group size here: no rank joins early).
+ddp_status averaging_c_hook(ddp_group* g, const ddp_comm_bucket* b, void*) {
+  if (ddp_tensor_dtype(b->buffer) != DDP_FLOAT32) {
+    if (b->divisor != ddp_group_size(g)) return DDP_E_INVALID_ARGUMENT;
+    return ddp_all_reduce(g, b->buffer, DDP_MEAN);
+  }
+  ddp_status s = ddp_all_reduce(g, b->buffer, DDP_SUM);
+  if (s != DDP_OK) return s;
+  float* x = static_cast<float*>(ddp_tensor_data(b->buffer));
+  for (int64_t i = 0; i < ddp_tensor_numel(b->buffer); ++i) x[i] /= static_cast<float>(b->divisor);
+  return DDP_OK;
+}
+
+struct Hook {
+  ddp_comm_hook* hook = nullptr;
+  bool exact = true;        // the result equals the all-reduce average
+  int64_t exact_until = 0;  // PowerSGD: exact for the steps before this one
+};
+
+Hook make_hook(const std::string& name, ddp_group* local) {
+  Hook h;
+  if (name == "allreduce") WOK(ddp_comm_hook_allreduce(&h.hook));
+  else if (name == "fp16") WOK(ddp_comm_hook_fp16_compress(&h.hook));  // the test's values are exact in fp16
+  else if (name == "bf16") WOK(ddp_comm_hook_bf16_compress(&h.hook));
+  else if (name == "custom") WOK(ddp_comm_hook_custom(&h.hook, averaging_c_hook, nullptr));
+  else if (name == "wrap_fp16_custom") {
+    ddp_comm_hook* inner = nullptr;
+    WOK(ddp_comm_hook_custom(&inner, averaging_c_hook, nullptr));
+    WOK(ddp_comm_hook_wrap_fp16(&h.hook, inner));
+    ddp_comm_hook_free(inner);
+  } else if (name == "post_localsgd") {
+    // One node: the local subgroup is every rank, so the average is global.
+    WOK(ddp_comm_hook_post_localsgd(&h.hook, local, 20, 1));
+  } else if (name == "powersgd" || name == "batched_powersgd") {
+    ddp_powersgd_options o = DDP_POWERSGD_OPTIONS_INIT;
+    o.start_powersgd_iter = 10;
+    o.min_compression_rate = 0.5;
+    o.batched = name == "batched_powersgd";
+    WOK(ddp_comm_hook_powersgd(&h.hook, &o));
+    h.exact = false;
+    h.exact_until = 10;
+  } else {
+    WCHECK(false, "unknown SOAK_HOOK %s", name.c_str());
+  }
+  return h;
+}
+
+void scenario_soak_reducer() {
+  ddp_group* g = join(120000);
+  const int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  const int steps = env_int("SOAK_STEPS", 1000);
+  const char* hook_env = std::getenv("SOAK_HOOK");
+  const std::string hook_name = hook_env ? hook_env : "allreduce";
+  ddp_group* local = nullptr;
+  WOK(ddp_group_new_subgroups(g, 0, &local));
+  // Shapes PowerSGD can compress (2-D views of 64x48 and 40x40) and ones it cannot.
+  const std::vector<size_t> sizes = {3072, 5, 700, 1600, 1, 100, 5000, 17};
+  const size_t n = sizes.size();
+  FloatArrays grads(sizes, 0.0f);
+  std::vector<std::vector<float>> sum_mine(n);  // this rank's accumulation since the last sync
+  std::mt19937 shared(20261126);                // the same choices on every rank
+  std::mt19937 local_rng(77 + rank);            // a different ready order on every rank
+  ddp_reducer* red = nullptr;
+  Hook hook;
+  int64_t hook_steps = 0;  // synchronised steps the current hook has seen
+  Usage at100{};
+  int window_left = 0, checked = 0, recreated = 0;
+  std::vector<int> window_steps;
+  for (int step = 0; step < steps; ++step) {
+    if (step % 50 == 0) {
+      // A new reducer with random bucket caps (all ranks draw the same).
+      if (red) ddp_reducer_free(red);
+      if (hook.hook) ddp_comm_hook_free(hook.hook);
+      static const double caps[] = {0.001, 0.004, 0.02, 0.1, 25.0};
+      ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+      o.broadcast_parameters = 0;
+      o.bucket_cap_mb = caps[shared() % 5];
+      o.first_bucket_mb = caps[shared() % 5];
+      o.find_unused_parameters = 1;
+      WOK(ddp_reducer_new(&red, g, nullptr, grads.tensors(), n, &o));
+      hook = make_hook(hook_name, local);
+      WOK(ddp_reducer_set_comm_hook(red, hook.hook));
+      hook_steps = 0;
+      window_left = 0;
+      window_steps.clear();
+      ++recreated;
+    }
+    if (step == 100) at100 = usage();
+    // A no_sync window of 1-3 steps starts with probability 1/8.
+    bool sync = true;
+    if (window_left == 0 && shared() % 8 == 0) window_left = 1 + static_cast<int>(shared() % 3);
+    if (window_left > 0) {
+      --window_left;
+      sync = false;
+    }
+    // On a synchronised step outside a window, odd ranks may leave one
+    // parameter unused (its gradient then counts zero from them).
+    int unused = -1;
+    if (sync && window_steps.empty() && shared() % 4 == 0) unused = static_cast<int>(shared() % n);
+    WOK(ddp_reducer_set_sync(red, sync ? 1 : 0));
+    const bool accumulate = !window_steps.empty();
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < sizes[i]; ++k)
+        grads[i][k] = (accumulate ? grads[i][k] : 0.0f) + grad_value(rank, i, k, step);
+    window_steps.push_back(step);
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), local_rng);
+    for (size_t i : order)
+      if (!(rank % 2 == 1 && static_cast<int>(i) == unused)) WOK(ddp_reducer_mark_ready(red, i));
+    ddp_status st = ddp_reducer_finish(red);
+    WOK(st);
+    if (st != DDP_OK) break;
+    if (!sync) continue;
+    const bool exact = hook.exact || hook_steps < hook.exact_until;
+    ++hook_steps;
+    if (exact) {
+      int bad = 0;
+      for (size_t i = 0; i < n && bad < 3; ++i)
+        for (size_t k = 0; k < sizes[i] && bad < 3; ++k) {
+          double sum = 0;
+          for (int r = 0; r < world; ++r) {
+            if (r % 2 == 1 && static_cast<int>(i) == unused) continue;
+            for (int s : window_steps) sum += grad_value(r, i, k, s);
+          }
+          float want = static_cast<float>(sum / world);
+          if (grads[i][k] != want) {
+            ++bad;
+            WCHECK(false, "%s step %d: grad %zu[%zu] = %g, want %g", hook_name.c_str(), step, i, k, grads[i][k],
+                   want);
+          }
+        }
+    } else {
+      // Every rank must hold the same finite result: MIN and MAX of a
+      // checksum agree.
+      double h = 0;
+      for (size_t i = 0; i < n; ++i)
+        for (size_t k = 0; k < sizes[i]; ++k) {
+          WCHECK(std::isfinite(grads[i][k]), "step %d: non-finite gradient", step);
+          h += grads[i][k] * static_cast<double>(1 + (k % 7));
+        }
+      double lo = h, hi = h;
+      ddp_tensor *tl = nullptr, *th = nullptr;
+      WOK(ddp_tensor_from_blob(&tl, &lo, DDP_FLOAT64, nullptr, 0));
+      WOK(ddp_tensor_from_blob(&th, &hi, DDP_FLOAT64, nullptr, 0));
+      WOK(ddp_all_reduce(g, tl, DDP_MIN));
+      WOK(ddp_all_reduce(g, th, DDP_MAX));
+      WCHECK(lo == hi, "%s step %d: the ranks' results differ (%g vs %g)", hook_name.c_str(), step, lo, hi);
+      ddp_tensor_free(tl);
+      ddp_tensor_free(th);
+    }
+    ++checked;
+    window_steps.clear();
+  }
+  ddp_reducer_free(red);
+  ddp_comm_hook_free(hook.hook);
+  Usage end = usage();
+  if (steps > 100) {
+    if (rank == 0)
+      std::printf("soak %s: %d steps on %d ranks, %d checked, %d reducers; growth from step 100: fds %+ld, "
+                  "threads %+ld, RSS %+ld KiB\n",
+                  hook_name.c_str(), steps, world, checked, recreated, end.fds - at100.fds,
+                  end.threads - at100.threads, end.rss_kib - at100.rss_kib);
+    WCHECK(end.fds <= at100.fds, "fds grew from %ld to %ld", at100.fds, end.fds);
+    WCHECK(end.threads <= at100.threads, "threads grew from %ld to %ld", at100.threads, end.threads);
+    WCHECK(end.rss_kib - at100.rss_kib <= 32 * 1024, "RSS grew by %ld KiB", end.rss_kib - at100.rss_kib);
+  }
+  ddp_group_free(local);
+  ddp_group_free(g);
+}
+
+}  // namespace
+
+WORKER_SCENARIO("soak_reducer", scenario_soak_reducer);
