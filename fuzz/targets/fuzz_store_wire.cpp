@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -25,14 +26,30 @@ using namespace ddp::core;
 
 int g_port = 0;
 
+// A connection to the server. Each input's connection is closed with a
+// reset (SO_LINGER 0) so that tens of thousands of them leave no TIME_WAIT
+// ports behind; a refused or unroutable connect is retried for a second
+// (other tests on the machine use ports too) before it counts as the
+// server gone.
 int connect_local() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(g_port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) std::abort();
-  return fd;
+  for (int attempt = 0;; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      linger l{1, 0};
+      setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+      return fd;
+    }
+    if (attempt == 100) {
+      std::perror("fuzz_store_wire: connecting to the server");
+      std::abort();
+    }
+    if (fd >= 0) close(fd);
+    usleep(10000);
+  }
 }
 
 void send_all(int fd, const uint8_t* p, size_t n) {
