@@ -42,6 +42,9 @@ void ignore_sigpipe_if_default() {
 // a look at what the others published (the root cause) before its own.
 constexpr Millis kPublishWait{1000};
 constexpr Millis kRootCauseWait{1000};
+// How soon after joining a store its closing means it was being replaced
+// (see Group::init), and how long a rank then waits for the new one.
+constexpr Millis kStoreReplacedWait{2000};
 
 // The first word of a flight recorder dump's reason.
 const char* failure_kind(Status s) {
@@ -226,14 +229,37 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
     impl->server = server;
   }
   std::string who = "rank " + std::to_string(env.rank);
-  auto client = connect_store(env.master_addr, port, opts.timeout, who, "rank 0");
   // Keys are namespaced per job, per restart, and per generation of inits on
   // this store (a store that outlives one group, an agent's or across
   // restarts, never mixes two groups' counters).
   std::string base = job_prefix();
-  auto job = keys_of(c10::make_intrusive<c10d::PrefixStore>(base, client));
-  announce_joining(*job, impl->rank);
-  int64_t gen = join_generation(job, impl->size, impl->timeout, where);
+  c10::intrusive_ptr<c10d::TCPStore> client;
+  int64_t gen = 0;
+  const auto deadline = Clock::now() + opts.timeout;
+  // A failure this soon after joining is a store being replaced, not a timeout.
+  const Millis replaced_within = std::min(kStoreReplacedWait, opts.timeout / 2);
+  for (int attempt = 0;; ++attempt) {
+    const auto joined_at = Clock::now();
+    const Millis left = std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - joined_at));
+    try {
+      client = connect_store(env.master_addr, port, left, who, "rank 0");
+      auto job = keys_of(c10::make_intrusive<c10d::PrefixStore>(base, client));
+      announce_joining(*job, impl->rank);
+      gen = join_generation(job, impl->size, left, where);
+      break;
+    } catch (const Error& e) {
+      // A store that closes moments after this rank joined it was the last
+      // group's, on its way out: a teardown and a setup on the same port,
+      // where this rank came back before rank 0 had closed the old store
+      // (found by the lifecycle soak). The new one is coming: join it,
+      // within the same overall timeout.
+      const bool store_replaced = impl->server == nullptr &&
+                                  (e.status() == Status::PeerFailed || e.status() == Status::Timeout) &&
+                                  Clock::now() - joined_at < replaced_within && Clock::now() < deadline;
+      if (!store_replaced) throw;
+      std::this_thread::sleep_for(Millis(50));
+    }
+  }
   impl->prefix = base + "/g" + std::to_string(gen);
   impl->flight_label = flight::intern_label("g" + std::to_string(gen));
   impl->store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, client);

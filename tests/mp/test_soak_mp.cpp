@@ -27,4 +27,14 @@ INSTANTIATE_TEST_SUITE_P(Hooks, Soak,
                          testing::Values("allreduce", "fp16", "bf16", "custom", "wrap_fp16_custom", "post_localsgd",
                                          "powersgd", "batched_powersgd"));
 
+TEST(Soak, HundredStrategyLifecyclesInOneProcessLeakNothing) {
+  std::string tag = "lifecycles-" + std::to_string(getpid());
+  auto res = ddptest::run_ranks(2, {ddptest::worker_path(), "strategy_lifecycles"}, {"DDP_TEST_TAG=" + tag}, 280);
+  EXPECT_FALSE(res.timed_out) << res.summary();
+  for (size_t r = 0; r < res.ranks.size(); ++r)
+    EXPECT_EQ(res.ranks[r].exit_code, 0) << "rank " << r << "\n" << res.summary();
+  std::printf("%s", res.ranks[0].output.c_str());
+  EXPECT_NE(res.ranks[0].output.find("100 cycles"), std::string::npos) << res.summary();
+}
+
 }  // namespace
