@@ -25,6 +25,11 @@ ddp_group* join_and_agree(std::vector<float>& v, ddp_tensor** t) {
   return g;
 }
 
+void report(const char* what, ddp_group* g, ddp_status st) {
+  std::fprintf(stderr, "[rank %d] %s -> %s: %s\n", ddp_group_rank(g), what, ddp_status_string(st),
+               ddp_last_error_message());
+}
+
 // FLIGHT_FAIL_JOB=1: a failed call ends the worker with exit code 1, as a
 // real job would, so that a launcher sees the job fail.
 void end_job_if_asked(ddp_status st) {
@@ -39,8 +44,7 @@ void scenario_flight_stalled_rank() {
   ddp_group* g = join_and_agree(v, &t);
   if (ddp_group_rank(g) == 1) std::this_thread::sleep_for(std::chrono::milliseconds(env_int("FLIGHT_STALL_MS", 4000)));
   ddp_status st = ddp_all_reduce(g, t, DDP_SUM);
-  std::fprintf(stderr, "[rank %d] stalled all_reduce -> %s: %s\n", ddp_group_rank(g), ddp_status_string(st),
-               ddp_last_error_message());
+  report("stalled all_reduce", g, st);
   WCHECK(st == DDP_E_TIMEOUT || st == DDP_E_PEER_FAILED, "got %s", ddp_status_string(st));
   ddp_tensor_free(t);
   ddp_group_free(g);
@@ -56,8 +60,7 @@ void scenario_flight_mismatched_sizes() {
   ddp_tensor* u = nullptr;
   WOK(ddp_tensor_from_blob(&u, w.data(), DDP_FLOAT32, n, 1));
   ddp_status st = ddp_all_reduce(g, u, DDP_SUM);
-  std::fprintf(stderr, "[rank %d] mismatched all_reduce -> %s: %s\n", ddp_group_rank(g), ddp_status_string(st),
-               ddp_last_error_message());
+  report("mismatched all_reduce", g, st);
   WCHECK(st != DDP_OK, "a mismatched all_reduce returned OK");
   end_job_if_asked(st);
   ddp_tensor_free(u);
@@ -71,8 +74,7 @@ void scenario_flight_mismatched_ops() {
   ddp_tensor* t = nullptr;
   ddp_group* g = join_and_agree(v, &t);
   ddp_status st = ddp_group_rank(g) == 1 ? ddp_broadcast(g, t, 0) : ddp_all_reduce(g, t, DDP_SUM);
-  std::fprintf(stderr, "[rank %d] mismatched op -> %s: %s\n", ddp_group_rank(g), ddp_status_string(st),
-               ddp_last_error_message());
+  report("mismatched op", g, st);
   // Gloo may pair a broadcast with an all-reduce of the same bytes without
   // noticing: the verdict must name the disagreement either way.
   if (st == DDP_OK) raise(SIGUSR2);

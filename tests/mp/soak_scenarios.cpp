@@ -59,6 +59,20 @@ ddp_status averaging_c_hook(ddp_group* g, const ddp_comm_bucket* b, void*) {
   return DDP_OK;
 }
 
+// Whether every rank of `g` holds the same finite checksum `h` (MIN and MAX
+// agree); the two are returned for the message.
+bool ranks_agree(ddp_group* g, double h, double* lo, double* hi) {
+  *lo = *hi = h;
+  ddp_tensor *tl = nullptr, *th = nullptr;
+  WOK(ddp_tensor_from_blob(&tl, lo, DDP_FLOAT64, nullptr, 0));
+  WOK(ddp_tensor_from_blob(&th, hi, DDP_FLOAT64, nullptr, 0));
+  WOK(ddp_all_reduce(g, tl, DDP_MIN));
+  WOK(ddp_all_reduce(g, th, DDP_MAX));
+  ddp_tensor_free(tl);
+  ddp_tensor_free(th);
+  return *lo == *hi && std::isfinite(*lo);
+}
+
 struct Hook {
   ddp_comm_hook* hook = nullptr;
   bool exact = true;        // the result equals the all-reduce average
@@ -187,15 +201,9 @@ void scenario_soak_reducer() {
           WCHECK(std::isfinite(grads[i][k]), "step %d: non-finite gradient", step);
           h += grads[i][k] * static_cast<double>(1 + (k % 7));
         }
-      double lo = h, hi = h;
-      ddp_tensor *tl = nullptr, *th = nullptr;
-      WOK(ddp_tensor_from_blob(&tl, &lo, DDP_FLOAT64, nullptr, 0));
-      WOK(ddp_tensor_from_blob(&th, &hi, DDP_FLOAT64, nullptr, 0));
-      WOK(ddp_all_reduce(g, tl, DDP_MIN));
-      WOK(ddp_all_reduce(g, th, DDP_MAX));
-      WCHECK(lo == hi, "%s step %d: the ranks' results differ (%g vs %g)", hook_name.c_str(), step, lo, hi);
-      ddp_tensor_free(tl);
-      ddp_tensor_free(th);
+      double lo = 0, hi = 0;
+      WCHECK(ranks_agree(g, h, &lo, &hi), "%s step %d: the ranks' results differ (%g vs %g)", hook_name.c_str(), step,
+             lo, hi);
     }
     ++checked;
     window_steps.clear();
@@ -279,14 +287,10 @@ void scenario_strategy_lifecycles() {
     WOK(ddp_tensor_copy_to(now, got.data(), got.size() * sizeof(float)));
     double h = 0;
     for (int64_t k = 0; k < n; ++k) h += got[k] * static_cast<double>(k + 1);
-    double lo = h, hi = h;
-    ddp_tensor *tl = nullptr, *th = nullptr;
-    WOK(ddp_tensor_from_blob(&tl, &lo, DDP_FLOAT64, nullptr, 0));
-    WOK(ddp_tensor_from_blob(&th, &hi, DDP_FLOAT64, nullptr, 0));
-    WOK(ddp_strategy_reduce(s, tl, DDP_MIN));
-    WOK(ddp_strategy_reduce(s, th, DDP_MAX));
-    WCHECK(lo == hi && std::isfinite(lo), "cycle %d: the ranks' weights differ (%g vs %g)", cycle, lo, hi);
-    ddp_tensor* all[] = {now, tl, th, w, tx, ty};
+    double lo = 0, hi = 0;
+    WCHECK(ranks_agree(ddp_strategy_group(s), h, &lo, &hi), "cycle %d: the ranks' weights differ (%g vs %g)", cycle,
+           lo, hi);
+    ddp_tensor* all[] = {now, w, tx, ty};
     for (auto* t : all) ddp_tensor_free(t);
     ddp_optimizer_free(opt);
     WOK(ddp_strategy_teardown(s));
