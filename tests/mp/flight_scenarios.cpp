@@ -50,6 +50,27 @@ void scenario_flight_stalled_rank() {
   ddp_group_free(g);
 }
 
+// Rank 1 stops (SIGSTOP) after the good all-reduces and a broadcast of its
+// pid: rank 0 times out in the next all-reduce, dumps, and kills it, so
+// rank 1 never writes a record.
+void scenario_flight_stopped_rank() {
+  std::vector<float> v(4, 1.0f);
+  ddp_tensor* t = nullptr;
+  ddp_group* g = join_and_agree(v, &t);
+  int64_t pid = getpid();
+  ddp_tensor* p = nullptr;
+  WOK(ddp_tensor_from_blob(&p, &pid, DDP_INT64, nullptr, 0));
+  WOK(ddp_broadcast(g, p, 1));
+  ddp_tensor_free(p);
+  if (ddp_group_rank(g) == 1) raise(SIGSTOP);
+  ddp_status st = ddp_all_reduce(g, t, DDP_SUM);
+  report("all_reduce with a stopped peer", g, st);
+  WCHECK(st == DDP_E_TIMEOUT, "got %s", ddp_status_string(st));
+  kill(static_cast<pid_t>(pid), SIGKILL);
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
 // Rank 1 all-reduces 8 floats where the others all-reduce 4.
 void scenario_flight_mismatched_sizes() {
   std::vector<float> v(8, 1.0f);
@@ -109,6 +130,7 @@ void scenario_flight_dump_on_request() {
 }  // namespace
 
 WORKER_SCENARIO("flight_stalled_rank", scenario_flight_stalled_rank);
+WORKER_SCENARIO("flight_stopped_rank", scenario_flight_stopped_rank);
 WORKER_SCENARIO("flight_mismatched_sizes", scenario_flight_mismatched_sizes);
 WORKER_SCENARIO("flight_mismatched_ops", scenario_flight_mismatched_ops);
 WORKER_SCENARIO("flight_fatal_signal", scenario_flight_fatal_signal);

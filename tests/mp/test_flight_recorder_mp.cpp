@@ -165,6 +165,18 @@ TEST_P(FlightRecorder, AStalledRankIsNamedWithTheCollectiveItWasLateFor) {
   EXPECT_FALSE(has(v, "disagree")) << v;
 }
 
+TEST_P(FlightRecorder, AStoppedRankIsNamedSilentWithWhatTheOthersWaitedFor) {
+  TempDir dir;
+  auto res = run("flight_stopped_rank", dir, backend());
+  EXPECT_EQ(res.ranks[0].exit_code, 0) << res.summary();
+  EXPECT_EQ(res.ranks[1].signal, SIGKILL) << res.summary();
+  auto recs = records(dir);
+  ASSERT_EQ(recs.size(), 1u) << res.summary();
+  std::string v = verdict_text(recs);
+  EXPECT_TRUE(has(v, "rank 1 left no flight record")) << v;
+  EXPECT_TRUE(has(v, "rank 0 was in #7 all_reduce(sum) Float[4] of group g0 (timed_out)")) << v;
+}
+
 TEST_P(FlightRecorder, DifferentSizesAreNamedAtTheFirstCollectiveThatDiffers) {
   TempDir dir;
   auto res = run("flight_mismatched_sizes", dir, backend());
