@@ -47,6 +47,18 @@ Usage usage() {
 // Averages in C where the bucket is float32; under a compression wrapper the
 // bucket is a float16 copy, which the hook has no arithmetic for: MEAN then
 // (the divisor is the group size here: no rank joins early).
+// usage() once what a teardown ends in the background (a backend's threads
+// and sockets, reclaimed asynchronously) had up to 3 s to finish: what is
+// still there then has grown for good.
+Usage settled_usage(const Usage& baseline) {
+  Usage u = usage();
+  for (int i = 0; i < 30 && (u.fds > baseline.fds || u.threads > baseline.threads); ++i) {
+    usleep(100000);
+    u = usage();
+  }
+  return u;
+}
+
 ddp_status averaging_c_hook(ddp_group* g, const ddp_comm_bucket* b, void*) {
   if (ddp_tensor_dtype(b->buffer) != DDP_FLOAT32) {
     if (b->divisor != ddp_group_size(g)) return DDP_E_INVALID_ARGUMENT;
@@ -210,7 +222,7 @@ void scenario_soak_reducer() {
   }
   ddp_reducer_free(red);
   ddp_comm_hook_free(hook.hook);
-  Usage end = usage();
+  Usage end = settled_usage(at100);
   if (steps > 100) {
     if (rank == 0)
       std::printf("soak %s: %d steps on %d ranks, %d checked, %d reducers; growth from step 100: fds %+ld, "
@@ -301,7 +313,7 @@ void scenario_strategy_lifecycles() {
     ddp_module_free(m);
     ddp_strategy_free(s);
   }
-  Usage end = usage();
+  Usage end = settled_usage(at10);
   if (cycles > 10) {
     if (rank == 0)
       std::printf("lifecycles: %d cycles of new/setup/fit/teardown on %d ranks; growth from cycle 10: fds %+ld, "
