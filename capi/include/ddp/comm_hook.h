@@ -130,7 +130,7 @@ DDP_API ddp_status ddp_comm_hook_post_localsgd(ddp_comm_hook **out, struct ddp_g
 
 /** What a custom hook is given: one bucket, valid during the call only. */
 typedef struct ddp_comm_bucket {
-  ddp_tensor *buffer;             /**< borrowed: the flat bucket; reduce it in place */
+  ddp_tensor *buffer;             /**< borrowed: the flat bucket; reduce it in place. Its dtype is the gradients', or float16/bfloat16 inside ddp_comm_hook_wrap_fp16/_bf16: check ddp_tensor_dtype */
   size_t index;                   /**< bucket index (buckets run in index order) */
   int is_last;                    /**< 1 for the last bucket of the step */
   int divisor;                    /**< divide by this to average (group size, or ranks not joined) */
