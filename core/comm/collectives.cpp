@@ -44,8 +44,7 @@ c10::intrusive_ptr<c10d::Work> start(Group& g, const char* op, flight::Ticket ti
     return f(g.backend_for(op));
   } catch (const CallMismatch& e) {
     flight::finish(ticket, flight::State::Failed);
-    flight::dump((std::string("mismatch on rank ") + std::to_string(g.rank()) + " of group " + g.flight_label() +
-                  ": " + e.what()).c_str());
+    g.record_call_mismatch(e.what());
     throw;
   } catch (const Error&) {
     flight::finish(ticket, flight::State::Refused);

@@ -43,7 +43,7 @@ void ignore_sigpipe_if_default() {
 constexpr Millis kPublishWait{1000};
 constexpr Millis kRootCauseWait{1000};
 // How soon after joining a store its closing means it was being replaced
-// (see Group::init), and how long a rank then waits for the new one.
+// (see Group::init); the new one is then waited for within the same timeout.
 constexpr Millis kStoreReplacedWait{2000};
 
 // The first word of a flight recorder dump's reason.
@@ -238,7 +238,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   const auto deadline = Clock::now() + opts.timeout;
   // A failure this soon after joining is a store being replaced, not a timeout.
   const Millis replaced_within = std::min(kStoreReplacedWait, opts.timeout / 2);
-  for (int attempt = 0;; ++attempt) {
+  for (;;) {
     const auto joined_at = Clock::now();
     const Millis left = std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - joined_at));
     try {
@@ -371,6 +371,11 @@ void Group::throw_reported(const std::string& reported) {
   }
   if (first) flight::dump(("another rank failed (group " + std::string(impl_->flight_label) + "): " + payload).c_str());
   throw Error(status, "another rank failed, so this one stops too: " + payload);
+}
+
+void Group::record_call_mismatch(const std::string& what) {
+  flight::dump(("mismatch on rank " + std::to_string(impl_->rank) + " of " + std::to_string(impl_->size) +
+                " of group " + impl_->flight_label + ": " + what).c_str());
 }
 
 bool Group::peer_reported() const { return impl_->monitor->reported() || impl_->monitor->lost(); }

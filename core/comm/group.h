@@ -88,6 +88,9 @@ class Group {
   void throw_if_peer_reported();
   // Whether throw_if_peer_reported() would throw now.
   bool peer_reported() const;
+  // The ranks called different collectives and a check caught it (the
+  // group stays usable): the flight recorder dumps, with `what` as reason.
+  void record_call_mismatch(const std::string& what);
   // Before reporting a failure of its own, a rank looks (waiting up to a
   // second) for one published earlier: that one is the root cause, and
   // every rank reports its status.

@@ -121,7 +121,7 @@ void Pending::throw_failure(std::exception_ptr failure) {
     std::rethrow_exception(failure);
   } catch (const CallMismatch& e) {
     record_end(flight::State::Failed);
-    flight::dump(("mismatch on " + who(group_) + " of group " + group_.flight_label() + ": " + e.what()).c_str());
+    group_.record_call_mismatch(e.what());
     throw;
   } catch (const std::exception& e) {
     // A timeout or a dead peer breaks the group and is published, also
