@@ -16,20 +16,20 @@ namespace {
 
 constexpr int64_t kMaxGatherDims = 16;
 
+// Runs on every collective: the messages are built only when a check fails.
 void check_tensor(Group& g, const at::Tensor& t, const char* op) {
-  check_arg(t.defined(), std::string(op) + ": tensor is undefined");
-  Device d = g.device();
-  bool cuda = d.type == DeviceType::CUDA;
-  check_arg(cuda ? t.is_cuda() : t.is_cpu(),
-            std::string(op) + ": tensor is on " + t.device().str() + " but the group's backend " +
-                g.backend_name() + " works on " + (cuda ? "cuda" : "cpu") + " tensors");
-  check_arg(t.is_contiguous(), std::string(op) + ": tensor must be contiguous");
+  if (!t.defined()) fail(Status::InvalidArgument, std::string(op) + ": tensor is undefined");
+  const bool cuda = g.device().type == DeviceType::CUDA;
+  if (cuda ? !t.is_cuda() : !t.is_cpu())
+    fail(Status::InvalidArgument, std::string(op) + ": tensor is on " + t.device().str() + " but the group's backend " +
+                                      g.backend_name() + " works on " + (cuda ? "cuda" : "cpu") + " tensors");
+  if (!t.is_contiguous()) fail(Status::InvalidArgument, std::string(op) + ": tensor must be contiguous");
 }
 
 void check_root(Group& g, int root, const char* op, const char* what) {
-  check_arg(root >= 0 && root < g.size(), std::string(op) + ": " + what + " " +
-                                              std::to_string(root) + " is outside [0, " +
-                                              std::to_string(g.size()) + ")");
+  if (root < 0 || root >= g.size())
+    fail(Status::InvalidArgument, std::string(op) + ": " + what + " " + std::to_string(root) + " is outside [0, " +
+                                      std::to_string(g.size()) + ")");
 }
 
 // Starts a c10d operation. A backend that refuses the call synchronously

@@ -53,9 +53,10 @@ bool Pending::order_on_stream() {
 void Pending::wait(std::optional<Millis> timeout) {
   if (done_) return;
   Millis budget = timeout.value_or(group_.timeout());
-  check_arg(budget.count() >= 0, op_ + ": negative timeout");
-  check_arg(budget <= kMaxTimeout, op_ + ": timeout " + std::to_string(budget.count()) +
-                                       " ms exceeds the maximum of " + std::to_string(kMaxTimeout.count()) + " ms");
+  if (budget.count() < 0) fail(Status::InvalidArgument, op_ + ": negative timeout");
+  if (budget > kMaxTimeout)
+    fail(Status::InvalidArgument, op_ + ": timeout " + std::to_string(budget.count()) + " ms exceeds the maximum of " +
+                                      std::to_string(kMaxTimeout.count()) + " ms");
   const auto now = Clock::now();
   auto deadline = now + budget;
   flight::waiting(ticket_, std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
@@ -75,6 +76,14 @@ void Pending::wait(std::optional<Millis> timeout) {
 }
 
 void Pending::wait_work(const c10::intrusive_ptr<c10d::Work>& work, Clock::time_point deadline) {
+  // A work that is over already (a small shm collective runs on the
+  // caller's thread) needs neither a timed wait nor its clock reads; its
+  // stream order is what wait() would still add.
+  if (work->isCompleted()) {
+    if (std::exception_ptr failure = work->exception()) throw_failure(failure);
+    work->synchronize();
+    return;
+  }
   const uint64_t gloo_failures_before = gloo_failures();
   for (;;) {
     auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());

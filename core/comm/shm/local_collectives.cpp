@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/shm/copy_kernel.h"
 #include "comm/shm/ring_order.h"
 
 namespace ddp::core::shm {
@@ -62,7 +63,7 @@ void LocalCollectives::reduce(const at::Tensor& t, ReduceKind kind, int root, Cl
     };
     for (size_t c = 0; c < n; ++c) {
       auto [first, len] = span(c);
-      std::memcpy(slot(me, h) + c * part * esz, data + first * esz, len * esz);
+      copy_bytes(slot(me, h) + c * part * esz, data + first * esz, len * esz);
     }
     seg_->barrier(deadline, op);
     uint8_t* acc = slot(me, h) + mine * part * esz;
@@ -73,7 +74,7 @@ void LocalCollectives::reduce(const at::Tensor& t, ReduceKind kind, int root, Cl
     if (!keep) continue;
     for (size_t c = 0; c < n; ++c) {
       auto [first, clen] = span(c);
-      std::memcpy(data + first * esz, slot(ring_rank_at_step(c, 0, n), h) + c * part * esz, clen * esz);
+      copy_bytes(data + first * esz, slot(ring_rank_at_step(c, 0, n), h) + c * part * esz, clen * esz);
     }
   }
 }
@@ -87,15 +88,15 @@ void LocalCollectives::reduce_whole(const at::Tensor& t, ReduceKind kind, bool k
   const size_t chunk = ring_chunk_elements(total, esz, n);
   auto* data = static_cast<uint8_t*>(t.data_ptr());
   const int h = next_half();
-  std::memcpy(seg_->slot(seg_->rank(), h), data, total * esz);
+  auto from = [&](size_t r) { return seg_->slot_for(static_cast<int>(r), h, total * esz); };
+  copy_bytes(from(seg_->rank()), data, total * esz);
   seg_->barrier(deadline, op);
   if (!keep) return;
   for (size_t a = 0; a < total;) {
     const size_t c = a / chunk, b = std::min(total, (c + 1) * chunk);
-    std::memcpy(data + a * esz, seg_->slot(static_cast<int>(ring_rank_at_step(c, 0, n)), h) + a * esz, (b - a) * esz);
+    copy_bytes(data + a * esz, from(ring_rank_at_step(c, 0, n)) + a * esz, (b - a) * esz);
     for (size_t step = 1; step < n; ++step)
-      accumulate(t.scalar_type(), kind, data + a * esz,
-                 seg_->slot(static_cast<int>(ring_rank_at_step(c, step, n)), h) + a * esz, b - a);
+      accumulate(t.scalar_type(), kind, data + a * esz, from(ring_rank_at_step(c, step, n)) + a * esz, b - a);
     a = b;
   }
 }
@@ -109,9 +110,9 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, Clock::time_poin
   do {  // a tensor of no bytes still makes the barrier its peers make
     const size_t len = std::min(seg_->slot_bytes(), bytes - off);
     const int h = next_half();
-    if (me == root) std::memcpy(seg_->slot(root, h), data + off, len);
+    if (me == root) copy_bytes(seg_->slot_for(root, h, len), data + off, len);
     seg_->barrier(deadline, op);
-    if (me != root) std::memcpy(data + off, seg_->slot(root, h), len);
+    if (me != root) copy_bytes(data + off, seg_->slot_for(root, h, len), len);
     off += len;
   } while (off < bytes);
 }
@@ -126,9 +127,9 @@ void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_
   do {
     const size_t len = std::min(seg_->slot_bytes(), bytes - off);
     const int h = next_half();
-    std::memcpy(seg_->slot(me, h), src + off, len);
+    copy_bytes(seg_->slot_for(me, h, len), src + off, len);
     seg_->barrier(deadline, "all_gather");
-    for (int r = 0; r < n; ++r) std::memcpy(dst[r] + off, seg_->slot(r, h), len);
+    for (int r = 0; r < n; ++r) copy_bytes(dst[r] + off, seg_->slot_for(r, h, len), len);
     off += len;
   } while (off < bytes);
 }

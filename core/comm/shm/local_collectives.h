@@ -2,7 +2,8 @@
 // Each call is one collective that every rank of the segment makes, in the
 // same order; they run on the calling thread and return when done.
 //
-// Data moves in pieces of at most the slot size. A piece is copied into the
+// Data moves in pieces of at most the slot size (one of at most
+// Segment::kInlineBytes in the rank's control line). A piece is copied into the
 // rank's own slot; after a barrier every rank reads what it needs from the
 // others' slots. Halves alternate from piece to piece, so a rank writing the
 // next piece never overwrites one that a slower rank is still reading: it

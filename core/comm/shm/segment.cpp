@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -24,26 +25,51 @@ namespace {
 constexpr uint64_t kMagic = 0x6464702d73686d31ULL;  // "ddp-shm1"
 constexpr size_t kLine = 64;
 constexpr size_t kControlOffset = 512;
-// How a wait spends its time before it sleeps: a few hundred pauses (a peer
-// on another core is usually that close; none when the host's ranks
-// outnumber the cores this process may run on, where a spinning rank holds
-// the core its peer needs), then some yields (a peer waiting for this
-// core), then futex sleeps of at most kSleepSlice.
+// How a wait spends its time before it sleeps: spinning on the peer's line
+// for Segment::spin_for_ (none when the host's ranks outnumber the cores
+// this process may run on, where a spinning rank holds the core its peer
+// needs), then some yields (a peer waiting for this core), then futex
+// sleeps of at most kSleepSlice.
 constexpr int kYields = 32;
 constexpr Millis kSleepSlice{2};
 constexpr Millis kLivenessEvery{100};
 
+// What a rank writes on every collective, in one cache line, so that a
+// peer's wait brings the phase, the call and a small payload over at once.
 struct alignas(kLine) RankLine {
   std::atomic<uint32_t> phase;
   std::atomic<uint32_t> sleepers;
-  int32_t pid;
-  uint64_t start_time;  // from /proc/<pid>/stat, so that a reused pid is not taken for the peer
   // The last two announced calls (by parity): a rank announces call k+2
   // only after a barrier of call k+1, which every rank passes only after
   // reading call k's.
-  Segment::Call calls[2];
+  struct PackedCall {
+    uint32_t what;
+    uint32_t dtype_and_count_high;  // dtype + 1 in the top 8 bits, then count's bits 32-55
+    uint32_t count_low;
+  } calls[2];
+  // Segment::inline_data(): the halves of a payload of at most
+  // Segment::kInlineBytes, used instead of the slots.
+  alignas(16) uint8_t payload[2][Segment::kInlineBytes];
 };
 static_assert(sizeof(RankLine) == kLine, "one cache line per rank");
+// Who a rank is, for the liveness check; written once.
+struct alignas(kLine) RankInfo {
+  int32_t pid;
+  uint64_t start_time;  // from /proc/<pid>/stat, so that a reused pid is not taken for the peer
+};
+
+RankLine::PackedCall pack(const Segment::Call& c) {
+  const uint64_t count = static_cast<uint64_t>(c.count) & ((uint64_t{1} << 56) - 1);
+  return {c.what, (static_cast<uint32_t>(c.dtype + 1) << 24) | static_cast<uint32_t>(count >> 32),
+          static_cast<uint32_t>(count)};
+}
+Segment::Call unpack(const RankLine::PackedCall& p) {
+  Segment::Call c;
+  c.what = p.what;
+  c.dtype = static_cast<int32_t>(p.dtype_and_count_high >> 24) - 1;
+  c.count = static_cast<int64_t>((static_cast<uint64_t>(p.dtype_and_count_high & 0xffffff) << 32) | p.count_low);
+  return c;
+}
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit words");
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -100,7 +126,8 @@ struct Segment::Header {
 
 namespace {
 RankLine* lines(void* base) { return reinterpret_cast<RankLine*>(static_cast<uint8_t*>(base) + kControlOffset); }
-size_t data_offset(int size) { return round_up(kControlOffset + size * kLine, 4096); }
+RankInfo* infos(void* base, int size) { return reinterpret_cast<RankInfo*>(lines(base) + size); }
+size_t data_offset(int size) { return round_up(kControlOffset + size * (sizeof(RankLine) + sizeof(RankInfo)), 4096); }
 }  // namespace
 
 std::string Segment::map(int fd, size_t bytes) {
@@ -165,7 +192,14 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   seg->global_ranks_ = global_ranks;
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && size > CPU_COUNT(&cpus)) seg->spins_ = 0;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && size > CPU_COUNT(&cpus)) seg->spin_for_ = Nanos(0);
+  if (const char* v = std::getenv("DDP_SHM_SPIN_US")) {
+    char* end = nullptr;
+    long us = std::strtol(v, &end, 10);
+    check_arg(*v && *end == 0 && us >= 0 && us <= 1000000,
+              "DDP_SHM_SPIN_US='" + std::string(v) + "' is not a number of microseconds from 0 to 1000000");
+    seg->spin_for_ = std::chrono::microseconds(us);
+  }
   auto to_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
   std::string problem;
   struct OwnedFd {
@@ -186,7 +220,7 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
     problem = seg->attach(std::string(raw.begin(), raw.end()), bytes);
   }
   if (problem.empty()) {
-    RankLine& me = lines(seg->base_)[local_rank];
+    RankInfo& me = infos(seg->base_, size)[local_rank];
     me.pid = static_cast<int32_t>(getpid());
     me.start_time = live_start_time(getpid());
   }
@@ -217,6 +251,8 @@ uint8_t* Segment::slot(int r, int h) const {
   return base_ + data_offset(size_) + (static_cast<size_t>(r) * 2 + h) * slot_bytes_;
 }
 
+uint8_t* Segment::inline_data(int r, int h) const { return lines(base_)[r].payload[h]; }
+
 void Segment::abort(int status, const std::string& reason) {
   // 1 claims the word, 2 says the reason is written.
   uint32_t expected = 0;
@@ -240,13 +276,13 @@ void Segment::check_abort(const char* op) {
 
 void Segment::fail_peer_gone(int peer, const char* op) {
   std::string msg = std::string(op) + " on shared memory: rank " + std::to_string(global_ranks_[peer]) + " (pid " +
-                    std::to_string(lines(base_)[peer].pid) + ") has died";
+                    std::to_string(infos(base_, size_)[peer].pid) + ") has died";
   abort(static_cast<int>(Status::PeerFailed), msg);
   fail(Status::PeerFailed, msg);
 }
 
 void Segment::announce(const Call& call, std::string (*describe)(const Call&)) {
-  lines(base_)[rank_].calls[calls_ & 1] = call;
+  lines(base_)[rank_].calls[calls_ & 1] = pack(call);
   describe_ = describe;
   compare_pending_ = true;
 }
@@ -254,10 +290,10 @@ void Segment::announce(const Call& call, std::string (*describe)(const Call&)) {
 void Segment::compare_calls() {
   compare_pending_ = false;
   const int k = static_cast<int>(calls_++ & 1);
-  const Call& mine = lines(base_)[rank_].calls[k];
+  const Call mine = unpack(lines(base_)[rank_].calls[k]);
   std::string differ;
   for (int j = 0; j < size_; ++j) {
-    const Call& theirs = lines(base_)[j].calls[k];
+    const Call theirs = unpack(lines(base_)[j].calls[k]);
     if (theirs.what != mine.what || theirs.dtype != mine.dtype || theirs.count != mine.count)
       differ += "; rank " + std::to_string(global_ranks_[j]) + ": " + describe_(theirs);
   }
@@ -281,9 +317,16 @@ void Segment::wait_for(int peer, uint32_t phase, Clock::time_point deadline, con
   RankLine& line = lines(base_)[peer];
   // Phases wrap at 2^32: compare by difference.
   auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - phase) >= 0; };
-  for (int i = 0; i < spins_; ++i) {
-    if (reached(line.phase.load(std::memory_order_acquire))) return;
-    cpu_relax();
+  if (reached(line.phase.load(std::memory_order_acquire))) return;
+  if (spin_for_.count() > 0) {
+    const auto spin_until = Clock::now() + spin_for_;
+    for (;;) {
+      for (int i = 0; i < 64; ++i) {  // about 2-4 us of pauses between clock reads
+        if (reached(line.phase.load(std::memory_order_acquire))) return;
+        cpu_relax();
+      }
+      if (Clock::now() >= spin_until) break;
+    }
   }
   for (int i = 0; i < kYields; ++i) {
     if (reached(line.phase.load(std::memory_order_acquire))) return;
@@ -302,7 +345,8 @@ void Segment::wait_for(int peer, uint32_t phase, Clock::time_point deadline, con
     }
     if (now >= next_liveness) {
       next_liveness = now + kLivenessEvery;
-      if (live_start_time(line.pid) != line.start_time) fail_peer_gone(peer, op);
+      const RankInfo& info = infos(base_, size_)[peer];
+      if (live_start_time(info.pid) != info.start_time) fail_peer_gone(peer, op);
     }
     line.sleepers.fetch_add(1, std::memory_order_seq_cst);
     uint32_t v = line.phase.load(std::memory_order_seq_cst);

@@ -1,0 +1,60 @@
+#include "comm/shm/copy_kernel.h"
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace ddp::core::shm {
+namespace {
+
+// Below this glibc copies with vector moves itself.
+constexpr size_t kVectorLoopFrom = 2048;
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void copy_avx2(uint8_t* d, const uint8_t* s, size_t n) {
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
+    __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 64));
+    __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 96));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 64), c);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 96), e);
+  }
+  std::memcpy(d + i, s + i, n - i);
+}
+
+void copy_sse2(uint8_t* d, const uint8_t* s, size_t n) {
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  std::memcpy(d + i, s + i, n - i);
+}
+
+using CopyFn = void (*)(uint8_t*, const uint8_t*, size_t);
+const CopyFn kVectorCopy = __builtin_cpu_supports("avx2") ? copy_avx2 : copy_sse2;
+#endif
+
+}  // namespace
+
+void copy_bytes(void* dst, const void* src, size_t n) {
+#if defined(__x86_64__)
+  if (n >= kVectorLoopFrom) return kVectorCopy(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
+#endif
+  std::memcpy(dst, src, n);
+}
+
+}  // namespace ddp::core::shm

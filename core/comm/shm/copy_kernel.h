@@ -1,0 +1,18 @@
+// The byte copy of the shared-memory backend: every piece that goes into or
+// out of a segment slot passes through it.
+//
+// glibc's memcpy moves blocks from 2 KiB up to its non-temporal threshold
+// with `rep movsb`. On the AMD EPYC VMs we measure on, that ran 5x slower
+// than a vector loop between a rank's buffers and a slot another core had
+// just written (bench/run_shm_vs_mpi.sh, 2 ranks, 1-64 MiB: 740 us vs
+// 144 us at 1 MiB with GLIBC_TUNABLES raising rep_movsb_threshold). The
+// copy here never uses it.
+#pragma once
+
+#include <cstddef>
+
+namespace ddp::core::shm {
+
+void copy_bytes(void* dst, const void* src, size_t n);
+
+}  // namespace ddp::core::shm
