@@ -3,7 +3,7 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/ops/mul.h>
 
-#include <cstring>
+#include "common/copy_kernel.h"
 
 namespace ddp::core {
 namespace {
@@ -19,7 +19,7 @@ bool plain_cpu(const at::Tensor& dst, const at::Tensor& src) {
 void mark_written(const at::Tensor& dst) { dst.unsafeGetTensorImpl()->bump_version(); }
 
 template <typename T>
-void scale_loop(T* dst, const T* src, int64_t n, T factor) {
+void scale_loop(T* __restrict__ dst, const T* __restrict__ src, int64_t n, T factor) {
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * factor;
 }
 
@@ -52,7 +52,7 @@ void copy_plain(const at::Tensor& dst, const at::Tensor& src) {
     return;
   }
   if (dst.data_ptr() != src.const_data_ptr())
-    std::memmove(dst.data_ptr(), src.const_data_ptr(), static_cast<size_t>(dst.numel()) * dst.element_size());
+    copy_bytes(dst.data_ptr(), src.const_data_ptr(), static_cast<size_t>(dst.numel()) * dst.element_size());
   mark_written(dst);
 }
 

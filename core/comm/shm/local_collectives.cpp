@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/shm/copy_kernel.h"
 #include "comm/shm/ring_order.h"
+#include "common/copy_kernel.h"
 
 namespace ddp::core::shm {
 namespace {
@@ -46,9 +46,13 @@ void LocalCollectives::reduce(const at::Tensor& t, ReduceKind kind, int root, Cl
   announce(root < 0 ? kAllReduce : kReduce, static_cast<int>(kind), &t, root);
   if (total * esz <= kWholeBytes) return reduce_whole(t, kind, keep, deadline, op);
 
+  if (n == 1) return seg_->barrier(deadline, op);  // the tensor is the result
+
   // Piece q holds every chunk's q-th part of `part` elements. Chunk c's
-  // part is combined in place in the slot of rank c-1, whose value the
-  // ring order starts from; the others read the result from there.
+  // part is combined in the slot of rank c-1, whose value the ring order
+  // starts from; the others read the result from there. A rank copies into
+  // its slot only the chunks others combine: its own chunk is combined
+  // straight from its tensor (n-1 copies of a chunk per piece, not n+1).
   const size_t chunk = ring_chunk_elements(total, esz, n);
   const size_t part = seg_->slot_bytes() / esz / n;
   const size_t mine = (static_cast<size_t>(me) + 1) % n;
@@ -62,17 +66,22 @@ void LocalCollectives::reduce(const at::Tensor& t, ReduceKind kind, int root, Cl
       return std::make_pair(first, last > first ? last - first : 0);
     };
     for (size_t c = 0; c < n; ++c) {
+      if (c == mine) continue;
       auto [first, len] = span(c);
       copy_bytes(slot(me, h) + c * part * esz, data + first * esz, len * esz);
     }
     seg_->barrier(deadline, op);
+    auto [own_first, len] = span(mine);
+    uint8_t* own = data + own_first * esz;
     uint8_t* acc = slot(me, h) + mine * part * esz;
-    const size_t len = span(mine).second;
-    for (size_t step = 1; step < n; ++step)
-      accumulate(t.scalar_type(), kind, acc, slot(ring_rank_at_step(mine, step, n), h) + mine * part * esz, len);
+    auto peer = [&](size_t step) { return slot(ring_rank_at_step(mine, step, n), h) + mine * part * esz; };
+    combine(t.scalar_type(), kind, acc, own, peer(1), len);
+    for (size_t step = 2; step < n; ++step) accumulate(t.scalar_type(), kind, acc, peer(step), len);
+    if (keep) copy_bytes(own, acc, len * esz);
     seg_->barrier(deadline, op);
     if (!keep) continue;
     for (size_t c = 0; c < n; ++c) {
+      if (c == mine) continue;
       auto [first, clen] = span(c);
       copy_bytes(data + first * esz, slot(ring_rank_at_step(c, 0, n), h) + c * part * esz, clen * esz);
     }

@@ -15,8 +15,10 @@ enum class ReduceKind { Sum, Product, Min, Max, BitAnd, BitOr, BitXor };
 // all seven.
 bool reduce_supported(c10::ScalarType type, ReduceKind op);
 
-// dst[i] = dst[i] op src[i] for n elements of `type`. As in Gloo, half and
-// bfloat16 are computed in float and rounded after each step.
+// dst[i] = a[i] op b[i] for n elements of `type` (dst may be a). As in
+// Gloo, half and bfloat16 are computed in float and rounded after each step.
+void combine(c10::ScalarType type, ReduceKind op, void* dst, const void* a, const void* b, size_t n);
+// dst[i] = dst[i] op src[i].
 void accumulate(c10::ScalarType type, ReduceKind op, void* dst, const void* src, size_t n);
 
 }  // namespace ddp::core::shm

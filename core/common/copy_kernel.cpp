@@ -1,4 +1,4 @@
-#include "comm/shm/copy_kernel.h"
+#include "common/copy_kernel.h"
 
 #include <cstdint>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <immintrin.h>
 #endif
 
-namespace ddp::core::shm {
+namespace ddp::core {
 namespace {
 
 // Below this glibc copies with vector moves itself.
@@ -45,7 +45,12 @@ void copy_sse2(uint8_t* d, const uint8_t* s, size_t n) {
 }
 
 using CopyFn = void (*)(uint8_t*, const uint8_t*, size_t);
-const CopyFn kVectorCopy = __builtin_cpu_supports("avx2") ? copy_avx2 : copy_sse2;
+// Decided once, when the library loads (which may be before libgcc's own
+// constructor filled in the CPU features: hence the init).
+const CopyFn kVectorCopy = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") ? copy_avx2 : copy_sse2;
+}();
 #endif
 
 }  // namespace
@@ -57,4 +62,4 @@ void copy_bytes(void* dst, const void* src, size_t n) {
   std::memcpy(dst, src, n);
 }
 
-}  // namespace ddp::core::shm
+}  // namespace ddp::core
