@@ -117,8 +117,9 @@ int main() {
       }
     }
     if (rank == 0) {
-      std::printf("{\"impl\": \"%s\", \"bytes\": %zu, \"p50_us\": %.3f, \"p90_us\": %.3f, \"n\": %zu}\n",
-                  label.c_str(), bytes, pct(us, 0.5), pct(us, 0.9), us.size());
+      std::printf("{\"impl\": \"%s\", \"bytes\": %zu, \"p10_us\": %.3f, \"p50_us\": %.3f, \"p90_us\": %.3f, "
+                  "\"n\": %zu}\n",
+                  label.c_str(), bytes, pct(us, 0.1), pct(us, 0.5), pct(us, 0.9), us.size());
       std::fflush(stdout);
     }
     ddp_tensor_free(t);

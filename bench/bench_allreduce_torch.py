@@ -33,7 +33,7 @@ while size <= max_bytes:
     lat.sort()
     if rank == 0:
         p = lambda q: lat[min(len(lat) - 1, int(q * (len(lat) - 1) + 0.5))]
-        print(json.dumps({"impl": "torch.distributed", "bytes": size, "p50_us": p(0.5), "p90_us": p(0.9),
+        print(json.dumps({"impl": "torch.distributed", "bytes": size, "p10_us": p(0.1), "p50_us": p(0.5), "p90_us": p(0.9),
                           "n": len(lat)}), flush=True)
     size *= 4
 dist.destroy_process_group()

@@ -5,13 +5,16 @@
 # parameters) and a small conv net; libddp and PyTorch at bucket caps
 # 1/5/25/100 MB; libddp with overlap, without overlap, and without
 # communication (to size what overlap hides).
+# MODELS ("mlp conv") and CAPS ("1 5 25 100") narrow the run; the JSON
+# lines are kept in $1 when given (scripts/bench.sh reads them).
 source "$(dirname "$0")/common.sh"
 steps=${STEPS:-20}
-out=$(mktemp)
+out=${1:-$(mktemp)}
+: >"$out"
 run() { "$build/tools/ddprun" --standalone --nproc-per-node 2 --local-ranks-filter 0 --python "$py" "$@" \
           | sed -n 's/^\[rank0\]: \({.*}\)$/\1/p' >>"$out"; }
-for model in mlp conv; do
-  for cap in 1 5 25 100; do
+for model in ${MODELS:-mlp conv}; do
+  for cap in ${CAPS:-1 5 25 100}; do
     run "$build/bench/bench_ddp_step" "$model" "$cap" overlap "$steps"
     run "$here/bench/bench_ddp_step_torch.py" "$model" "$cap" "$steps"
   done
@@ -30,8 +33,11 @@ print(f"{'model':6} {'impl':18} {'cap MB':>6} {'mode':11} {'p50 ms':>8} {'p90 ms
 for r in rows:
     print(f"{r['model']:6} {r['impl']:18} {float(r['bucket_cap_mb']):6g} {r['mode']:11} {r['step_ms_p50']:8.2f} {r['step_ms_p90']:8.2f}")
 print()
-for m in ("mlp", "conv"):
+for m in sorted({r["model"] for r in rows}):
     lib, ddp, pl = get("libddp-c++", m), get("pytorch-ddp", m), get("lightning-trainer", m)
+    if not lib or not ddp:
+        print(f"{m}: libddp or PyTorch DDP has no result")
+        continue
     noov, nocomm = get("libddp-c++", m, mode="no-overlap"), get("libddp-c++", m, mode="no-comm")
     line = f"{m}: libddp / PyTorch DDP = {lib / ddp:.3f}"
     if pl:
@@ -41,4 +47,4 @@ for m in ("mlp", "conv"):
                  f"{100 * (noov - lib) / (noov - nocomm):.0f}% of it")
     print(line)
 PY
-rm -f "$out"
+[ -n "${1:-}" ] || rm -f "$out"
