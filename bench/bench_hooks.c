@@ -7,7 +7,9 @@
  *   bench_hooks <iface> [steps] [dim] [layers]
  * iface: the network interface the ranks talk over (lo, or a veth); rank 0
  * reads its transmit counter around the timed steps. Rank 0 prints one JSON
- * line per hook.
+ * line per hook. The backend is Gloo (BENCH_BACKEND overrides it), as the
+ * PyTorch peer's: the shm default would find both network namespaces on one
+ * host and never touch the link this measures.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +86,9 @@ int main(int argc, char **argv) {
   static const char *hooks[] = {"allreduce", "fp16", "bf16", "powersgd_r1", "powersgd_r4", "batched_powersgd_r1",
                                 "post_localsgd", "noop", "fp16_powersgd_r1"};
   ddp_group *g = NULL;
-  CHECK(ddp_group_init(&g, NULL, NULL));
+  ddp_group_options go = DDP_GROUP_OPTIONS_INIT;
+  go.backend = getenv("BENCH_BACKEND") ? getenv("BENCH_BACKEND") : "gloo";
+  CHECK(ddp_group_init(&g, NULL, &go));
   int rank = ddp_group_rank(g);
   size_t n = 2 * (size_t)layers;
   float **data = calloc(n, sizeof *data), **fresh = calloc(n, sizeof *fresh);
