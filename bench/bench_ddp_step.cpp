@@ -7,7 +7,8 @@
 // BENCH_BACKEND picks the group's backend (default: libddp's, shm on one host);
 // the JSON's impl names it: libddp-c++ (default) or libddp-c++-<backend>.
 // BENCH_DEVICE=cuda runs on cuda:LOCAL_RANK (NCCL), each timed step ending in
-// a device synchronize; BENCH_BATCH sets the batch (32). Model mlp-large
+// a device synchronize; BENCH_BATCH sets the batch (32); BENCH_GRAD_VIEW=1
+// turns on gradient_as_bucket_view (impl gets "-grad-view"). Model mlp-large
 // (1024-4096-4096-4096-1024-10) is issue 13's CUDA model.
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -102,6 +103,10 @@ int main(int argc, char** argv) {
 
   ddp_reducer_options opts = DDP_REDUCER_OPTIONS_INIT;
   opts.bucket_cap_mb = cap;
+  // BENCH_GRAD_VIEW=1: gradients live in the buckets (no copy in, no copy back).
+  const char* view_env = std::getenv("BENCH_GRAD_VIEW");
+  opts.gradient_as_bucket_view = view_env && std::string(view_env) == "1";
+  if (opts.gradient_as_bucket_view) impl += "-grad-view";
   std::unique_ptr<ddp::DistributedDataParallel> hooked;
   ddp_reducer* manual = nullptr;
   std::vector<ddp_tensor*> grad_handles;
