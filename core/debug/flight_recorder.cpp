@@ -278,13 +278,21 @@ bool dump(const char* reason) {
     w.put(' ');
     w.num(real_ns / 1000);
   };
+  auto ticks_ns = [&](uint64_t t) { return g_real0_ns + int64_t(double(int64_t(t - g_tick0)) * ns_per_tick); };
   auto put_ticks = [&](Writer& w, uint64_t t) {
     if (!t) return w.str(" -");
-    put_us(w, g_real0_ns + int64_t(double(int64_t(t - g_tick0)) * ns_per_tick));
+    put_us(w, ticks_ns(t));
   };
-  auto put_mono = [&](Writer& w, uint64_t t) {
+  // The waiting time is a CLOCK_MONOTONIC reading between two cycle-counter
+  // ones; the counter's conversion can be a microsecond off, and a wait that
+  // began right after the enqueue (a small shm collective) would then read
+  // as earlier than it: clamp it into [enqueued, finished].
+  auto put_waiting = [&](Writer& w, uint64_t t, uint64_t enqueued, uint64_t finished) {
     if (!t) return w.str(" -");
-    put_us(w, g_real0_ns + (int64_t(t) - g_mono0_ns));
+    int64_t ns = g_real0_ns + (int64_t(t) - g_mono0_ns);
+    if (enqueued && ns < ticks_ns(enqueued)) ns = ticks_ns(enqueued);
+    if (finished && ns > ticks_ns(finished)) ns = ticks_ns(finished);
+    put_us(w, ns);
   };
   Writer w(fd);
   w.str("libddp-flight-recorder 1\nrank ");
@@ -337,9 +345,11 @@ bool dump(const char* reason) {
     w.num(s.root.load(std::memory_order_relaxed));
     w.put(' ');
     w.str(state_name(State(s.state.load(std::memory_order_relaxed))));
-    put_ticks(w, s.t_enqueued.load(std::memory_order_relaxed));
-    put_mono(w, s.t_waiting.load(std::memory_order_relaxed));
-    put_ticks(w, s.t_finished.load(std::memory_order_relaxed));
+    const uint64_t enqueued = s.t_enqueued.load(std::memory_order_relaxed);
+    const uint64_t finished = s.t_finished.load(std::memory_order_relaxed);
+    put_ticks(w, enqueued);
+    put_waiting(w, s.t_waiting.load(std::memory_order_relaxed), enqueued, finished);
+    put_ticks(w, finished);
     w.put('\n');
   }
   w.str("end\n");
