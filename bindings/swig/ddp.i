@@ -28,6 +28,11 @@ typedef ddp_lr_scheduler DdpLrScheduler;
 typedef ddp_work DdpWork;
 typedef ddp_env DdpEnv;
 
+/* Results of several values; each language's file maps them (a list or
+ * array of Tensors, bytes). */
+typedef struct { DdpTensor **items; int n; } DdpTensorArray;
+typedef struct { ddp_buffer *buf; } DdpBytes;
+
 /* The status of the wrapped call, set by ddp_swig_check; each language's
  * %exception turns a non-OK one into an exception right after the call. */
 static __thread ddp_status ddp_swig_status = 0;
@@ -36,6 +41,8 @@ static int ddp_swig_check(ddp_status s) {
   return s != DDP_OK;
 }
 %}
+
+%include "surface_helpers.i"
 
 %include <stdint.i>
 
@@ -78,6 +85,16 @@ const char *ddp_status_string(ddp_status status);
 #elif defined(SWIGJAVA)
 %include "java/ddp_java.i"
 #endif
+
+/* The language's typemaps under the parameter names the methods use. SWIG
+ * binds an %extend method's typemaps where its class is declared (below),
+ * so these come first. */
+%apply (const int64_t *SHAPE, size_t NDIM) { (const int64_t *dims, size_t ndims) };             /* reduction dims */
+%apply (const int64_t *SHAPE, size_t NDIM) { (const int64_t *milestones, size_t num_milestones) }; /* SequentialLR */
+%apply (DdpTensor **TENSORS, size_t NTENSORS) { (DdpTensor **kw_values, size_t num_kw) };       /* keyword inputs */
+%apply char **STRING_ARRAY { char **kw_names };
+%apply char **STRING_ARRAY { char **patterns };  /* a parameter group's name patterns */
+%apply char **STRING_ARRAY { char **prefixes };  /* one checkpoint prefix per module */
 
 /* ---- handles -------------------------------------------------------------
  * Each is an opaque C struct; SWIG sees an empty one and the %extend blocks
@@ -252,17 +269,22 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_all_gather($self, t, &out));
     return out;
   }
-#ifndef SWIGJAVA /* java/ddp_java.i has its own forms of these two */
   /* Lightning's gather_all_tensors: one tensor per rank, sizes may differ. */
-  void all_gather_uneven(const DdpTensor *t, DdpTensor **PARTS_OUT, int NPARTS_OUT) {
-    (void)NPARTS_OUT;
-    ddp_swig_check(ddp_all_gather_uneven($self, t, PARTS_OUT));
+  DdpTensorArray all_gather_uneven(const DdpTensor *t) {
+    DdpTensorArray out = {NULL, ddp_group_size($self)};
+    out.items = (DdpTensor **)calloc(out.n > 0 ? (size_t)out.n : 1, sizeof(DdpTensor *));
+    if (ddp_swig_check(ddp_all_gather_uneven($self, t, out.items))) {
+      free(out.items);
+      out.items = NULL;
+    }
+    return out;
   }
   /* Lightning's broadcast(obj), as bytes. */
-  void broadcast_bytes(const void *CBUFFER, size_t CBUFLEN, int src, ddp_buffer **BYTES_OUT) {
-    ddp_swig_check(ddp_broadcast_bytes($self, CBUFFER, CBUFLEN, src, BYTES_OUT));
+  DdpBytes broadcast_bytes(const void *CBUFFER, size_t CBUFLEN, int src = 0) {
+    DdpBytes out = {NULL};
+    ddp_swig_check(ddp_broadcast_bytes($self, CBUFFER, CBUFLEN, src, &out.buf));
+    return out;
   }
-#endif
   bool reduce_boolean_decision(bool decision, bool all = true) {
     int out = 0;
     ddp_swig_check(ddp_reduce_boolean_decision($self, decision, all, &out));
@@ -770,15 +792,8 @@ long long sampler_num_samples(long long dataset_size, int num_replicas, bool dro
     return out;
   }
   void backward(const DdpTensor *loss) { ddp_swig_check(ddp_strategy_backward($self, loss)); }
-  void optimizer_step(DdpOptimizer *opt) { ddp_swig_check(ddp_strategy_optimizer_step($self, opt)); }
   void block_backward_sync(bool on) { ddp_swig_check(ddp_strategy_block_backward_sync($self, on)); }
   void barrier(const char *name = NULL) { ddp_swig_check(ddp_strategy_barrier($self, name)); }
-  void reduce(DdpTensor *t, ddp_reduce_op op = DDP_MEAN) { ddp_swig_check(ddp_strategy_reduce($self, t, op)); }
-  DdpTensor *all_gather(const DdpTensor *t) {
-    DdpTensor *out = NULL;
-    ddp_swig_check(ddp_strategy_all_gather($self, t, &out));
-    return out;
-  }
   bool reduce_boolean_decision(bool decision, bool all = true) {
     int out = 0;
     ddp_swig_check(ddp_strategy_reduce_boolean_decision($self, decision, all, &out));
@@ -799,3 +814,6 @@ long long sampler_num_samples(long long dataset_size, int num_replicas, bool dro
   }
   void teardown() { ddp_swig_check(ddp_strategy_teardown($self)); }
 }
+
+%include "training_surface.i"
+%include "strategy_surface.i"

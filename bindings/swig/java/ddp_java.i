@@ -84,26 +84,28 @@ static jobject ddp_java_proxy(JNIEnv *jenv, const char *cls_name, void *handle) 
 }
 %typemap(freearg) (const void *CBUFFER, size_t CBUFLEN) { free((void *)$1); }
 
-/* Tensor[] in. */
-%typemap(jni) (DdpTensor **TENSORS, size_t NTENSORS) "jlongArray"
-%typemap(jtype) (DdpTensor **TENSORS, size_t NTENSORS) "long[]"
-%typemap(jstype) (DdpTensor **TENSORS, size_t NTENSORS) "Tensor[]"
-%typemap(javain) (DdpTensor **TENSORS, size_t NTENSORS) "Tensor.handles($javainput)"
-%typemap(in) (DdpTensor **TENSORS, size_t NTENSORS) {
+/* Arrays of handles of one kind in (Tensor[], ScriptModule[], ...; a null entry passes as NULL). */
+%define DDP_JAVA_HANDLE_LIST(TYPE, ARRAY, COUNT, JCLASS)
+%typemap(jni) (TYPE **ARRAY, size_t COUNT) "jlongArray"
+%typemap(jtype) (TYPE **ARRAY, size_t COUNT) "long[]"
+%typemap(jstype) (TYPE **ARRAY, size_t COUNT) "JCLASS[]"
+%typemap(javain) (TYPE **ARRAY, size_t COUNT) "java.util.Arrays.stream($javainput).mapToLong(JCLASS::getCPtr).toArray()"
+%typemap(in) (TYPE **ARRAY, size_t COUNT) {
   jlong *h;
   $2 = (size_t)(*jenv)->GetArrayLength(jenv, $input);
-  $1 = (DdpTensor **)calloc($2 ? $2 : 1, sizeof(DdpTensor *));
+  $1 = (TYPE **)calloc($2 ? $2 : 1, sizeof(TYPE *));
   h = (*jenv)->GetLongArrayElements(jenv, $input, NULL);
-  for (size_t i = 0; i < $2; ++i) $1[i] = (DdpTensor *)(intptr_t)h[i];
+  for (size_t i = 0; i < $2; ++i) $1[i] = (TYPE *)(intptr_t)h[i];
   (*jenv)->ReleaseLongArrayElements(jenv, $input, h, JNI_ABORT);
 }
-%typemap(freearg) (DdpTensor **TENSORS, size_t NTENSORS) { free($1); }
+%typemap(freearg) (TYPE **ARRAY, size_t COUNT) { free($1); }
+%enddef
+DDP_JAVA_HANDLE_LIST(DdpTensor, TENSORS, NTENSORS, Tensor)
+DDP_JAVA_HANDLE_LIST(DdpModule, MODULES, NMODULES, ScriptModule)
+DDP_JAVA_HANDLE_LIST(DdpOptimizer, OPTIMIZERS, NOPTIMIZERS, Optimizer)
+DDP_JAVA_HANDLE_LIST(DdpLrScheduler, SCHEDULERS, NSCHEDULERS, LrScheduler)
 
 /* Results of several values come back as Java arrays. */
-%{
-typedef struct { DdpTensor **items; int n; } DdpTensorArray;
-typedef struct { ddp_buffer *buf; } DdpBytes;
-%}
 %typemap(jni) DdpTensorArray "jobjectArray"
 %typemap(jtype) DdpTensorArray "Tensor[]"
 %typemap(jstype) DdpTensorArray "Tensor[]"
@@ -130,24 +132,6 @@ typedef struct { ddp_buffer *buf; } DdpBytes;
   }
 }
 
-%extend DdpGroup {
-  /* Lightning's gather_all_tensors: one tensor per rank, sizes may differ. */
-  DdpTensorArray all_gather_uneven(const DdpTensor *t) {
-    DdpTensorArray out = {NULL, ddp_group_size($self)};
-    out.items = (DdpTensor **)calloc(out.n > 0 ? (size_t)out.n : 1, sizeof(DdpTensor *));
-    if (ddp_swig_check(ddp_all_gather_uneven($self, t, out.items))) {
-      free(out.items);
-      out.items = NULL;
-    }
-    return out;
-  }
-  /* Lightning's broadcast(obj), as bytes. */
-  DdpBytes broadcast_bytes(const void *CBUFFER, size_t CBUFLEN, int src) {
-    DdpBytes out = {NULL};
-    ddp_swig_check(ddp_broadcast_bytes($self, CBUFFER, CBUFLEN, src, &out.buf));
-    return out;
-  }
-}
 
 %include <typemaps.i>
 %apply long long *OUTPUT { long long *OUT_BEFORE, long long *OUT_AFTER, long long *OUT_ITER };
@@ -219,10 +203,21 @@ DDP_JAVA_CLOSEABLE(DdpCommHook)
   public void close() { delete(); }
 %}
 DDP_JAVA_CLOSEABLE(DdpModelAverager)
-DDP_JAVA_CLOSEABLE(DdpModule)
+%typemap(javainterfaces) DdpModule "AutoCloseable"
+%typemap(javacode) DdpModule %{
+  /** The module's method (null: forward) on positional inputs only. */
+  public Outputs call(String method, Tensor[] inputs) { return call(method, inputs, new String[0], new Tensor[0]); }
+
+  @Override
+  public void close() { delete(); }
+%}
 DDP_JAVA_CLOSEABLE(DdpOptimizer)
 DDP_JAVA_CLOSEABLE(DdpLrScheduler)
 DDP_JAVA_CLOSEABLE(DdpEnv)
+DDP_JAVA_CLOSEABLE(DdpOutputs)
+DDP_JAVA_CLOSEABLE(DdpMetric)
+DDP_JAVA_CLOSEABLE(DdpParamGroups)
+DDP_JAVA_CLOSEABLE(struct ddp_loss_options)
 %typemap(javainterfaces) DdpWork "AutoCloseable"
 %typemap(javacode) DdpWork %{
   Object kept;  // the tensor the collective works on, alive until this work goes
@@ -245,6 +240,15 @@ DDP_JAVA_CLOSEABLE(struct ddp_checkpoint_info)
     return new Strategy(devices, null, 0, 25, 1, false, true, null, 0, 0);
   }
 
+  /** Lightning's reduce over the strategy's own group. */
+  public void reduce(Tensor t, ReduceOp op) { reduce(t, op, null); }
+  /** Lightning's all_gather over the strategy's own group, without sync_grads. */
+  public Tensor allGather(Tensor t) { return allGather(t, false, null); }
+  /** The module's method on positional inputs only. */
+  public Outputs call(ScriptModule module, String method, Tensor[] inputs) {
+    return call(module, method, inputs, new String[0], new Tensor[0]);
+  }
+
   @Override
   public void close() { delete(); }
 %}
@@ -261,12 +265,6 @@ DDP_JAVA_CLOSEABLE(struct ddp_checkpoint_info)
     Tensor t = wrapNative(buffer, dtype, shape);
     t.owner = buffer;
     return t;
-  }
-
-  static long[] handles(Tensor[] tensors) {
-    long[] h = new long[tensors.length];
-    for (int i = 0; i < tensors.length; ++i) h[i] = getCPtr(tensors[i]);
-    return h;
   }
 
   @Override

@@ -5,6 +5,7 @@
 static PyObject *ddp_py_error = NULL; /* libddp.Error(status, message) */
 
 static void ddp_py_raise(ddp_status s) {
+  if (PyErr_Occurred()) return; /* a Python callback's own exception goes up as it is */
   const char *msg = ddp_last_error_message();
   PyObject *exc = PyObject_CallFunction(ddp_py_error, "is", (int)s, msg && *msg ? msg : ddp_status_string(s));
   if (!exc) return;
@@ -92,53 +93,50 @@ static void ddp_py_raise(ddp_status s) {
   }
 }
 
-/* A sequence of Tensor handles. */
-%typemap(in) (DdpTensor **TENSORS, size_t NTENSORS) {
-  PyObject *seq = PySequence_Fast($input, "expected a sequence of Tensor");
+/* A sequence of handles of one kind (None entries pass as NULL). */
+%define DDP_PY_HANDLE_LIST(TYPE, ARRAY, COUNT, WHAT)
+%typemap(in) (TYPE **ARRAY, size_t COUNT) {
+  PyObject *seq = PySequence_Fast($input, "expected a sequence of " WHAT);
   if (!seq) SWIG_fail;
   $2 = (size_t)PySequence_Fast_GET_SIZE(seq);
-  $1 = (DdpTensor **)calloc($2 ? $2 : 1, sizeof(DdpTensor *));
+  $1 = (TYPE **)calloc($2 ? $2 : 1, sizeof(TYPE *));
   for (size_t i = 0; i < $2; ++i) {
     void *p = NULL;
-    if (!SWIG_IsOK(SWIG_ConvertPtr(PySequence_Fast_GET_ITEM(seq, i), &p, $descriptor(DdpTensor *), 0))) {
+    if (!SWIG_IsOK(SWIG_ConvertPtr(PySequence_Fast_GET_ITEM(seq, i), &p, $descriptor(TYPE *), 0))) {
       Py_DECREF(seq);
       free($1);
       $1 = NULL;
-      SWIG_exception_fail(SWIG_TypeError, "expected a sequence of Tensor");
+      SWIG_exception_fail(SWIG_TypeError, "expected a sequence of " WHAT);
     }
-    $1[i] = (DdpTensor *)p;
+    $1[i] = (TYPE *)p;
   }
   Py_DECREF(seq);
 }
-%typemap(freearg) (DdpTensor **TENSORS, size_t NTENSORS) { free($1); }
+%typemap(freearg) (TYPE **ARRAY, size_t COUNT) { free($1); }
+%enddef
+DDP_PY_HANDLE_LIST(DdpTensor, TENSORS, NTENSORS, "Tensor")
+DDP_PY_HANDLE_LIST(DdpModule, MODULES, NMODULES, "Module")
+DDP_PY_HANDLE_LIST(DdpOptimizer, OPTIMIZERS, NOPTIMIZERS, "Optimizer")
+DDP_PY_HANDLE_LIST(DdpLrScheduler, SCHEDULERS, NSCHEDULERS, "LrScheduler")
 
-/* all_gather_uneven: a list with one new Tensor per rank. */
-%typemap(in, numinputs=0) (DdpTensor **PARTS_OUT, int NPARTS_OUT) {
-  $1 = NULL;
-  $2 = 0;
-}
-%typemap(check) (DdpTensor **PARTS_OUT, int NPARTS_OUT) {  /* after self is converted */
-  $2 = ddp_group_size(arg1);
-  $1 = (DdpTensor **)calloc($2 > 0 ? (size_t)$2 : 1, sizeof(DdpTensor *));
-}
-%typemap(argout) (DdpTensor **PARTS_OUT, int NPARTS_OUT) {
-  if (ddp_swig_status == DDP_OK) {
-    PyObject *list = PyList_New($2);
-    for (int i = 0; i < $2; ++i)
-      PyList_SetItem(list, i, SWIG_NewPointerObj($1[i], $descriptor(DdpTensor *), SWIG_POINTER_OWN));
-    Py_DECREF($result);
-    $result = list;
+/* Results of several values (ddp.i's DdpTensorArray, DdpBytes): a list of
+ * new Tensors, and bytes. */
+%typemap(out) DdpTensorArray {
+  if ($1.items) {
+    $result = PyList_New($1.n);
+    for (int i = 0; i < $1.n; ++i)
+      PyList_SetItem($result, i, SWIG_NewPointerObj($1.items[i], $descriptor(DdpTensor *), SWIG_POINTER_OWN));
+    free($1.items);
+  } else {
+    $result = SWIG_Py_Void();
   }
 }
-%typemap(freearg) (DdpTensor **PARTS_OUT, int NPARTS_OUT) { free($1); }
-
-/* broadcast_bytes: the bytes. */
-%typemap(in, numinputs=0) ddp_buffer **BYTES_OUT (ddp_buffer *buf = NULL) { $1 = &buf; }
-%typemap(argout) ddp_buffer **BYTES_OUT {
-  if (*$1) {
-    Py_DECREF($result);
-    $result = PyBytes_FromStringAndSize((const char *)ddp_buffer_data(*$1), (Py_ssize_t)ddp_buffer_size(*$1));
-    ddp_buffer_free(*$1);
+%typemap(out) DdpBytes {
+  if ($1.buf) {
+    $result = PyBytes_FromStringAndSize((const char *)ddp_buffer_data($1.buf), (Py_ssize_t)ddp_buffer_size($1.buf));
+    ddp_buffer_free($1.buf);
+  } else {
+    $result = SWIG_Py_Void();
   }
 }
 
@@ -414,3 +412,65 @@ DdpCommHook *ddp_py_comm_hook_custom(PyObject *fn) {
 %pythonappend DdpGroup::all_gather_async %{
     val._keep = t
 %}
+%pythonappend DdpGroup::all_gather_uneven_async %{
+    val._keep = t
+%}
+/* The strategy's own group lives as long as the strategy object. */
+%pythonappend DdpStrategy::group %{
+    val._strategy = self
+%}
+%pythonappend DdpOptimizer::sgd_groups %{
+    val._module = module
+%}
+%pythonappend DdpOptimizer::adam_groups %{
+    val._module = module
+%}
+%pythonappend DdpOptimizer::adamw_groups %{
+    val._module = module
+%}
+%pythonappend DdpLrScheduler::sequential %{
+    val._keep = (optimizer, list(SCHEDULERS))
+%}
+
+/* ---- the caller's own optimizer step: a Python callable ----------------------
+ * Strategy.optimizer_step_fn(fn): the precision's step around fn() (e.g. a
+ * torch optimizer's step over parameters shared through from_dlpack), skipped
+ * when the gradient scaler found an inf or NaN; returns whether fn ran. An
+ * exception fn raises comes back out of the call unchanged. */
+%{
+typedef struct {
+  PyObject *fn;
+  PyObject *type, *value, *traceback; /* fn's exception, raised again after the C call */
+} ddp_py_step_call;
+
+static int ddp_py_step_trampoline(void *user) {
+  ddp_py_step_call *call = (ddp_py_step_call *)user;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = 0;
+  PyObject *r = PyObject_CallNoArgs(call->fn);
+  if (!r) {
+    PyErr_Fetch(&call->type, &call->value, &call->traceback);
+    ddp_error_set("the optimizer step function raised an exception");
+    rc = 1;
+  } else if (PyLong_Check(r)) {
+    rc = (int)PyLong_AsLong(r); /* a C-style status: 0 is success */
+  }
+  Py_XDECREF(r);
+  PyGILState_Release(gil);
+  return rc;
+}
+%}
+%extend DdpStrategy {
+  bool optimizer_step_fn(PyObject *fn) {
+    ddp_py_step_call call = {fn, NULL, NULL, NULL};
+    int stepped = 0;
+    ddp_status s = ddp_strategy_optimizer_step_fn($self, ddp_py_step_trampoline, &call, &stepped);
+    if (call.type) {
+      PyGILState_STATE gil = PyGILState_Ensure();
+      PyErr_Restore(call.type, call.value, call.traceback);
+      PyGILState_Release(gil);
+    }
+    ddp_swig_check(s);
+    return stepped != 0;
+  }
+}

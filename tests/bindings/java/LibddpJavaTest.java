@@ -178,4 +178,76 @@ public class LibddpJavaTest {
     }
     assertEquals(6, ddp.samplerNumSamples(11, 2, false));
   }
+
+  static Tensor floats(float... values) {
+    ByteBuffer b = ByteBuffer.allocateDirect(values.length * 4).order(ByteOrder.nativeOrder());
+    b.asFloatBuffer().put(values);
+    return Tensor.wrap(b, DType.FLOAT32, new long[] {values.length});
+  }
+
+  static float[] values(Tensor t) {
+    ByteBuffer b = ByteBuffer.allocateDirect((int) t.nbytes()).order(ByteOrder.nativeOrder());
+    t.copyTo(b);
+    float[] out = new float[(int) t.numel()];
+    b.asFloatBuffer().get(out);
+    return out;
+  }
+
+  /** The training surface: arithmetic with gradients, losses, the grad mode, metric, parameter groups, Env. */
+  @Test
+  public void trainingSurfaceInJava() {
+    try (Tensor a = floats(1f, 2f, 3f).clone()) {
+      a.setRequiresGrad(true);
+      Tensor y = a.binary(BinaryOp.OP_MUL, a).binaryScalar(BinaryOp.OP_ADD, 1).sum(new long[0], false);
+      assertEquals(1 + 1 + 4 + 1 + 9 + 1, y.item(), 1e-6);
+      y.backward();
+      assertEquals(java.util.Arrays.toString(new float[] {2f, 4f, 6f}), java.util.Arrays.toString(values(a.grad())));
+      assertEquals(2.0, a.mean(new long[] {0}, false).item(), 1e-6);
+      assertEquals(1.0, a.softmax(-1, false).sum(new long[0], false).item(), 1e-6);
+      try (LossOptions o = new LossOptions(LossKind.LOSS_HUBER)) {
+        o.setDelta(0.5);  // huber with delta 0.5 against 0: 0.5 * (|x| - 0.25) for |x| > 0.5
+        assertEquals((0.5 * 0.75 + 0.5 * 1.75 + 0.5 * 2.75) / 3, ddp.loss(o, a, floats(0f, 0f, 0f)).item(), 1e-6);
+      }
+      DdpException e = assertThrows(DdpException.class, () -> a.binary(BinaryOp.OP_ADD, floats(1f, 2f)));
+      assertTrue(e.getMessage(), e.getMessage().contains("[3]") && e.getMessage().contains("[2]"));
+      assertTrue(ddp.setGradEnabled(false));
+      assertFalse(a.unary(UnaryOp.OP_EXP).requiresGrad());
+      ddp.setGradEnabled(true);
+    }
+    assertEquals("float32", ddp.dtypeName(DType.FLOAT32));
+    assertEquals(42, ddp.seedEverything(42, false));
+    try (Metric m = new Metric(MetricReduce.METRIC_MEAN)) {
+      m.update(1.0, 2);
+      m.update(4.0, 1);
+      assertEquals(2.0, m.compute(null), 1e-9);
+    }
+    try (Tensor w = floats(1f, 2f).clone(); Tensor b = floats(0f).clone()) {
+      w.setRequiresGrad(true);
+      b.setRequiresGrad(true);
+      try (ScriptModule m = ScriptModule.fromTensors(new String[] {"net.weight", "net.bias"}, new Tensor[] {w, b}, 0);
+           ParamGroups groups = new ParamGroups(); SgdOptions sgd = new SgdOptions()) {
+        groups.add(new String[] {"*.bias"}, 0.5, 0.0, -1);
+        groups.add(new String[0], -1, -1, -1);
+        sgd.setLr(0.1);
+        try (Optimizer opt = Optimizer.sgdGroups(m, sgd, groups)) {
+          assertEquals(2, opt.numGroups());
+          assertEquals(0.5, opt.groupLr(0), 0);
+          assertEquals(0.1, opt.groupLr(1), 0);
+        }
+      }
+    }
+    try (Env env = Env.fromVars(new String[] {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2",
+                                               "GROUP_RANK=0", "MASTER_ADDR=h", "MASTER_PORT=1"}, "torchelastic")) {
+      assertEquals(1, env.rank());
+      assertEquals(2, env.worldSize());
+    }
+    String model = System.getProperty("ddp.model", "");
+    if (!model.isEmpty()) {
+      try (ScriptModule m = ScriptModule.load(model); Tensor x = Tensor.zeros(DType.FLOAT32, new long[] {2, 8});
+           Outputs out = m.call(null, new Tensor[] {x})) {
+        assertEquals(1, out.count());
+        assertEquals(2 * 3, out.at(0).numel());
+      }
+    }
+  }
 }

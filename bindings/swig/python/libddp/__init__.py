@@ -19,6 +19,7 @@ from .ddp import *  # noqa: F401,F403
 from .ddp import Tensor, Group, Reducer, CommHook, ModelAverager, Worker, Module, Optimizer, Strategy  # noqa: F401
 from .ddp import LrScheduler, StrategyOptions, ReducerOptions, SgdOptions, AdamOptions, SamplerOptions  # noqa: F401
 from .ddp import LrSchedulerOptions, CheckpointInfo, Work, Env  # noqa: F401
+from .ddp import Outputs, Metric, ParamGroups, LossOptions  # noqa: F401
 from ._ddp import Error  # noqa: F401  (raised by every failing call: .status, .message)
 from . import ddp as _ddp
 
@@ -91,6 +92,67 @@ Tensor.__dlpack__ = _tensor_dlpack
 Tensor.__dlpack_device__ = _tensor_dlpack_device
 
 
+# Arithmetic with autograd (ops.h): each operator is one libddp call.
+def _binary(op, reflected=False):
+    def apply(self, other):
+        if isinstance(other, Tensor):
+            return self.binary(op, other)
+        if reflected:  # scalar (op) tensor: the scalar as a tensor of self's shape, outside the graph
+            return self.clone().binary_scalar(OP_MUL, 0.0).binary_scalar(OP_ADD, float(other)).binary(op, self)
+        return self.binary_scalar(op, float(other))
+    return apply
+
+
+for _name, _op in (("add", OP_ADD), ("sub", OP_SUB), ("mul", OP_MUL), ("truediv", OP_DIV), ("pow", OP_POW)):
+    setattr(Tensor, f"__{_name}__", _binary(_op))
+    setattr(Tensor, f"__r{_name}__", _binary(_op, reflected=_op in (OP_SUB, OP_DIV, OP_POW)))
+Tensor.__neg__ = lambda self: self.unary(OP_NEG)
+_sum, _mean = Tensor.sum, Tensor.mean
+Tensor.sum = lambda self, dims=(), keepdim=False: _sum(self, list(dims), keepdim)
+Tensor.mean = lambda self, dims=(), keepdim=False: _mean(self, list(dims), keepdim)
+for _name, _op in (("exp", OP_EXP), ("log", OP_LOG), ("sqrt", OP_SQRT), ("abs", OP_ABS), ("relu", OP_RELU),
+                   ("sigmoid", OP_SIGMOID), ("tanh", OP_TANH)):
+    setattr(Tensor, _name, (lambda op: lambda self: self.unary(op))(_op))
+
+
+def _outputs_list(outputs):
+    """An Outputs as Python values: a Tensor, a tuple of them, or a dict."""
+    n = outputs.count()
+    if n and outputs.key(0) is not None:
+        return {outputs.key(i): outputs.at(i) for i in range(n)}
+    return tuple(outputs.at(i) for i in range(n))
+
+
+def _module_call(self, *inputs, method=None, **kwargs):
+    """The module's method (forward by default) on tensors, with keyword
+    tensors: a tuple of Tensors, or a dict for a dict output."""
+    return _outputs_list(_ddp.Module.call(self, method, list(inputs), list(kwargs), list(kwargs.values())))
+
+
+def _strategy_call(self, module, *inputs, method=None, **kwargs):
+    """Strategy.forward for any method with several and keyword inputs (Module.call's results)."""
+    return _outputs_list(_ddp.Strategy.call(self, module, method, list(inputs), list(kwargs), list(kwargs.values())))
+
+
+Module.__call__ = _module_call
+Strategy.__call__ = _strategy_call
+
+
+def loss(kind, input, target, **options):
+    """A torch.nn.functional loss (libddp.LOSS_CROSS_ENTROPY, ...) with its
+    keyword arguments (reduction=libddp.REDUCTION_SUM, weight=, label_smoothing=, ...)."""
+    return _ddp.loss(_filled(LossOptions(kind), options), input, target)
+
+
+def param_groups(*groups):
+    """ParamGroups from dicts: param_groups({"params": ["*.bias"], "weight_decay": 0}, {"params": []})."""
+    out = ParamGroups()
+    for g in groups:
+        g = dict(g)
+        out.add(list(g.pop("params", [])), **g)
+    return out
+
+
 def _filled(options, values):
     for key, value in values.items():
         if key.startswith("_") or not hasattr(type(options), key):
@@ -160,7 +222,7 @@ def _close(self):
 
 
 for _cls in (Tensor, Group, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy, LrScheduler, Work, Env,
-             StrategyOptions,
+             Outputs, Metric, ParamGroups, LossOptions, StrategyOptions,
              ReducerOptions, SgdOptions, AdamOptions, SamplerOptions, LrSchedulerOptions, CheckpointInfo):
     _cls.close = _close
     _cls.__enter__ = lambda self: self
