@@ -99,9 +99,7 @@ element!(u8, DDP_UINT8);
 element!(i32, DDP_INT32);
 element!(i64, DDP_INT64);
 
-/// A libddp tensor handle; owned, freed on drop.
-struct Tensor(*mut sys::ddp_tensor);
-
+// Slice views for the collectives; the public Tensor is in surface.rs.
 impl Tensor {
     /// A 1-D view of `data` (the caller keeps the memory alive and unaliased).
     fn view<T: Element>(data: &mut [T]) -> Result<Tensor> {
@@ -121,7 +119,7 @@ impl Tensor {
         Ok(Tensor(t))
     }
 
-    fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+    fn copy_out<T: Element>(&self) -> Result<Vec<T>> {
         if unsafe { sys::ddp_tensor_dtype(self.0) } != T::DTYPE {
             return Err(invalid("tensor dtype does not match the element type"));
         }
@@ -130,12 +128,6 @@ impl Tensor {
         let bytes = std::mem::size_of_val(v.as_slice());
         check(unsafe { sys::ddp_tensor_copy_to(self.0, v.as_mut_ptr() as *mut c_void, bytes) })?;
         Ok(v)
-    }
-}
-
-impl Drop for Tensor {
-    fn drop(&mut self) {
-        unsafe { sys::ddp_tensor_free(self.0) }
     }
 }
 
@@ -498,8 +490,11 @@ pub mod torch {
     /// names it ("net.0.weight"), whether it is a buffer (running
     /// statistics) rather than a parameter.
     pub struct Named<'a> {
+        /// The dotted name ("net.0.weight").
         pub name: &'a str,
+        /// The address of its `at::Tensor` (tch: `Tensor::as_ptr()`).
         pub tensor: *const c_void,
+        /// A buffer (running statistics) rather than a parameter.
         pub buffer: bool,
     }
 
@@ -701,4 +696,11 @@ mod training;
 pub use training::{sampler_indices, sampler_num_samples, CheckpointInfo, ClipAlgorithm, SamplerOptions, StrategyKind, StrategyOptions};
 
 mod extensions;
+mod surface;
+pub use surface::{
+    is_deterministic, is_grad_enabled, reset_seed, seed_everything, set_deterministic, set_grad_enabled, BinaryOp,
+    LossKind, LossOptions, LrScheduler, LrSchedulerOptions, Metric, MetricReduce, OptimizerKind, Outputs, ParamGroup,
+    Reduction, Tensor, UnaryOp, DDP_LR_COSINE_ANNEALING, DDP_LR_EXPONENTIAL, DDP_LR_LINEAR, DDP_LR_MULTI_STEP,
+    DDP_LR_ONE_CYCLE, DDP_LR_REDUCE_ON_PLATEAU, DDP_LR_STEP,
+};
 pub use extensions::{spawn, Bucket, Env, ReducerOptions, StartMethod, View, Work, Worker, WorkerFn, BF16, F16};

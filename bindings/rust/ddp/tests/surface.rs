@@ -1,0 +1,170 @@
+//! The training surface from Rust on one process: tensor arithmetic and its
+//! gradients, losses against their formulas, the grad mode, the metric,
+//! parameter groups stepped through the strategy with the caller's own
+//! forward, schedulers, and the strategy's and the group's collectives on a
+//! world of one. (The same C calls are compared with torch itself by the
+//! Python binding's tests.)
+use ddp::{
+    BinaryOp, Group, LossKind, LossOptions, LrScheduler, Metric, MetricReduce, Module, Optimizer, OptimizerKind,
+    ParamGroup, ReduceOp, Strategy, Tensor, UnaryOp,
+};
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-6 * (1.0 + b.abs())
+}
+
+fn leaf(values: &[f32]) -> Tensor {
+    let mut t = Tensor::from_slice(values, &[values.len() as i64]).unwrap();
+    t.set_requires_grad(true).unwrap();
+    t
+}
+
+#[test]
+fn arithmetic_and_gradients() {
+    let a = leaf(&[1.0, 2.0, 3.0]);
+    let y = (&(&a * &a).unwrap() + 1.0).unwrap().sum(&[], false).unwrap();
+    assert!(close(y.item().unwrap(), 17.0));
+    y.backward().unwrap();
+    assert_eq!(a.grad().unwrap().unwrap().to_vec::<f32>().unwrap(), vec![2.0, 4.0, 6.0]);
+    let m = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+    assert_eq!(m.mean(&[1], false).unwrap().to_vec::<f32>().unwrap(), vec![2.0, 5.0]);
+    assert_eq!(m.sum(&[0], true).unwrap().shape(), vec![1, 3]);
+    assert!(close(m.softmax(-1, false).unwrap().sum(&[], false).unwrap().item().unwrap(), 2.0));
+    assert_eq!((-&m).unwrap().binary_scalar(BinaryOp::Maximum, -2.0).unwrap().to_vec::<f32>().unwrap(),
+               vec![-1.0, -2.0, -2.0, -2.0, -2.0, -2.0]);
+    assert!(close(m.unary(UnaryOp::Exp).unwrap().unary(UnaryOp::Log).unwrap().sum(&[], false).unwrap().item().unwrap(), 21.0));
+    let e = a.binary(BinaryOp::Add, &Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap()).err().unwrap();
+    assert_eq!(e.status, ddp::sys::DDP_E_INVALID_ARGUMENT);
+    assert!(e.message.contains("[3]") && e.message.contains("[2]"), "{}", e.message);
+    assert!(Tensor::from_slice(&[1.0f32], &[2]).is_err()); // the shape does not fit the data
+
+    assert!(ddp::set_grad_enabled(false).unwrap());
+    assert!(!(&a * 2.0).unwrap().requires_grad());
+    ddp::set_grad_enabled(true).unwrap();
+    assert!(ddp::is_grad_enabled() && (&a * 2.0).unwrap().requires_grad());
+    assert_eq!(ddp::seed_everything(99, false).unwrap(), 99);
+    assert!(ddp::reset_seed().unwrap());
+}
+
+#[test]
+fn losses_follow_their_formulas() {
+    let x = leaf(&[0.2, -1.5, 3.0]);
+    let zeros = Tensor::from_slice(&[0.0f32; 3], &[3]).unwrap();
+    let mut huber = LossOptions::new(LossKind::Huber);
+    huber.delta = 0.5;
+    // 0.5 x^2 inside delta, delta (|x| - delta / 2) outside; the mean.
+    let expected = (0.5 * 0.04 + 0.5 * (1.5 - 0.25) + 0.5 * (3.0 - 0.25)) / 3.0;
+    assert!(close(huber.compute(&x, &zeros).unwrap().item().unwrap(), expected));
+    let mut mse = LossOptions::new(LossKind::Mse);
+    mse.reduction = ddp::Reduction::Sum;
+    let l = mse.compute(&x, &zeros).unwrap();
+    assert!(close(l.item().unwrap(), 0.04 + 2.25 + 9.0));
+    l.backward().unwrap();
+    let g = x.grad().unwrap().unwrap().to_vec::<f32>().unwrap();
+    assert!(close(g[1] as f64, -3.0)); // 2 x
+    let logits = Tensor::from_slice(&[1.0f32, 2.0, 0.5], &[1, 3]).unwrap();
+    let class = Tensor::from_slice(&[1i64], &[1]).unwrap();
+    let lse = (1f64.exp() + 2f64.exp() + 0.5f64.exp()).ln();
+    let ce = LossOptions::new(LossKind::CrossEntropy).compute(&logits, &class).unwrap();
+    assert!(close(ce.item().unwrap(), lse - 2.0));
+    assert!(LossOptions::new(LossKind::CrossEntropy).compute(&logits, &zeros).is_err());
+}
+
+#[test]
+fn metric_and_schedulers() {
+    let mut m = Metric::new(MetricReduce::Mean).unwrap();
+    m.update(1.0, 2).unwrap();
+    m.update(4.0, 1).unwrap();
+    assert!(close(m.compute(None).unwrap(), 2.0));
+    m.reset().unwrap();
+    let mut top = Metric::new(MetricReduce::Max).unwrap();
+    for v in [1.0, 5.0, 2.0] {
+        top.update(v, 1).unwrap();
+    }
+    assert_eq!(top.compute(None).unwrap(), 5.0);
+
+    let w = leaf(&[0.0, 0.0]);
+    let mut module = Module::from_tensors(&[("w", &w)], 0).unwrap();
+    let mut opt = Optimizer::with_groups(
+        &mut module,
+        OptimizerKind::Sgd { lr: 1.0, momentum: 0.0, dampening: 0.0, weight_decay: 0.0, nesterov: false },
+        &[],
+    )
+    .unwrap();
+    let mut warm = LrScheduler::defaults(ddp::DDP_LR_LINEAR);
+    warm.start_factor = 0.1;
+    warm.total_iters = 3;
+    let mut cos = LrScheduler::defaults(ddp::DDP_LR_COSINE_ANNEALING);
+    cos.t_max = 5;
+    let parts = vec![LrScheduler::new(&mut opt, &warm).unwrap(), LrScheduler::new(&mut opt, &cos).unwrap()];
+    let mut seq = LrScheduler::sequential(&mut opt, parts, &[3]).unwrap();
+    assert!(close(seq.last_lr().unwrap(), 0.1));
+    seq.step().unwrap();
+    assert!(close(seq.last_lr().unwrap(), 0.4)); // LinearLR: 0.1 + 0.3 per step
+    let again = vec![LrScheduler::new(&mut opt, &warm).unwrap()];
+    assert!(LrScheduler::sequential(&mut opt, again, &[3]).is_err()); // one milestone fewer than schedulers
+}
+
+#[test]
+fn strategy_and_group_on_a_world_of_one() {
+    std::env::set_var("OMP_NUM_THREADS", "1");
+    let mut s = Strategy::new(1).unwrap();
+    s.setup_environment().unwrap();
+    assert_eq!((s.world_size(), s.local_rank(), s.node_rank(), s.devices()), (1, 0, 0, 1));
+    assert_eq!(s.precision(), "32-true");
+
+    // Parameter groups stepped through the strategy around the caller's own forward.
+    let w = leaf(&[1.0, 2.0]);
+    let b = leaf(&[0.0]);
+    let mut module = Module::from_tensors(&[("net.weight", &w), ("net.bias", &b)], 0).unwrap();
+    assert_eq!(module.state_names().unwrap(), vec![("net.weight".to_string(), true), ("net.bias".to_string(), true)]);
+    s.setup_module(&mut module).unwrap();
+    let sgd = OptimizerKind::Sgd { lr: 0.1, momentum: 0.0, dampening: 0.0, weight_decay: 0.0, nesterov: false };
+    let bias_group = ParamGroup { patterns: vec!["*.bias".into()], lr: Some(0.5), ..Default::default() };
+    let mut opt = Optimizer::with_groups(&mut module, sgd, &[bias_group, ParamGroup::default()]).unwrap();
+    assert_eq!((opt.num_groups(), opt.group_lr(0).unwrap(), opt.group_lr(1).unwrap()), (2, 0.5, 0.1));
+    let x = Tensor::from_slice(&[3.0f32, 4.0], &[2]).unwrap();
+    s.forward_begin(&mut module).unwrap();
+    let out = (&(&w * &x).unwrap().sum(&[], false).unwrap() + &b.sum(&[], false).unwrap()).unwrap();
+    s.forward_end().unwrap();
+    assert!(close(out.item().unwrap(), 11.0));
+    s.backward(&out).unwrap();
+    assert!(s.optimizer_step(&mut opt).unwrap());
+    assert_eq!(w.to_vec::<f32>().unwrap(), vec![1.0 - 0.1 * 3.0, 2.0 - 0.1 * 4.0]);
+    assert_eq!(b.to_vec::<f32>().unwrap(), vec![-0.5]);
+    assert!(module.call(None, &[&x], &[]).is_err()); // a model of tensors has no forward of its own
+    let bad = ParamGroup { patterns: vec!["nothing.*".into()], ..Default::default() };
+    let e = Optimizer::with_groups(&mut module, sgd, &[bad]).err().unwrap();
+    assert!(e.message.contains("nothing.*"), "{}", e.message);
+
+    // The collectives of the strategy and a metric with sync_dist.
+    let mut x = leaf(&[1.0, 2.0]);
+    let g = s.all_gather(&x, true).unwrap();
+    assert_eq!(g.shape(), vec![1, 2]);
+    g.sum(&[], false).unwrap().backward().unwrap();
+    assert_eq!(x.grad().unwrap().unwrap().to_vec::<f32>().unwrap(), vec![1.0, 1.0]);
+    assert_eq!(s.broadcast_bytes(b"hi", 0).unwrap(), b"hi".to_vec());
+    let parts = s.all_gather_uneven(&x).unwrap();
+    assert_eq!(parts.len(), 1);
+    assert!(s.reduce_boolean_decision(true, true).unwrap());
+    s.reduce_tensor(&mut x, ReduceOp::Sum, None).unwrap();
+    let mut metric = Metric::new(MetricReduce::Sum).unwrap();
+    metric.update(2.5, 1).unwrap();
+    assert_eq!(metric.compute(Some(&mut s)).unwrap(), 2.5);
+    let sub = s.with_group(|g| g.new_subgroups(1)).unwrap().unwrap();
+    s.reduce_tensor(&mut x, ReduceOp::Sum, Some(&sub)).unwrap();
+    drop(sub);
+    s.teardown().unwrap();
+
+    // A group of its own: its state and collectives.
+    let group = Group::new(0, 1, "127.0.0.1", 0).unwrap();
+    assert_eq!(group.backend(), "shm");
+    group.set_timeout(1234).unwrap();
+    assert_eq!(group.timeout_ms(), 1234);
+    assert!(group.set_timeout(0).is_err());
+    group.set_debug_detail(true).unwrap();
+    assert!(group.debug_detail() && !group.is_broken());
+    let mut data = [1.0f32, 2.0];
+    assert_eq!(group.all_gather(&mut data).unwrap(), vec![1.0, 2.0]);
+    group.reduce(&mut data, 0, ReduceOp::Max).unwrap();
+}
