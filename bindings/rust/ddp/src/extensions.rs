@@ -209,6 +209,24 @@ impl Env {
         check(unsafe { sys::ddp_env_detect(&mut e) })?;
         Ok(Env(e))
     }
+    /// The named environment ("torchelastic", "slurm", "lsf", "mpi", "lightning", "kubeflow").
+    pub fn from_name(name: &str) -> Result<Env> {
+        let n = CString::new(name).map_err(|_| invalid("name contains NUL"))?;
+        let mut e = ptr::null_mut();
+        check(unsafe { sys::ddp_env_from_name(&mut e, n.as_ptr()) })?;
+        Ok(Env(e))
+    }
+    /// The environment of "NAME=value" strings instead of the process's (name None: detected).
+    pub fn from_vars(vars: &[&str], name: Option<&str>) -> Result<Env> {
+        let owned = vars.iter().map(|v| CString::new(*v)).collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|_| invalid("a variable contains NUL"))?;
+        let mut ptrs: Vec<*const std::os::raw::c_char> = owned.iter().map(|v| v.as_ptr()).collect();
+        ptrs.push(ptr::null());
+        let n = name.map(CString::new).transpose().map_err(|_| invalid("name contains NUL"))?;
+        let mut e = ptr::null_mut();
+        check(unsafe { sys::ddp_env_from_vars(&mut e, ptrs.as_ptr(), n.as_ref().map_or(ptr::null(), |n| n.as_ptr())) })?;
+        Ok(Env(e))
+    }
     /// "torchelastic", "slurm", "lsf", "mpi", "lightning", "kubeflow" or "explicit".
     pub fn name(&self) -> String {
         unsafe { CStr::from_ptr(sys::ddp_env_name(self.0)) }.to_string_lossy().into_owned()
@@ -254,7 +272,7 @@ impl Drop for Env {
 /// group's timeout, so the memory is never released under it).
 pub struct Work<'a> {
     raw: *mut sys::ddp_work,
-    _view: Tensor,
+    _view: Option<Tensor>,
     waited: bool,
     _data: std::marker::PhantomData<&'a mut [u8]>,
 }
@@ -272,6 +290,34 @@ impl Work<'_> {
         check(unsafe { sys::ddp_work_is_completed(self.raw, &mut out) })?;
         Ok(out != 0)
     }
+    /// The number of result tensors of a waited all_gather (1) or all_gather_uneven (one per rank).
+    pub fn result_count(&self) -> usize {
+        unsafe { sys::ddp_work_result_count(self.raw) }
+    }
+    /// Result tensor `index` of a waited work (`DDP_E_STATE` before the wait).
+    pub fn result_tensor(&self, index: usize) -> Result<Tensor> {
+        let mut t = ptr::null_mut();
+        check(unsafe { sys::ddp_work_result_tensor(self.raw, index, &mut t) })?;
+        Ok(Tensor(t))
+    }
+    /// The bytes of a waited [`Group::broadcast_bytes_async`].
+    pub fn result_bytes(&self) -> Result<Vec<u8>> {
+        let mut b = ptr::null_mut();
+        check(unsafe { sys::ddp_work_result_buffer(self.raw, &mut b) })?;
+        Ok(take_buffer(b))
+    }
+    /// The decision of a waited [`Group::reduce_boolean_decision_async`].
+    pub fn result_decision(&self) -> Result<bool> {
+        let mut out: c_int = 0;
+        check(unsafe { sys::ddp_work_result_decision(self.raw, &mut out) })?;
+        Ok(out != 0)
+    }
+}
+
+fn started<'a>(view: Option<Tensor>, f: impl FnOnce(*mut *mut sys::ddp_work) -> sys::ddp_status) -> Result<Work<'a>> {
+    let mut w = ptr::null_mut();
+    check(f(&mut w))?;
+    Ok(Work { raw: w, _view: view, waited: false, _data: std::marker::PhantomData })
 }
 
 impl Drop for Work<'_> {
@@ -294,9 +340,53 @@ impl Group {
     /// [`Group::all_reduce`] without waiting: the returned [`Work`] holds `data` until waited on.
     pub fn all_reduce_async<'a, T: Element>(&self, data: &'a mut [T], op: ReduceOp) -> Result<Work<'a>> {
         let view = Tensor::view(data)?;
-        let mut w = ptr::null_mut();
-        check(unsafe { sys::ddp_all_reduce_async(self.0, view.0, op.raw(), &mut w) })?;
-        Ok(Work { raw: w, _view: view, waited: false, _data: std::marker::PhantomData })
+        let v = view.0;
+        started(Some(view), |w| unsafe { sys::ddp_all_reduce_async(self.0, v, op.raw(), w) })
+    }
+
+    /// [`Group::broadcast`] without waiting.
+    pub fn broadcast_async<'a, T: Element>(&self, data: &'a mut [T], src: i32) -> Result<Work<'a>> {
+        let view = Tensor::view(data)?;
+        let v = view.0;
+        started(Some(view), |w| unsafe { sys::ddp_broadcast_async(self.0, v, src, w) })
+    }
+
+    /// [`Group::reduce`] without waiting.
+    pub fn reduce_async<'a, T: Element>(&self, data: &'a mut [T], dst: i32, op: ReduceOp) -> Result<Work<'a>> {
+        let view = Tensor::view(data)?;
+        let v = view.0;
+        started(Some(view), |w| unsafe { sys::ddp_reduce_async(self.0, v, dst, op.raw(), w) })
+    }
+
+    /// [`Group::all_gather`] without waiting: [`Work::result_tensor`]`(0)` after the wait.
+    pub fn all_gather_async<'a, T: Element>(&self, data: &'a mut [T]) -> Result<Work<'a>> {
+        let view = Tensor::view(data)?;
+        let v = view.0;
+        started(Some(view), |w| unsafe { sys::ddp_all_gather_async(self.0, v, w) })
+    }
+
+    /// [`Group::all_gather_uneven`] without waiting: [`Work::result_tensor`]`(rank)` after the wait.
+    pub fn all_gather_uneven_async<'a, T: Element>(&self, data: &'a mut [T]) -> Result<Work<'a>> {
+        let view = Tensor::view(data)?;
+        let v = view.0;
+        started(Some(view), |w| unsafe { sys::ddp_all_gather_uneven_async(self.0, v, w) })
+    }
+
+    /// [`Group::barrier`] without waiting.
+    pub fn barrier_async(&self) -> Result<Work<'static>> {
+        started(None, |w| unsafe { sys::ddp_barrier_async(self.0, w) })
+    }
+
+    /// [`Group::broadcast_bytes`] without waiting (`data` is copied): [`Work::result_bytes`].
+    pub fn broadcast_bytes_async(&self, data: &[u8], src: i32) -> Result<Work<'static>> {
+        started(None, |w| unsafe {
+            sys::ddp_broadcast_bytes_async(self.0, data.as_ptr() as *const c_void, data.len(), src, w)
+        })
+    }
+
+    /// [`Group::reduce_boolean_decision`] without waiting: [`Work::result_decision`].
+    pub fn reduce_boolean_decision_async(&self, decision: bool, all: bool) -> Result<Work<'static>> {
+        started(None, |w| unsafe { sys::ddp_reduce_boolean_decision_async(self.0, decision as c_int, all as c_int, w) })
     }
 }
 

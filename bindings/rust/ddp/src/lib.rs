@@ -698,7 +698,8 @@ pub use training::{sampler_indices, sampler_num_samples, CheckpointInfo, ClipAlg
 mod extensions;
 mod surface;
 pub use surface::{
-    is_deterministic, is_grad_enabled, reset_seed, seed_everything, set_deterministic, set_grad_enabled, BinaryOp,
+    dtype_info, is_deterministic, is_grad_enabled, reset_seed, seed_everything, set_deterministic, set_grad_enabled,
+    status_string, version_number, version_string, BinaryOp,
     LossKind, LossOptions, LrScheduler, LrSchedulerOptions, Metric, MetricReduce, OptimizerKind, Outputs, ParamGroup,
     Reduction, Tensor, UnaryOp, DDP_LR_COSINE_ANNEALING, DDP_LR_EXPONENTIAL, DDP_LR_LINEAR, DDP_LR_MULTI_STEP,
     DDP_LR_ONE_CYCLE, DDP_LR_REDUCE_ON_PLATEAU, DDP_LR_STEP,

@@ -975,3 +975,123 @@ impl Group {
         check(unsafe { sys::ddp_all_reduce(self.0, t.0, op.raw()) })
     }
 }
+
+/// "major.minor.patch" of the libddp actually loaded.
+pub fn version_string() -> String {
+    unsafe { CStr::from_ptr(sys::ddp_version_string()) }.to_string_lossy().into_owned()
+}
+
+/// The loaded libddp's version as major * 10000 + minor * 100 + patch.
+pub fn version_number() -> u32 {
+    unsafe { sys::ddp_version_number() }
+}
+
+/// A status code's name ("DDP_E_TIMEOUT", ...).
+pub fn status_string(status: sys::ddp_status) -> String {
+    unsafe { CStr::from_ptr(sys::ddp_status_string(status)) }.to_string_lossy().into_owned()
+}
+
+/// An element type's name ("float32", ...) and its size in bytes.
+pub fn dtype_info(dtype: sys::ddp_dtype) -> (String, usize) {
+    let name = unsafe { CStr::from_ptr(sys::ddp_dtype_name(dtype)) }.to_string_lossy().into_owned();
+    (name, unsafe { sys::ddp_dtype_size(dtype) })
+}
+
+/// The state of one [`Strategy::optimizer_step_fn`] call: the caller's step and its error.
+struct StepCall<'f> {
+    step: &'f mut dyn FnMut() -> Result<()>,
+    error: Option<Error>,
+}
+
+unsafe extern "C" fn step_trampoline(user: *mut c_void) -> c_int {
+    let call = &mut *(user as *mut StepCall<'_>);
+    // A panic must not unwind through C: it becomes this call's error.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (call.step)())) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            call.error = Some(e);
+            1
+        }
+        Err(_) => {
+            call.error = Some(Error { status: sys::DDP_E_INTERNAL, message: "the optimizer step panicked".into() });
+            1
+        }
+    }
+}
+
+impl Strategy {
+    /// Where the strategy's module runs: (CUDA, device index); (false, 0) on the CPU.
+    pub fn root_device(&self) -> (bool, i32) {
+        let d = unsafe { sys::ddp_strategy_root_device(self.0) };
+        (d.type_ == sys::DDP_DEVICE_CUDA, d.index)
+    }
+
+    /// Lightning's warning about the precision ("" when none).
+    pub fn precision_warning(&self) -> String {
+        unsafe { CStr::from_ptr(sys::ddp_strategy_precision_warning(self.0)) }.to_string_lossy().into_owned()
+    }
+
+    /// Batch norm layers set up as SyncBatchNorm (options' sync_batchnorm).
+    pub fn sync_batchnorm_layers(&self) -> i32 {
+        unsafe { sys::ddp_strategy_sync_batchnorm_layers(self.0) }
+    }
+
+    /// The precision's step (unscale, clip, skipped on an inf or NaN) around
+    /// the caller's own optimizer step `step` (e.g. a tch optimizer's), then
+    /// the model averager's; returns whether `step` ran. Its error (or a
+    /// panic, as DDP_E_INTERNAL) comes back as this call's.
+    pub fn optimizer_step_fn(&mut self, step: &mut dyn FnMut() -> Result<()>) -> Result<bool> {
+        let mut call = StepCall { step, error: None };
+        let mut stepped = 0;
+        let status = unsafe {
+            sys::ddp_strategy_optimizer_step_fn(self.0, Some(step_trampoline), &mut call as *mut StepCall<'_> as *mut c_void,
+                                                &mut stepped)
+        };
+        if let Some(e) = call.error {
+            return Err(e);
+        }
+        check(status)?;
+        Ok(stepped != 0)
+    }
+
+    /// Several modules in one checkpoint, each under its prefix ("generator.", ...),
+    /// as a LightningModule holding them keeps them; collective.
+    pub fn save_checkpoint_modules(&mut self, path: &str, modules: &[(&str, &Module)], optimizers: &[&Optimizer],
+                                   schedulers: &[&LrScheduler], info: &CheckpointInfo) -> Result<()> {
+        let p = cstring(path, "path")?;
+        let prefixes = modules.iter().map(|(n, _)| cstring(n, "prefix")).collect::<Result<Vec<_>>>()?;
+        let prefix_ptrs: Vec<*const c_char> = prefixes.iter().map(|p| p.as_ptr()).collect();
+        let mods: Vec<*mut sys::ddp_module> = modules.iter().map(|(_, m)| m.0).collect();
+        let opts: Vec<*mut sys::ddp_optimizer> = optimizers.iter().map(|o| o.0).collect();
+        let scheds: Vec<*mut sys::ddp_lr_scheduler> = schedulers.iter().map(|s| s.raw).collect();
+        let raw = info.raw();
+        check(unsafe {
+            sys::ddp_strategy_save_checkpoint_v3(self.0, p.as_ptr(), mods.as_ptr(), prefix_ptrs.as_ptr(), mods.len(),
+                                                 opts.as_ptr(), opts.len(), scheds.as_ptr(), scheds.len(), &raw)
+        })
+    }
+
+    /// Every rank loads what [`Strategy::save_checkpoint_modules`] wrote; returns the counters.
+    pub fn load_checkpoint_modules(&mut self, path: &str, modules: &mut [(&str, &mut Module)],
+                                   optimizers: &mut [&mut Optimizer], schedulers: &mut [&mut LrScheduler])
+                                   -> Result<CheckpointInfo> {
+        let p = cstring(path, "path")?;
+        let prefixes = modules.iter().map(|(n, _)| cstring(n, "prefix")).collect::<Result<Vec<_>>>()?;
+        let prefix_ptrs: Vec<*const c_char> = prefixes.iter().map(|p| p.as_ptr()).collect();
+        let mods: Vec<*mut sys::ddp_module> = modules.iter().map(|(_, m)| m.0).collect();
+        let opts: Vec<*mut sys::ddp_optimizer> = optimizers.iter().map(|o| o.0).collect();
+        let scheds: Vec<*mut sys::ddp_lr_scheduler> = schedulers.iter().map(|s| s.raw).collect();
+        let mut raw = CheckpointInfo::default().raw();
+        check(unsafe {
+            sys::ddp_strategy_load_checkpoint_v3(self.0, p.as_ptr(), mods.as_ptr(), prefix_ptrs.as_ptr(), mods.len(),
+                                                 opts.as_ptr(), opts.len(), scheds.as_ptr(), scheds.len(), &mut raw,
+                                                 ptr::null_mut())
+        })?;
+        Ok(CheckpointInfo {
+            step: raw.step,
+            epoch: raw.epoch,
+            batches_in_epoch: raw.batches_in_epoch,
+            samples_in_epoch: raw.samples_in_epoch,
+        })
+    }
+}

@@ -262,7 +262,7 @@ pub struct CheckpointInfo {
 }
 
 impl CheckpointInfo {
-    fn raw(&self) -> sys::ddp_checkpoint_info {
+    pub(crate) fn raw(&self) -> sys::ddp_checkpoint_info {
         sys::ddp_checkpoint_info {
             version: sys::DDP_CHECKPOINT_INFO_VERSION,
             step: self.step,

@@ -154,6 +154,38 @@ fn strategy_and_group_on_a_world_of_one() {
     let sub = s.with_group(|g| g.new_subgroups(1)).unwrap().unwrap();
     s.reduce_tensor(&mut x, ReduceOp::Sum, Some(&sub)).unwrap();
     drop(sub);
+
+    // The caller's own optimizer step, and its error coming back as it is.
+    let mut ran = 0;
+    assert!(s.optimizer_step_fn(&mut || { ran += 1; Ok(()) }).unwrap());
+    assert_eq!(ran, 1);
+    let refused = ddp::Error { status: ddp::sys::DDP_E_IO, message: "my optimizer refused".into() };
+    let e = s.optimizer_step_fn(&mut || Err(refused.clone())).err().unwrap();
+    assert_eq!(e, refused);
+    let e = s.optimizer_step_fn(&mut || panic!("in the step")).err().unwrap();
+    assert_eq!(e.status, ddp::sys::DDP_E_INTERNAL);
+    assert_eq!((s.root_device(), s.precision_warning(), s.sync_batchnorm_layers()), ((false, 0), String::new(), 0));
+
+    // Two modules in one checkpoint, back into fresh ones.
+    let path = std::env::temp_dir().join(format!("ddp_rust_two_{}.ckpt", std::process::id()));
+    let path = path.to_str().unwrap();
+    let (gw, dw) = (Tensor::from_slice(&[1.5f32, 2.5], &[2]).unwrap(), Tensor::from_slice(&[7.0f32], &[1]).unwrap());
+    let (generator, discriminator) =
+        (Module::from_tensors(&[("w", &gw)], 0).unwrap(), Module::from_tensors(&[("w", &dw)], 0).unwrap());
+    let info = ddp::CheckpointInfo { step: 12, epoch: 3, ..Default::default() };
+    s.save_checkpoint_modules(path, &[("generator.", &generator), ("discriminator.", &discriminator)], &[], &[], &info)
+        .unwrap();
+    let (g2, d2) = (Tensor::from_slice(&[0.0f32; 2], &[2]).unwrap(), Tensor::from_slice(&[0.0f32], &[1]).unwrap());
+    let (mut fresh_g, mut fresh_d) =
+        (Module::from_tensors(&[("w", &g2)], 0).unwrap(), Module::from_tensors(&[("w", &d2)], 0).unwrap());
+    let back = s
+        .load_checkpoint_modules(path, &mut [("generator.", &mut fresh_g), ("discriminator.", &mut fresh_d)], &mut [],
+                                 &mut [])
+        .unwrap();
+    assert_eq!((back.step, back.epoch), (12, 3));
+    assert_eq!((g2.to_vec::<f32>().unwrap(), d2.to_vec::<f32>().unwrap()), (vec![1.5, 2.5], vec![7.0]));
+    s.remove_checkpoint(path).unwrap();
+    assert!(!std::path::Path::new(path).exists());
     s.teardown().unwrap();
 
     // A group of its own: its state and collectives.
@@ -167,4 +199,23 @@ fn strategy_and_group_on_a_world_of_one() {
     let mut data = [1.0f32, 2.0];
     assert_eq!(group.all_gather(&mut data).unwrap(), vec![1.0, 2.0]);
     group.reduce(&mut data, 0, ReduceOp::Max).unwrap();
+    let mut w = group.broadcast_bytes_async(b"abc", 0).unwrap();
+    w.wait(-1).unwrap();
+    assert_eq!(w.result_bytes().unwrap(), b"abc".to_vec());
+    let mut d = group.reduce_boolean_decision_async(false, false).unwrap();
+    d.wait(-1).unwrap();
+    assert!(!d.result_decision().unwrap());
+    {
+        let mut w = group.all_gather_uneven_async(&mut data).unwrap();
+        w.wait(-1).unwrap();
+        assert_eq!((w.result_count(), w.result_tensor(0).unwrap().numel()), (1, 2));
+    }
+    group.barrier_async().unwrap().wait(-1).unwrap();
+
+    let env = ddp::Env::from_vars(&["RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1",
+                                    "MASTER_ADDR=h", "MASTER_PORT=1"], Some("torchelastic")).unwrap();
+    assert_eq!((env.rank(), env.world_size(), env.node_rank()), (3, 4, 1));
+    assert!(ddp::Env::from_name("no-such-cluster").is_err());
+    assert_eq!(ddp::version_number() / 10000, ddp::version_string().split('.').next().unwrap().parse::<u32>().unwrap());
+    assert_eq!(ddp::dtype_info(ddp::sys::DDP_BFLOAT16), ("bfloat16".to_string(), 2));
 }
