@@ -136,6 +136,7 @@ typedef struct {} DdpEnv;
 %newobject DdpGroup::new_subgroups;
 %newobject DdpGroup::all_gather;
 %newobject DdpReducer::gradient;
+%newobject DdpReducer::bucket_indices;
 %newobject DdpCommHook::allreduce;
 %newobject DdpCommHook::fp16_compress;
 %newobject DdpCommHook::bf16_compress;
@@ -445,6 +446,36 @@ typedef struct {} DdpEnv;
   void join() { ddp_swig_check(ddp_reducer_join($self)); }
   void set_comm_hook(const DdpCommHook *hook) { ddp_swig_check(ddp_reducer_set_comm_hook($self, hook)); }
   size_t bucket_count() { return ddp_reducer_bucket_count($self); }
+  /* The gradient buffer of parameter index (with gradient_as_bucket_view:
+   * its view into the bucket's storage). */
+  DdpTensor *gradient(size_t index) {
+    DdpTensor *t = NULL;
+    ddp_swig_check(ddp_reducer_gradient($self, index, &t));
+    return t;
+  }
+  /* The parameter indices of a bucket, in bucket order (an int64 tensor). */
+  DdpTensor *bucket_indices(size_t bucket) {
+    size_t count = 0;
+    DdpTensor *t = NULL;
+    ddp_device cpu = DDP_DEVICE_CPU_INIT;
+    if (ddp_swig_check(ddp_reducer_bucket_indices($self, bucket, NULL, 0, &count))) return NULL;
+    size_t *idx = (size_t *)malloc((count ? count : 1) * sizeof(size_t));
+    int64_t *wide = (int64_t *)malloc((count ? count : 1) * sizeof(int64_t));
+    int64_t shape[1] = {(int64_t)count};
+    if (!idx || !wide) {
+      ddp_swig_check(DDP_E_NOMEM);
+    } else if (!ddp_swig_check(ddp_reducer_bucket_indices($self, bucket, idx, count, &count))) {
+      for (size_t i = 0; i < count; ++i) wide[i] = (int64_t)idx[i];
+      if (!ddp_swig_check(ddp_tensor_new(&t, DDP_INT64, shape, 1, cpu)) &&
+          ddp_swig_check(ddp_tensor_copy_from(t, wide, count * sizeof(int64_t)))) {
+        ddp_tensor_free(t);
+        t = NULL;
+      }
+    }
+    free(idx);
+    free(wide);
+    return t;
+  }
 }
 
 /* Inside a worker of spawn (each language's file provides spawn itself). */

@@ -238,3 +238,15 @@ def test_two_ranks_strategy_surface(tmp_path):
     report = json.loads(p.stdout.strip().splitlines()[-1])
     failed = {k: v for k, v in report["checks"].items() if v is not True}
     assert not failed and report["all_ranks_ok"], report
+
+
+def test_reducer_gradient_and_bucket_indices():
+    with libddp.Group(rank=0, world_size=1, master_addr="127.0.0.1", master_port=0) as g:
+        grads = [np.ones(10, np.float32), np.ones(10, np.float32), np.ones(300_000, np.float32)]
+        r = libddp.reducer_with(g, [libddp.wrap(x) for x in grads], bucket_cap_mb=1, first_bucket_mb=1)
+        buckets = [libddp.to_numpy(r.bucket_indices(b)).tolist() for b in range(r.bucket_count())]
+        # DDP fills buckets in reverse parameter order: the 1.2 MB one fills the first, the small ones share one.
+        assert buckets == [[2], [1, 0]], buckets
+        assert r.gradient(1).data_address() == grads[1].ctypes.data  # the caller's own buffer
+        with pytest.raises(libddp.Error):
+            r.bucket_indices(5)
