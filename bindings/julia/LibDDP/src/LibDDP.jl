@@ -368,9 +368,12 @@ end
 wait!(w::Work; timeout_ms::Integer=-1) = @check ccall((:ddp_work_wait, libddp), Cint, (Ptr{Cvoid}, Int64), w.ptr, timeout_ms)
 
 """This process's place in the job, as its launcher or cluster gives it."""
-function environment()
+environment() = read_env(out -> @check ccall((:ddp_env_detect, libddp), Cint, (Ptr{Ptr{Cvoid}},), out))
+
+"""The facts of the environment `f(out)` makes, as a NamedTuple (the handle is freed)."""
+function read_env(f)
     out = Ref{Ptr{Cvoid}}(C_NULL)
-    @check ccall((:ddp_env_detect, libddp), Cint, (Ptr{Ptr{Cvoid}},), out)
+    f(out)
     e = out[]
     try
         return (name=unsafe_string(ccall((:ddp_env_name, libddp), Cstring, (Ptr{Cvoid},), e)),
@@ -632,5 +635,7 @@ function training_step!(s::Strategy, m::Module, opt::Optimizer, x::Matrix{Float3
         foreach(p -> ccall((:ddp_tensor_free, libddp), Cvoid, (Ptr{Cvoid},), p[]), (out, loss))
     end
 end
+
+include("surface.jl")
 
 end # module

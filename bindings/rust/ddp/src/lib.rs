@@ -427,6 +427,15 @@ impl<'g, T: Element> Reducer<'g, T> {
     pub fn bucket_count(&self) -> usize {
         unsafe { sys::ddp_reducer_bucket_count(self.raw) }
     }
+
+    /// The gradient indices of bucket `bucket`, in bucket order (DDP fills buckets in reverse).
+    pub fn bucket_indices(&self, bucket: usize) -> Result<Vec<usize>> {
+        let mut count = 0usize;
+        check(unsafe { sys::ddp_reducer_bucket_indices(self.raw, bucket, ptr::null_mut(), 0, &mut count) })?;
+        let mut out = vec![0usize; count];
+        check(unsafe { sys::ddp_reducer_bucket_indices(self.raw, bucket, out.as_mut_ptr(), count, &mut count) })?;
+        Ok(out)
+    }
 }
 
 impl<T: Element> Drop for Reducer<'_, T> {

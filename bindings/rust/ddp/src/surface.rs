@@ -120,6 +120,11 @@ impl Tensor {
         unsafe { sys::ddp_tensor_numel(self.0) }
     }
 
+    /// The size of its elements in bytes.
+    pub fn nbytes(&self) -> usize {
+        unsafe { sys::ddp_tensor_nbytes(self.0) }
+    }
+
     /// A copy in new memory outside the autograd graph (clone().detach()).
     pub fn detached(&self) -> Result<Tensor> {
         new_tensor(|out| unsafe { sys::ddp_tensor_clone(self.0, out) })

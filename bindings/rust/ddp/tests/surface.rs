@@ -199,6 +199,13 @@ fn strategy_and_group_on_a_world_of_one() {
     let mut data = [1.0f32, 2.0];
     assert_eq!(group.all_gather(&mut data).unwrap(), vec![1.0, 2.0]);
     group.reduce(&mut data, 0, ReduceOp::Max).unwrap();
+    let options = ddp::ReducerOptions { bucket_cap_mb: 1.0, first_bucket_mb: 1.0, ..Default::default() };
+    let reducer = ddp::Reducer::with_options(&group, vec![vec![0f32; 10], vec![0f32; 10], vec![0f32; 300_000]], &options)
+        .unwrap();
+    // Reverse order: the 1.2 MB gradient fills the first bucket, the small ones share the second.
+    assert_eq!((reducer.bucket_indices(0).unwrap(), reducer.bucket_indices(1).unwrap()), (vec![2], vec![1, 0]));
+    assert!(reducer.bucket_indices(2).is_err());
+    assert_eq!(Tensor::from_slice(&[0f64; 3], &[3]).unwrap().nbytes(), 24);
     let mut w = group.broadcast_bytes_async(b"abc", 0).unwrap();
     w.wait(-1).unwrap();
     assert_eq!(w.result_bytes().unwrap(), b"abc".to_vec());
