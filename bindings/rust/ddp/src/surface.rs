@@ -1063,16 +1063,13 @@ impl Strategy {
     /// as a LightningModule holding them keeps them; collective.
     pub fn save_checkpoint_modules(&mut self, path: &str, modules: &[(&str, &Module)], optimizers: &[&Optimizer],
                                    schedulers: &[&LrScheduler], info: &CheckpointInfo) -> Result<()> {
-        let p = cstring(path, "path")?;
-        let prefixes = modules.iter().map(|(n, _)| cstring(n, "prefix")).collect::<Result<Vec<_>>>()?;
-        let prefix_ptrs: Vec<*const c_char> = prefixes.iter().map(|p| p.as_ptr()).collect();
-        let mods: Vec<*mut sys::ddp_module> = modules.iter().map(|(_, m)| m.0).collect();
-        let opts: Vec<*mut sys::ddp_optimizer> = optimizers.iter().map(|o| o.0).collect();
-        let scheds: Vec<*mut sys::ddp_lr_scheduler> = schedulers.iter().map(|s| s.raw).collect();
+        let a = CheckpointArgs::new(path, modules.iter().map(|(n, m)| (*n, m.0)), optimizers.iter().map(|o| o.0),
+                                    schedulers.iter().map(|s| s.raw))?;
         let raw = info.raw();
         check(unsafe {
-            sys::ddp_strategy_save_checkpoint_v3(self.0, p.as_ptr(), mods.as_ptr(), prefix_ptrs.as_ptr(), mods.len(),
-                                                 opts.as_ptr(), opts.len(), scheds.as_ptr(), scheds.len(), &raw)
+            sys::ddp_strategy_save_checkpoint_v3(self.0, a.path.as_ptr(), a.modules.as_ptr(), a.prefix_ptrs.as_ptr(),
+                                                 a.modules.len(), a.optimizers.as_ptr(), a.optimizers.len(),
+                                                 a.schedulers.as_ptr(), a.schedulers.len(), &raw)
         })
     }
 
@@ -1080,23 +1077,46 @@ impl Strategy {
     pub fn load_checkpoint_modules(&mut self, path: &str, modules: &mut [(&str, &mut Module)],
                                    optimizers: &mut [&mut Optimizer], schedulers: &mut [&mut LrScheduler])
                                    -> Result<CheckpointInfo> {
-        let p = cstring(path, "path")?;
-        let prefixes = modules.iter().map(|(n, _)| cstring(n, "prefix")).collect::<Result<Vec<_>>>()?;
-        let prefix_ptrs: Vec<*const c_char> = prefixes.iter().map(|p| p.as_ptr()).collect();
-        let mods: Vec<*mut sys::ddp_module> = modules.iter().map(|(_, m)| m.0).collect();
-        let opts: Vec<*mut sys::ddp_optimizer> = optimizers.iter().map(|o| o.0).collect();
-        let scheds: Vec<*mut sys::ddp_lr_scheduler> = schedulers.iter().map(|s| s.raw).collect();
+        let a = CheckpointArgs::new(path, modules.iter().map(|(n, m)| (*n, m.0)), optimizers.iter().map(|o| o.0),
+                                    schedulers.iter().map(|s| s.raw))?;
         let mut raw = CheckpointInfo::default().raw();
         check(unsafe {
-            sys::ddp_strategy_load_checkpoint_v3(self.0, p.as_ptr(), mods.as_ptr(), prefix_ptrs.as_ptr(), mods.len(),
-                                                 opts.as_ptr(), opts.len(), scheds.as_ptr(), scheds.len(), &mut raw,
-                                                 ptr::null_mut())
+            sys::ddp_strategy_load_checkpoint_v3(self.0, a.path.as_ptr(), a.modules.as_ptr(), a.prefix_ptrs.as_ptr(),
+                                                 a.modules.len(), a.optimizers.as_ptr(), a.optimizers.len(),
+                                                 a.schedulers.as_ptr(), a.schedulers.len(), &mut raw, ptr::null_mut())
         })?;
         Ok(CheckpointInfo {
             step: raw.step,
             epoch: raw.epoch,
             batches_in_epoch: raw.batches_in_epoch,
             samples_in_epoch: raw.samples_in_epoch,
+        })
+    }
+}
+
+/// The arrays a multi-module checkpoint call takes, with the strings they point into.
+struct CheckpointArgs {
+    path: CString,
+    _prefixes: Vec<CString>,
+    prefix_ptrs: Vec<*const c_char>,
+    modules: Vec<*mut sys::ddp_module>,
+    optimizers: Vec<*mut sys::ddp_optimizer>,
+    schedulers: Vec<*mut sys::ddp_lr_scheduler>,
+}
+
+impl CheckpointArgs {
+    fn new<'a>(path: &str, modules: impl Iterator<Item = (&'a str, *mut sys::ddp_module)>,
+               optimizers: impl Iterator<Item = *mut sys::ddp_optimizer>,
+               schedulers: impl Iterator<Item = *mut sys::ddp_lr_scheduler>) -> Result<CheckpointArgs> {
+        let (names, modules): (Vec<&str>, Vec<_>) = modules.unzip();
+        let prefixes = names.iter().map(|n| cstring(n, "prefix")).collect::<Result<Vec<_>>>()?;
+        Ok(CheckpointArgs {
+            path: cstring(path, "path")?,
+            prefix_ptrs: prefixes.iter().map(|p| p.as_ptr()).collect(),
+            _prefixes: prefixes,
+            modules,
+            optimizers: optimizers.collect(),
+            schedulers: schedulers.collect(),
         })
     }
 }
