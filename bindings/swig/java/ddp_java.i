@@ -16,6 +16,7 @@
 
 %{
 static void ddp_java_throw(JNIEnv *jenv, ddp_status s) {
+  if ((*jenv)->ExceptionCheck(jenv)) return; /* a Java callback's own exception goes up as it is */
   const char *msg = ddp_last_error_message();
   jclass cls = (*jenv)->FindClass(jenv, "org/libddp/DdpException");
   if (!cls) return;
@@ -470,4 +471,54 @@ static DdpCommHook *ddp_java_comm_hook_custom(JNIEnv *env, jobject fn) {
 %extend DdpCommHook {
   /* A comm hook written in Java (CommHookFunction). */
   static DdpCommHook *custom(DdpJavaHookFn *HOOKFN) { return (DdpCommHook *)HOOKFN; }
+}
+
+/* ---- the caller's own optimizer step: a Java OptimizerStep ------------------
+ * Strategy.optimizerStepFn(fn): the precision's step around fn.step(), on
+ * the calling thread; an exception fn throws comes back out of the call. */
+%{
+typedef struct {
+  JNIEnv *env;
+  jobject fn;
+  jthrowable thrown; /* fn's exception, thrown again after the C call */
+} DdpJavaStepFn;
+
+static int ddp_java_step_trampoline(void *user) {
+  DdpJavaStepFn *call = (DdpJavaStepFn *)user;
+  JNIEnv *env = call->env;
+  jmethodID step = (*env)->GetMethodID(env, (*env)->GetObjectClass(env, call->fn), "step", "()V");
+  if (step) (*env)->CallVoidMethod(env, call->fn, step);
+  if ((*env)->ExceptionCheck(env)) {
+    call->thrown = (*env)->ExceptionOccurred(env);
+    (*env)->ExceptionClear(env);
+    ddp_error_set("the optimizer step function threw an exception");
+    return 1;
+  }
+  return 0;
+}
+%}
+%typemap(jni) DdpJavaStepFn *STEPFN "jobject"
+%typemap(jtype) DdpJavaStepFn *STEPFN "OptimizerStep"
+%typemap(jstype) DdpJavaStepFn *STEPFN "OptimizerStep"
+%typemap(javain) DdpJavaStepFn *STEPFN "$javainput"
+%typemap(in) DdpJavaStepFn *STEPFN (DdpJavaStepFn call) {
+  if (!$input) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "optimizerStepFn: fn is null");
+    return $null;
+  }
+  call.env = jenv;
+  call.fn = $input;
+  call.thrown = NULL;
+  $1 = &call;
+}
+%extend DdpStrategy {
+  /* The precision's step around fn.step() (the caller's own optimizer);
+   * false when the gradient scaler skipped it. */
+  bool optimizer_step_fn(DdpJavaStepFn *STEPFN) {
+    int stepped = 0;
+    ddp_status s = ddp_strategy_optimizer_step_fn($self, ddp_java_step_trampoline, STEPFN, &stepped);
+    if (STEPFN->thrown) (*STEPFN->env)->Throw(STEPFN->env, STEPFN->thrown);
+    ddp_swig_check(s);
+    return stepped != 0;
+  }
 }

@@ -241,6 +241,21 @@ public class LibddpJavaTest {
       assertEquals(1, env.rank());
       assertEquals(2, env.worldSize());
     }
+    // The caller's own optimizer step inside the strategy's; its exception comes back unchanged.
+    try (Strategy s = Strategy.withDevices(1); Tensor w = floats(1f, 2f).clone()) {
+      s.setupEnvironment();
+      w.setRequiresGrad(true);
+      try (ScriptModule m = ScriptModule.fromTensors(new String[] {"w"}, new Tensor[] {w}, 0)) {
+        s.setupModule(m);
+        int[] calls = {0};
+        assertTrue(s.optimizerStepFn(() -> calls[0]++));
+        assertEquals(1, calls[0]);
+        IllegalStateException thrown = assertThrows(IllegalStateException.class,
+            () -> s.optimizerStepFn(() -> { throw new IllegalStateException("my optimizer refused"); }));
+        assertEquals("my optimizer refused", thrown.getMessage());
+      }
+      s.teardown();
+    }
     String model = System.getProperty("ddp.model", "");
     if (!model.isEmpty()) {
       try (ScriptModule m = ScriptModule.load(model); Tensor x = Tensor.zeros(DType.FLOAT32, new long[] {2, 8});
