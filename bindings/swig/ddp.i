@@ -9,6 +9,7 @@
 
 %{
 #include <stdbool.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ddp/ddp.h>

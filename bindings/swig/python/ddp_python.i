@@ -474,3 +474,132 @@ static int ddp_py_step_trampoline(void *user) {
     return stepped != 0;
   }
 }
+
+/* ---- checkpoint IO and the cluster environment as Python objects -----------
+ * Lightning's CheckpointIO (save(path, data), load(path) -> bytes,
+ * remove(path)) and ClusterEnvironment (world_size(), global_rank(),
+ * local_rank(), local_world_size(), node_rank(), main_address, main_port:
+ * methods or attributes) written in Python, set on a StrategyOptions by
+ * libddp.strategy(checkpoint_io=..., cluster_environment=...). The C API
+ * copies the tables; the objects are kept for the life of the process, as
+ * a strategy may call them until it is freed. A raising method fails the
+ * strategy's call (DDP_E_IO naming the callback for checkpoint IO,
+ * DDP_E_INVALID_ARGUMENT for the environment) after its traceback is printed. */
+%{
+typedef struct {
+  ddp_cluster_callbacks table;
+  PyObject *env;
+  char address[256]; /* main_address's value, which the C API copies at once */
+} ddp_py_cluster;
+
+/* obj.name, called when it is a method; a new reference, or NULL with the traceback printed. */
+static PyObject *ddp_py_member(PyObject *obj, const char *name) {
+  PyObject *v = PyObject_GetAttrString(obj, name);
+  if (v && PyCallable_Check(v)) {
+    PyObject *r = PyObject_CallNoArgs(v);
+    Py_DECREF(v);
+    v = r;
+  }
+  if (!v) PyErr_Print();
+  return v;
+}
+
+static int ddp_py_cluster_int(void *user, const char *name) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *v = ddp_py_member(((ddp_py_cluster *)user)->env, name);
+  long r = v ? PyLong_AsLong(v) : -1;
+  if (PyErr_Occurred()) {
+    PyErr_Print();
+    r = -1;
+  }
+  Py_XDECREF(v);
+  PyGILState_Release(gil);
+  return r < 0 || r > INT_MAX ? -1 : (int)r;
+}
+static int ddp_py_cluster_world_size(void *u) { return ddp_py_cluster_int(u, "world_size"); }
+static int ddp_py_cluster_global_rank(void *u) { return ddp_py_cluster_int(u, "global_rank"); }
+static int ddp_py_cluster_local_rank(void *u) { return ddp_py_cluster_int(u, "local_rank"); }
+static int ddp_py_cluster_local_world_size(void *u) { return ddp_py_cluster_int(u, "local_world_size"); }
+static int ddp_py_cluster_node_rank(void *u) { return ddp_py_cluster_int(u, "node_rank"); }
+static int ddp_py_cluster_main_port(void *u) { return ddp_py_cluster_int(u, "main_port"); }
+static const char *ddp_py_cluster_main_address(void *user) {
+  ddp_py_cluster *c = (ddp_py_cluster *)user;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *v = ddp_py_member(c->env, "main_address");
+  const char *utf = v ? PyUnicode_AsUTF8(v) : NULL;
+  const char *out = NULL;
+  if (utf && strlen(utf) < sizeof c->address) {
+    strcpy(c->address, utf);
+    out = c->address;
+  }
+  if (PyErr_Occurred()) PyErr_Print();
+  Py_XDECREF(v);
+  PyGILState_Release(gil);
+  return out;
+}
+
+/* A method of the checkpoint IO object: 0, or 1 with the traceback printed. */
+static int ddp_py_io_done(PyObject *r) {
+  if (r) {
+    Py_DECREF(r);
+    return 0;
+  }
+  PyErr_Print();
+  return 1;
+}
+static int ddp_py_io_save(void *user, const char *path, const void *data, size_t len) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = ddp_py_io_done(PyObject_CallMethod((PyObject *)user, "save", "sy#", path, (const char *)data, (Py_ssize_t)len));
+  PyGILState_Release(gil);
+  return rc;
+}
+static int ddp_py_io_remove(void *user, const char *path) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = ddp_py_io_done(PyObject_CallMethod((PyObject *)user, "remove", "s", path));
+  PyGILState_Release(gil);
+  return rc;
+}
+static int ddp_py_io_load(void *user, const char *path, ddp_byte_sink *sink) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = 1;
+  PyObject *r = PyObject_CallMethod((PyObject *)user, "load", "s", path);
+  Py_buffer view;
+  if (r && PyObject_GetBuffer(r, &view, PyBUF_C_CONTIGUOUS) == 0) {
+    rc = ddp_byte_sink_write(sink, view.buf, (size_t)view.len) == DDP_OK ? 0 : 1;
+    PyBuffer_Release(&view);
+  }
+  if (PyErr_Occurred()) PyErr_Print(); /* load raised, or returned something that is not bytes-like */
+  Py_XDECREF(r);
+  PyGILState_Release(gil);
+  return rc;
+}
+%}
+%nothread ddp_py_set_checkpoint_io;
+%nothread ddp_py_set_cluster_environment;
+%inline %{
+void ddp_py_set_checkpoint_io(ddp_strategy_options *options, PyObject *io) {
+  ddp_checkpoint_io *table = (ddp_checkpoint_io *)calloc(1, sizeof *table);
+  if (!table) { ddp_swig_check(DDP_E_NOMEM); return; }
+  Py_INCREF(io);
+  table->user_data = io;
+  table->save = ddp_py_io_save;
+  table->load = ddp_py_io_load;
+  table->remove = ddp_py_io_remove;
+  options->checkpoint_io = table;
+}
+void ddp_py_set_cluster_environment(ddp_strategy_options *options, PyObject *env) {
+  ddp_py_cluster *c = (ddp_py_cluster *)calloc(1, sizeof *c);
+  if (!c) { ddp_swig_check(DDP_E_NOMEM); return; }
+  Py_INCREF(env);
+  c->env = env;
+  c->table.user_data = c;
+  c->table.world_size = ddp_py_cluster_world_size;
+  c->table.global_rank = ddp_py_cluster_global_rank;
+  c->table.local_rank = ddp_py_cluster_local_rank;
+  c->table.local_world_size = ddp_py_cluster_local_world_size;
+  c->table.node_rank = ddp_py_cluster_node_rank;
+  c->table.main_address = ddp_py_cluster_main_address;
+  c->table.main_port = ddp_py_cluster_main_port;
+  options->cluster_callbacks = &c->table;
+}
+%}

@@ -250,3 +250,83 @@ def test_reducer_gradient_and_bucket_indices():
         assert r.gradient(1).data_address() == grads[1].ctypes.data  # the caller's own buffer
         with pytest.raises(libddp.Error):
             r.bucket_indices(5)
+
+
+class _MemoryIO:
+    """Lightning's CheckpointIO in a dict."""
+
+    def __init__(self):
+        self.files, self.calls = {}, []
+
+    def save(self, path, data):
+        self.calls.append(("save", path))
+        self.files[path] = bytes(data)
+
+    def load(self, path):
+        self.calls.append(("load", path))
+        return self.files[path]
+
+    def remove(self, path):
+        self.calls.append(("remove", path))
+        del self.files[path]
+
+
+class _OneProcess:
+    """Lightning's ClusterEnvironment for a job of one process on a free port."""
+
+    def __init__(self, port):
+        self.main_address, self.main_port = "127.0.0.1", port
+
+    def world_size(self):
+        return 1
+
+    def global_rank(self):
+        return 0
+
+    def local_rank(self):
+        return 0
+
+    def local_world_size(self):
+        return 1
+
+    def node_rank(self):
+        return 0
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_checkpoint_io_and_cluster_environment_written_in_python():
+    import io as _io
+    store = _MemoryIO()
+    weights = torch.arange(3, dtype=torch.float32)
+    with libddp.strategy(devices=1, checkpoint_io=store, cluster_environment=_OneProcess(_free_port())) as s:
+        s.setup_environment()
+        m = libddp.Module.from_tensors(["w"], params(weights), 0)
+        s.setup_module(m)
+        s.save_checkpoint("mem://last.ckpt", m, None, 5, 1)
+        assert store.calls == [("save", "mem://last.ckpt")]
+        assert torch.equal(torch.load(_io.BytesIO(store.files["mem://last.ckpt"]), weights_only=False)
+                           ["state_dict"]["w"], weights)
+        fresh = torch.zeros(3)
+        step, epoch = s.load_checkpoint("mem://last.ckpt", libddp.Module.from_tensors(["w"], params(fresh), 0), None)
+        assert (step, epoch) == (5, 1) and torch.equal(fresh, weights)
+        s.remove_checkpoint("mem://last.ckpt")
+        assert store.files == {} and store.calls[-1] == ("remove", "mem://last.ckpt")
+        with pytest.raises(libddp.Error) as e:
+            s.load_checkpoint("mem://gone.ckpt", m, None)  # load raises KeyError: DDP_E_IO naming the path
+        assert e.value.status == libddp.E_IO and "mem://gone.ckpt" in e.value.message
+        s.teardown()
+
+    class Broken(_OneProcess):
+        def global_rank(self):
+            raise RuntimeError("no rank here")
+
+    with libddp.strategy(devices=1, cluster_environment=Broken(_free_port())) as s:
+        with pytest.raises(libddp.Error) as e:
+            s.setup_environment()
+        assert e.value.status == libddp.E_INVALID_ARGUMENT and "global_rank" in e.value.message

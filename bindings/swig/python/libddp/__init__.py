@@ -161,11 +161,21 @@ def _filled(options, values):
     return options
 
 
-def strategy(**options):
+def strategy(checkpoint_io=None, cluster_environment=None, **options):
     """A Strategy with DDPStrategy's keyword arguments (StrategyOptions'
     fields, Lightning's defaults): strategy(devices=2, precision="bf16-mixed",
-    comm_hook=libddp.CommHook.fp16_compress(), state_dict_prefix="net.")."""
-    return Strategy.from_options(_filled(StrategyOptions(), options))
+    comm_hook=libddp.CommHook.fp16_compress(), state_dict_prefix="net.").
+    checkpoint_io: an object with Lightning's CheckpointIO methods
+    save(path, data: bytes), load(path) -> bytes, remove(path).
+    cluster_environment: an object with ClusterEnvironment's world_size(),
+    global_rank(), local_rank(), local_world_size(), node_rank(),
+    main_address and main_port (methods or attributes)."""
+    o = _filled(StrategyOptions(), options)
+    if checkpoint_io is not None:
+        _ddp.ddp_py_set_checkpoint_io(o, checkpoint_io)
+    if cluster_environment is not None:
+        _ddp.ddp_py_set_cluster_environment(o, cluster_environment)
+    return Strategy.from_options(o)
 
 
 def reducer_with(group, tensors, **options):
