@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <thread>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "capi_test_util.h"
@@ -419,4 +420,41 @@ TEST(Hardening, AVersionOneReducerCallerIsServedWithinItsOwnStruct) {
   ddp_tensor_free(t);
   ddp_group_free(g);
   EXPECT_EQ(ddp_reducer_options_init(o, 3), DDP_E_INVALID_ARGUMENT);
+}
+
+namespace {
+// A group over shared memory with one environment variable set, the
+// variable unset again afterwards: the status, and the message.
+std::pair<ddp_status, std::string> shm_group_with(const char* name, const char* value) {
+  setenv(name, value, 1);
+  ddp_env* env = nullptr;
+  EXPECT_EQ(ddp_env_new(&env, 0, 1, 0, 1, 0, "127.0.0.1", 0), DDP_OK) << last();
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.backend = "shm";
+  ddp_group* g = nullptr;
+  ddp_status s = ddp_group_init(&g, env, &o);
+  std::string message = last();
+  ddp_group_free(g);
+  ddp_env_free(env);
+  unsetenv(name);
+  return {s, message};
+}
+}  // namespace
+
+// The shm backend's tuning variables are checked before the segment is made,
+// each named in its refusal; values in range are taken.
+TEST(Hardening, ShmTuningVariablesOutOfRangeAreRefusedByName) {
+  for (const char* bad : {"fast", "-1", "1000001", "5us"}) {
+    auto [s, message] = shm_group_with("DDP_SHM_SPIN_US", bad);
+    EXPECT_EQ(s, DDP_E_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(message.find(std::string("DDP_SHM_SPIN_US='") + bad + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find("microseconds from 0 to 1000000"), std::string::npos) << message;
+  }
+  for (const char* bad : {"32", "262145", "1M"}) {
+    auto [s, message] = shm_group_with("DDP_SHM_SLOT_KIB", bad);
+    EXPECT_EQ(s, DDP_E_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(message.find(std::string("DDP_SHM_SLOT_KIB='") + bad + "'"), std::string::npos) << message;
+  }
+  EXPECT_EQ(shm_group_with("DDP_SHM_SPIN_US", "0").first, DDP_OK);
+  EXPECT_EQ(shm_group_with("DDP_SHM_SLOT_KIB", "64").first, DDP_OK);
 }

@@ -181,7 +181,8 @@ std::string Segment::attach(const std::string& where, size_t bytes) {
 }
 
 std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const std::vector<int>& global_ranks,
-                                       size_t slot_bytes, Millis timeout, std::string* why_not) {
+                                       size_t slot_bytes, std::optional<Nanos> spin, Millis timeout,
+                                       std::string* why_not) {
   static_assert(sizeof(Header) <= kControlOffset, "the header fits before the rank lines");
   const int size = static_cast<int>(global_ranks.size());
   const size_t bytes = data_offset(size) + static_cast<size_t>(size) * 2 * slot_bytes;
@@ -193,13 +194,7 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && size > CPU_COUNT(&cpus)) seg->spin_for_ = Nanos(0);
-  if (const char* v = std::getenv("DDP_SHM_SPIN_US")) {
-    char* end = nullptr;
-    long us = std::strtol(v, &end, 10);
-    check_arg(*v && *end == 0 && us >= 0 && us <= 1000000,
-              "DDP_SHM_SPIN_US='" + std::string(v) + "' is not a number of microseconds from 0 to 1000000");
-    seg->spin_for_ = std::chrono::microseconds(us);
-  }
+  if (spin) seg->spin_for_ = *spin;
   auto to_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
   std::string problem;
   struct OwnedFd {

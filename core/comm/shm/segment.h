@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,11 @@ class Segment {
   // other processes): the caller then uses the network for everything.
   // Throws Status::Timeout when a rank does not arrive within `timeout`.
   // `global_ranks[i]` is local rank i's rank in the group (for messages).
+  // `spin`: how long a wait spins before it sleeps; none: the default (see
+  // spin_for_).
   static std::unique_ptr<Segment> open(c10d::Store& store, int local_rank, const std::vector<int>& global_ranks,
-                                       size_t slot_bytes, Millis timeout, std::string* why_not);
+                                       size_t slot_bytes, std::optional<Nanos> spin, Millis timeout,
+                                       std::string* why_not);
   ~Segment();
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
@@ -99,8 +103,8 @@ class Segment {
   int rank_ = 0;
   int size_ = 1;
   uint32_t phase_ = 0;
-  // How long a wait spins before it yields and sleeps (DDP_SHM_SPIN_US
-  // overrides it; 0 with more ranks than cores). Waking a futex sleeper
+  // How long a wait spins before it yields and sleeps (open's `spin`, from
+  // DDP_SHM_SPIN_US, overrides it; 0 with more ranks than cores). Waking a futex sleeper
   // costs about 20 us on our 2-core VMs, and a rank woken late makes its
   // peer sleep on the next barrier too: with a spin of a few microseconds a
   // 4-byte all-reduce locked into 19-24 us instead of 0.7-1.1 us. The spin

@@ -32,16 +32,26 @@ using shm::ReduceKind;
 constexpr size_t kSlotBytes = size_t{512} << 10;
 // How often a leader waiting for the other nodes looks at what the group was told.
 constexpr Millis kLeaderWaitSlice{100};
+// The integer environment variable `name` within [lo, hi] (`unit` names it
+// in the message), or none when unset or empty.
+std::optional<long> env_within(const char* name, long lo, long hi, const char* unit) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  long value = std::strtol(v, &end, 10);
+  check_arg(*end == 0 && value >= lo && value <= hi, std::string(name) + "='" + v + "' is not a number of " + unit +
+                                                         " from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return value;
+}
 // DDP_SHM_SLOT_KIB overrides it (64 KiB to 256 MiB; every rank of a host
 // must use the same value), for measuring.
 size_t slot_bytes() {
-  const char* v = std::getenv("DDP_SHM_SLOT_KIB");
-  if (!v || !*v) return kSlotBytes;
-  char* end = nullptr;
-  long kib = std::strtol(v, &end, 10);
-  check_arg(*end == 0 && kib >= 64 && kib <= (256 << 10),
-            "DDP_SHM_SLOT_KIB='" + std::string(v) + "' is not a number of KiB from 64 to 262144");
-  return static_cast<size_t>(kib) << 10;
+  return static_cast<size_t>(env_within("DDP_SHM_SLOT_KIB", 64, 256 << 10, "KiB").value_or(kSlotBytes >> 10)) << 10;
+}
+// DDP_SHM_SPIN_US: how long a wait spins before it sleeps (0 to 1 s), for measuring and tuning.
+std::optional<shm::Nanos> spin_time() {
+  auto us = env_within("DDP_SHM_SPIN_US", 0, 1000000, "microseconds");
+  return us ? std::optional<shm::Nanos>(std::chrono::microseconds(*us)) : std::nullopt;
 }
 std::optional<ReduceKind> reduce_kind(const c10d::ReduceOp& op) {
   switch (op.op_) {
@@ -313,7 +323,8 @@ c10::intrusive_ptr<c10d::Backend> make_shm_backend(const BackendSpec& spec) {
   Topology topo = find_topology(*spec.store, spec);
   std::string why_not;
   auto seg_store = c10::make_intrusive<c10d::PrefixStore>("segment" + std::to_string(topo.node_index), spec.store);
-  auto segment = shm::Segment::open(*seg_store, topo.local_rank, topo.local_ranks, slot_bytes(), spec.timeout, &why_not);
+  auto segment = shm::Segment::open(*seg_store, topo.local_rank, topo.local_ranks, slot_bytes(), spin_time(),
+                                    spec.timeout, &why_not);
   // Every rank must take the same road, whatever happened on other nodes.
   auto usable = gather_strings(*spec.store, "usable", spec.rank, spec.size, segment ? "1" : "0", spec.timeout);
   if (std::count(usable.begin(), usable.end(), "1") != spec.size) {
