@@ -41,6 +41,12 @@ static int ddp_swig_check(ddp_status s) {
   ddp_swig_status = s;
   return s != DDP_OK;
 }
+/* A refusal the binding makes itself (of what the C API cannot see), with
+ * its own message: the thread's last message is another call's. */
+static int ddp_swig_fail(ddp_status s, const char *message) {
+  ddp_error_set(message);
+  return ddp_swig_check(s);
+}
 %}
 
 %include "surface_helpers.i"
@@ -192,7 +198,7 @@ typedef struct {} DdpEnv;
     int64_t numel = 1;
     for (size_t i = 0; i < NDIM; ++i) numel *= SHAPE[i];
     if ((size_t)numel * ddp_dtype_size(dtype) != BUFLEN) {
-      ddp_swig_check(DDP_E_INVALID_ARGUMENT); /* the C API cannot see the buffer's length */
+      ddp_swig_fail(DDP_E_INVALID_ARGUMENT, "Tensor.wrap: the buffer's length is not the shape's elements times the dtype's size");
       return NULL;
     }
     ddp_swig_check(ddp_tensor_from_blob(&t, BUFFER, dtype, SHAPE, NDIM));
@@ -464,7 +470,7 @@ typedef struct {} DdpEnv;
     int64_t *wide = (int64_t *)malloc((count ? count : 1) * sizeof(int64_t));
     int64_t shape[1] = {(int64_t)count};
     if (!idx || !wide) {
-      ddp_swig_check(DDP_E_NOMEM);
+      ddp_swig_fail(DDP_E_NOMEM, "out of memory in the binding");
     } else if (!ddp_swig_check(ddp_reducer_bucket_indices($self, bucket, idx, count, &count))) {
       for (size_t i = 0; i < count; ++i) wide[i] = (int64_t)idx[i];
       if (!ddp_swig_check(ddp_tensor_new(&t, DDP_INT64, shape, 1, cpu)) &&
@@ -556,7 +562,7 @@ typedef struct {} DdpWorker;
     size_t n = 0;
     while (STRING_ARRAY && STRING_ARRAY[n]) ++n;
     if (n != NTENSORS || num_buffers > NTENSORS) {
-      ddp_swig_check(DDP_E_INVALID_ARGUMENT); /* the C API cannot see the arrays' lengths */
+      ddp_swig_fail(DDP_E_INVALID_ARGUMENT, "Module.from_tensors: one name per tensor, and no more buffers than tensors");
       return NULL;
     }
     int *is_buffer = (int *)calloc(NTENSORS ? NTENSORS : 1, sizeof(int));
@@ -672,7 +678,7 @@ DdpTensor *sampler_indices(long long dataset_size, int num_replicas, int rank, l
   o.drop_last = drop_last;
   if (ddp_swig_check(ddp_sampler_indices(dataset_size, num_replicas, rank, epoch, &o, NULL, 0, &count))) return NULL;
   idx = (int64_t *)malloc((count ? count : 1) * sizeof(int64_t));
-  if (!idx) { ddp_swig_check(DDP_E_NOMEM); return NULL; }
+  if (!idx) { ddp_swig_fail(DDP_E_NOMEM, "out of memory in the binding"); return NULL; }
   int64_t shape[1] = {(int64_t)count};
   if (!ddp_swig_check(ddp_sampler_indices(dataset_size, num_replicas, rank, epoch, &o, idx, count, &count)) &&
       !ddp_swig_check(ddp_tensor_new(&t, DDP_INT64, shape, 1, cpu)) &&
@@ -692,7 +698,7 @@ DdpTensor *sampler_indices_with(long long dataset_size, int num_replicas, int ra
   ddp_device cpu = DDP_DEVICE_CPU_INIT;
   if (ddp_swig_check(ddp_sampler_indices(dataset_size, num_replicas, rank, epoch, options, NULL, 0, &count))) return NULL;
   idx = (int64_t *)malloc((count ? count : 1) * sizeof(int64_t));
-  if (!idx) { ddp_swig_check(DDP_E_NOMEM); return NULL; }
+  if (!idx) { ddp_swig_fail(DDP_E_NOMEM, "out of memory in the binding"); return NULL; }
   int64_t shape[1] = {(int64_t)count};
   if (!ddp_swig_check(ddp_sampler_indices(dataset_size, num_replicas, rank, epoch, options, idx, count, &count)) &&
       !ddp_swig_check(ddp_tensor_new(&t, DDP_INT64, shape, 1, cpu)) &&

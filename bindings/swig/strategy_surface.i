@@ -75,7 +75,7 @@
                                     const int64_t *milestones, size_t num_milestones) {
     DdpLrScheduler *s = NULL;
     if (NSCHEDULERS == 0 || num_milestones + 1 != NSCHEDULERS) {
-      ddp_swig_check(DDP_E_INVALID_ARGUMENT); /* the C API cannot see the milestones' length */
+      ddp_swig_fail(DDP_E_INVALID_ARGUMENT, "LrScheduler.sequential: one milestone fewer than schedulers");
       return NULL;
     }
     ddp_swig_check(ddp_lr_scheduler_new_sequential(&s, optimizer, SCHEDULERS, NSCHEDULERS, milestones));
@@ -87,7 +87,7 @@
   /* The strategy's group (valid until teardown; not freed by the binding). */
   DdpGroup *group() {
     DdpGroup *g = ddp_strategy_group($self);
-    if (!g) ddp_swig_check(DDP_E_STATE);
+    if (!g) ddp_swig_fail(DDP_E_STATE, "Strategy.group: before setup_environment");
     return g;
   }
   /* Lightning's reduce over group (None/null: the strategy's own, or a
@@ -136,7 +136,7 @@
     size_t n = 0;
     while (kw_names && kw_names[n]) ++n;
     if (n != num_kw) {
-      ddp_swig_check(DDP_E_INVALID_ARGUMENT); /* the C API cannot see the arrays' lengths */
+      ddp_swig_fail(DDP_E_INVALID_ARGUMENT, "Strategy.call: one keyword name per keyword value");
       return NULL;
     }
     ddp_swig_check(ddp_strategy_call_v2($self, module, method, (const ddp_tensor *const *)TENSORS, NTENSORS,
@@ -164,7 +164,7 @@
     size_t n = 0;
     while (prefixes && prefixes[n]) ++n;
     if (n != NMODULES) {
-      ddp_swig_check(DDP_E_INVALID_ARGUMENT); /* one prefix per module */
+      ddp_swig_fail(DDP_E_INVALID_ARGUMENT, "checkpoint of several modules: one prefix per module");
       return;
     }
     ddp_swig_check(ddp_strategy_save_checkpoint_v3($self, path, MODULES, (const char *const *)prefixes, NMODULES,
@@ -177,7 +177,7 @@
     size_t n = 0;
     while (prefixes && prefixes[n]) ++n;
     if (n != NMODULES) {
-      ddp_swig_check(DDP_E_INVALID_ARGUMENT); /* one prefix per module */
+      ddp_swig_fail(DDP_E_INVALID_ARGUMENT, "checkpoint of several modules: one prefix per module");
       return;
     }
     ddp_swig_check(ddp_strategy_load_checkpoint_v3($self, path, MODULES, (const char *const *)prefixes, NMODULES,

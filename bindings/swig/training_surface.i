@@ -143,7 +143,7 @@ typedef struct {} DdpParamGroups;
     size_t n = 0;
     while (kw_names && kw_names[n]) ++n;
     if (n != num_kw) {
-      ddp_swig_check(DDP_E_INVALID_ARGUMENT); /* the C API cannot see the arrays' lengths */
+      ddp_swig_fail(DDP_E_INVALID_ARGUMENT, "Module.call: one keyword name per keyword value");
       return NULL;
     }
     ddp_swig_check(ddp_module_call_v2($self, method, (const ddp_tensor *const *)TENSORS, NTENSORS,
@@ -191,7 +191,7 @@ typedef struct {} DdpParamGroups;
     if (lists) $self->patterns = lists;
     if (!groups || !lists || (n && !copy)) {
       ddp_swig_free_strings(copy);
-      ddp_swig_check(DDP_E_NOMEM);
+      ddp_swig_fail(DDP_E_NOMEM, "out of memory in the binding");
       return;
     }
     g.patterns = (const char *const *)copy;
@@ -211,17 +211,20 @@ typedef struct {} DdpParamGroups;
    * defaults each group's own values replace. */
   static DdpOptimizer *sgd_groups(DdpModule *module, const ddp_sgd_options *options, const DdpParamGroups *groups) {
     DdpOptimizer *opt = NULL;
-    ddp_swig_check(ddp_optimizer_new_sgd_groups(&opt, module, options, groups->groups, groups->count));
+    ddp_swig_check(ddp_optimizer_new_sgd_groups(&opt, module, options, groups ? groups->groups : NULL,
+                                                  groups ? groups->count : 0));
     return opt;
   }
   static DdpOptimizer *adam_groups(DdpModule *module, const ddp_adam_options *options, const DdpParamGroups *groups) {
     DdpOptimizer *opt = NULL;
-    ddp_swig_check(ddp_optimizer_new_adam_groups(&opt, module, options, groups->groups, groups->count));
+    ddp_swig_check(ddp_optimizer_new_adam_groups(&opt, module, options, groups ? groups->groups : NULL,
+                                                  groups ? groups->count : 0));
     return opt;
   }
   static DdpOptimizer *adamw_groups(DdpModule *module, const ddp_adam_options *options, const DdpParamGroups *groups) {
     DdpOptimizer *opt = NULL;
-    ddp_swig_check(ddp_optimizer_new_adamw_groups(&opt, module, options, groups->groups, groups->count));
+    ddp_swig_check(ddp_optimizer_new_adamw_groups(&opt, module, options, groups ? groups->groups : NULL,
+                                                  groups ? groups->count : 0));
     return opt;
   }
   /* The caller's own torch::optim::Optimizer (JavaCPP: optimizer.address()),

@@ -424,7 +424,7 @@ static jclass ddp_java_global_class(JNIEnv *env, const char *name) {
 static DdpCommHook *ddp_java_comm_hook_custom(JNIEnv *env, jobject fn) {
   DdpCommHook *out = NULL;
   DdpJavaHook *h = (DdpJavaHook *)calloc(1, sizeof *h);
-  if (!h) { ddp_swig_check(DDP_E_NOMEM); return NULL; }
+  if (!h) { ddp_swig_fail(DDP_E_NOMEM, "out of memory in the binding"); return NULL; }
   (*env)->GetJavaVM(env, &ddp_java_hook_vm);
   h->group_cls = ddp_java_global_class(env, "org/libddp/Group");
   h->tensor_cls = ddp_java_global_class(env, "org/libddp/Tensor");

@@ -388,7 +388,7 @@ static ddp_status ddp_py_hook_trampoline(ddp_group *group, const ddp_comm_bucket
 DdpCommHook *ddp_py_comm_hook_custom(PyObject *fn) {
   DdpCommHook *h = NULL;
   if (!PyCallable_Check(fn)) {
-    ddp_swig_check(DDP_E_INVALID_ARGUMENT);
+    ddp_swig_fail(DDP_E_INVALID_ARGUMENT, "CommHook.custom: fn is not callable");
     return NULL;
   }
   Py_INCREF(fn);
@@ -579,7 +579,7 @@ static int ddp_py_io_load(void *user, const char *path, ddp_byte_sink *sink) {
 %inline %{
 void ddp_py_set_checkpoint_io(ddp_strategy_options *options, PyObject *io) {
   ddp_checkpoint_io *table = (ddp_checkpoint_io *)calloc(1, sizeof *table);
-  if (!table) { ddp_swig_check(DDP_E_NOMEM); return; }
+  if (!table) { ddp_swig_fail(DDP_E_NOMEM, "out of memory in the binding"); return; }
   Py_INCREF(io);
   table->user_data = io;
   table->save = ddp_py_io_save;
@@ -589,7 +589,7 @@ void ddp_py_set_checkpoint_io(ddp_strategy_options *options, PyObject *io) {
 }
 void ddp_py_set_cluster_environment(ddp_strategy_options *options, PyObject *env) {
   ddp_py_cluster *c = (ddp_py_cluster *)calloc(1, sizeof *c);
-  if (!c) { ddp_swig_check(DDP_E_NOMEM); return; }
+  if (!c) { ddp_swig_fail(DDP_E_NOMEM, "out of memory in the binding"); return; }
   Py_INCREF(env);
   c->env = env;
   c->table.user_data = c;

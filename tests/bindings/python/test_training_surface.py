@@ -330,3 +330,27 @@ def test_checkpoint_io_and_cluster_environment_written_in_python():
         with pytest.raises(libddp.Error) as e:
             s.setup_environment()
         assert e.value.status == libddp.E_INVALID_ARGUMENT and "global_rank" in e.value.message
+
+
+def test_bad_input_is_refused_with_its_own_message():
+    a = libddp.from_dlpack(torch.ones(3))
+    cases = [
+        (lambda: a.binary(libddp.OP_ADD, None), "b is NULL"),
+        (lambda: a.unary(99), "operator 99"),
+        (lambda: a.item(), "3 elements"),
+        (lambda: libddp.Metric(17), "reduction 17"),
+        # A refusal the binding makes itself carries its own message, not the previous call's.
+        (lambda: libddp.Strategy(devices=1).group(), "Strategy.group: before setup_environment"),
+        (lambda: libddp.Optimizer.sgd_groups(libddp.Module.from_tensors(["w"], params(torch.ones(2)), 0),
+                                             libddp.SgdOptions(), None), "no param groups"),
+        (lambda: libddp.LrScheduler.sequential(None, [], []), "one milestone fewer"),
+    ]
+    for call, expected in cases:
+        with pytest.raises(libddp.Error) as e:
+            call()
+        assert expected in e.value.message, (expected, e.value.message)
+    closed = libddp.Metric()
+    closed.close()
+    with pytest.raises(libddp.Error) as e:
+        closed.update(1.0)  # a freed handle is refused, never used
+    assert "not a live ddp_metric" in e.value.message

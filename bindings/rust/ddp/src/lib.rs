@@ -99,6 +99,11 @@ element!(u8, DDP_UINT8);
 element!(i32, DDP_INT32);
 element!(i64, DDP_INT64);
 
+/// Whether `shape` (sizes >= 0, no overflow) holds exactly `len` elements.
+fn shape_fits(shape: &[i64], len: usize) -> bool {
+    shape.iter().try_fold(1i64, |n, &d| if d < 0 { None } else { n.checked_mul(d) }) == Some(len as i64)
+}
+
 // Slice views for the collectives; the public Tensor is in surface.rs.
 impl Tensor {
     /// A 1-D view of `data` (the caller keeps the memory alive and unaliased).
@@ -109,7 +114,7 @@ impl Tensor {
 
     /// A view of `data` with `shape` (whose product must be `data.len()`).
     fn view_shaped<T: Element>(data: &mut [T], shape: &[i64]) -> Result<Tensor> {
-        if shape.iter().product::<i64>() != data.len() as i64 {
+        if !shape_fits(shape, data.len()) {
             return Err(invalid("the shape does not match the data's length"));
         }
         let mut t = ptr::null_mut();

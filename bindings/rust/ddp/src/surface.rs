@@ -90,7 +90,7 @@ unsafe impl Send for Tensor {}
 impl Tensor {
     /// A new CPU tensor holding a copy of `data` with `shape`.
     pub fn from_slice<T: Element>(data: &[T], shape: &[i64]) -> Result<Tensor> {
-        if shape.iter().product::<i64>() != data.len() as i64 {
+        if !shape_fits(shape, data.len()) {
             return Err(invalid("the shape does not match the data's length"));
         }
         let cpu = sys::ddp_device { type_: sys::DDP_DEVICE_CPU, index: 0 };

@@ -37,6 +37,8 @@ fn arithmetic_and_gradients() {
     assert_eq!(e.status, ddp::sys::DDP_E_INVALID_ARGUMENT);
     assert!(e.message.contains("[3]") && e.message.contains("[2]"), "{}", e.message);
     assert!(Tensor::from_slice(&[1.0f32], &[2]).is_err()); // the shape does not fit the data
+    assert!(Tensor::from_slice(&[1.0f32], &[i64::MAX, 2]).is_err()); // an overflowing shape, refused (no panic)
+    assert!(Tensor::from_slice(&[1.0f32], &[-1, -1]).is_err()); // negative sizes whose product is 1
 
     assert!(ddp::set_grad_enabled(false).unwrap());
     assert!(!(&a * 2.0).unwrap().requires_grad());
