@@ -710,12 +710,16 @@ mod training;
 pub use training::{sampler_indices, sampler_num_samples, CheckpointInfo, ClipAlgorithm, SamplerOptions, StrategyKind, StrategyOptions};
 
 mod extensions;
+mod optim;
 mod surface;
-pub use surface::{
+mod tensor;
+pub use optim::{
+    LrScheduler, LrSchedulerOptions, Metric, MetricReduce, OptimizerKind, ParamGroup, DDP_LR_COSINE_ANNEALING,
+    DDP_LR_EXPONENTIAL, DDP_LR_LINEAR, DDP_LR_MULTI_STEP, DDP_LR_ONE_CYCLE, DDP_LR_REDUCE_ON_PLATEAU, DDP_LR_STEP,
+};
+pub use surface::Outputs;
+pub use tensor::{
     dtype_info, is_deterministic, is_grad_enabled, reset_seed, seed_everything, set_deterministic, set_grad_enabled,
-    status_string, version_number, version_string, BinaryOp,
-    LossKind, LossOptions, LrScheduler, LrSchedulerOptions, Metric, MetricReduce, OptimizerKind, Outputs, ParamGroup,
-    Reduction, Tensor, UnaryOp, DDP_LR_COSINE_ANNEALING, DDP_LR_EXPONENTIAL, DDP_LR_LINEAR, DDP_LR_MULTI_STEP,
-    DDP_LR_ONE_CYCLE, DDP_LR_REDUCE_ON_PLATEAU, DDP_LR_STEP,
+    status_string, version_number, version_string, BinaryOp, LossKind, LossOptions, Reduction, Tensor, UnaryOp,
 };
 pub use extensions::{spawn, Bucket, Env, ReducerOptions, StartMethod, View, Work, Worker, WorkerFn, BF16, F16};
