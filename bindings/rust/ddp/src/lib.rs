@@ -581,7 +581,9 @@ impl Drop for Optimizer {
 /// Lightning's DDPStrategy on the CPU: the ranks come from a launcher's
 /// environment (ddprun, torchrun, SLURM, ...), or, with `devices` > 1 and
 /// none, this process starts the others by running the program again.
-pub struct Strategy(*mut sys::ddp_strategy);
+// The second field keeps the checkpoint IO and cluster environment objects
+// the C strategy calls until it is freed (Drop frees the strategy first).
+pub struct Strategy(*mut sys::ddp_strategy, #[allow(dead_code)] callbacks::Callbacks);
 
 unsafe impl Send for Strategy {}
 
@@ -594,7 +596,7 @@ impl Strategy {
         o.devices = devices;
         let mut s = ptr::null_mut();
         check(unsafe { sys::ddp_strategy_new(&mut s, &o) })?;
-        Ok(Strategy(s))
+        Ok(Strategy(s, Default::default()))
     }
 
     /// Reads the environment (or starts the other ranks) and joins the group.
@@ -710,6 +712,7 @@ mod training;
 pub use training::{sampler_indices, sampler_num_samples, CheckpointInfo, ClipAlgorithm, SamplerOptions, StrategyKind, StrategyOptions};
 
 mod extensions;
+mod callbacks;
 mod optim;
 mod surface;
 mod tensor;
@@ -717,6 +720,7 @@ pub use optim::{
     LrScheduler, LrSchedulerOptions, Metric, MetricReduce, OptimizerKind, ParamGroup, DDP_LR_COSINE_ANNEALING,
     DDP_LR_EXPONENTIAL, DDP_LR_LINEAR, DDP_LR_MULTI_STEP, DDP_LR_ONE_CYCLE, DDP_LR_REDUCE_ON_PLATEAU, DDP_LR_STEP,
 };
+pub use callbacks::{CheckpointIo, ClusterEnvironment};
 pub use surface::Outputs;
 pub use tensor::{
     dtype_info, is_deterministic, is_grad_enabled, reset_seed, seed_everything, set_deterministic, set_grad_enabled,

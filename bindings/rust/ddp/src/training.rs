@@ -71,6 +71,10 @@ pub struct StrategyOptions<'h> {
     pub join_enabled: bool,
     /// With Join: average over the initial world size (joined ranks as zeros).
     pub divide_by_initial_world_size: bool,
+    /// None: local files written atomically; else where checkpoints go (Lightning's CheckpointIO).
+    pub checkpoint_io: Option<std::sync::Arc<dyn crate::CheckpointIo>>,
+    /// None: detected from the environment; else asked at setup (Lightning's ClusterEnvironment).
+    pub cluster_environment: Option<std::sync::Arc<dyn crate::ClusterEnvironment>>,
 }
 
 impl Default for StrategyOptions<'_> {
@@ -99,6 +103,8 @@ impl Default for StrategyOptions<'_> {
             requeue_signal: o.requeue_signal,
             join_enabled: o.join_enabled != 0,
             divide_by_initial_world_size: o.divide_by_initial_world_size != 0,
+            checkpoint_io: None,
+            cluster_environment: None,
         }
     }
 }
@@ -153,10 +159,14 @@ impl Strategy {
         o.requeue_signal = options.requeue_signal;
         o.join_enabled = options.join_enabled as c_int;
         o.divide_by_initial_world_size = options.divide_by_initial_world_size as c_int;
+        // SAFETY: plain C tables of pointers, all filled by install before use.
+        let mut tables = unsafe { std::mem::zeroed() };
+        let callbacks = crate::callbacks::Callbacks::install(&options.checkpoint_io, &options.cluster_environment,
+                                                             &mut tables, &mut o);
         let mut s = ptr::null_mut();
-        // The strings are copied by ddp_strategy_new; they live until it returns.
+        // The strings and tables are copied by ddp_strategy_new; they live until it returns.
         check(unsafe { sys::ddp_strategy_new(&mut s, &o) })?;
-        Ok(Strategy(s))
+        Ok(Strategy(s, callbacks))
     }
 
     /// [`Strategy::train_step`], also returning the batch's logits (rows x classes, row-major).

@@ -9,6 +9,9 @@ use ddp::{
     ParamGroup, ReduceOp, Strategy, Tensor, UnaryOp,
 };
 
+/// One strategy at a time in this process: setup installs process-wide state (torch's CPU allocator).
+static ONE_STRATEGY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-6 * (1.0 + b.abs())
 }
@@ -109,6 +112,7 @@ fn metric_and_schedulers() {
 
 #[test]
 fn strategy_and_group_on_a_world_of_one() {
+    let _one = ONE_STRATEGY.lock().unwrap_or_else(|p| p.into_inner());
     std::env::set_var("OMP_NUM_THREADS", "1");
     let mut s = Strategy::new(1).unwrap();
     s.setup_environment().unwrap();
@@ -227,4 +231,94 @@ fn strategy_and_group_on_a_world_of_one() {
     assert!(ddp::Env::from_name("no-such-cluster").is_err());
     assert_eq!(ddp::version_number() / 10000, ddp::version_string().split('.').next().unwrap().parse::<u32>().unwrap());
     assert_eq!(ddp::dtype_info(ddp::sys::DDP_BFLOAT16), ("bfloat16".to_string(), 2));
+}
+
+/// Lightning's CheckpointIO in a map, recording its calls.
+#[derive(Default)]
+struct MemoryIo {
+    files: std::sync::Mutex<std::collections::HashMap<String, Vec<u8>>>,
+    calls: std::sync::Mutex<Vec<String>>,
+}
+
+impl ddp::CheckpointIo for MemoryIo {
+    fn save(&self, path: &str, data: &[u8]) -> ddp::Result<()> {
+        self.calls.lock().unwrap().push(format!("save {path}"));
+        self.files.lock().unwrap().insert(path.into(), data.to_vec());
+        Ok(())
+    }
+    fn load(&self, path: &str) -> ddp::Result<Vec<u8>> {
+        self.calls.lock().unwrap().push(format!("load {path}"));
+        self.files.lock().unwrap().get(path).cloned().ok_or(ddp::Error { status: ddp::sys::DDP_E_IO, message: "no such key".into() })
+    }
+    fn remove(&self, path: &str) -> ddp::Result<()> {
+        self.calls.lock().unwrap().push(format!("remove {path}"));
+        self.files.lock().unwrap().remove(path);
+        Ok(())
+    }
+}
+
+/// A job of one process on a free port; `panic_in_rank` makes global_rank panic.
+struct OneProcess {
+    port: i32,
+    panic_in_rank: bool,
+}
+
+impl ddp::ClusterEnvironment for OneProcess {
+    fn world_size(&self) -> i32 { 1 }
+    fn global_rank(&self) -> i32 {
+        assert!(!self.panic_in_rank, "no rank here");
+        0
+    }
+    fn local_rank(&self) -> i32 { 0 }
+    fn local_world_size(&self) -> i32 { 1 }
+    fn node_rank(&self) -> i32 { 0 }
+    fn main_address(&self) -> String { "127.0.0.1".into() }
+    fn main_port(&self) -> i32 { self.port }
+}
+
+fn free_port() -> i32 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port() as i32
+}
+
+#[test]
+fn checkpoint_io_and_cluster_environment_written_in_rust() {
+    let _one = ONE_STRATEGY.lock().unwrap_or_else(|p| p.into_inner());
+    std::env::set_var("OMP_NUM_THREADS", "1");
+    let io = std::sync::Arc::new(MemoryIo::default());
+    let options = ddp::StrategyOptions {
+        devices: 1,
+        checkpoint_io: Some(io.clone()),
+        cluster_environment: Some(std::sync::Arc::new(OneProcess { port: free_port(), panic_in_rank: false })),
+        ..Default::default()
+    };
+    let mut s = Strategy::with_options(&options).unwrap();
+    drop(options); // the strategy keeps its own references
+    s.setup_environment().unwrap();
+    let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let m = Module::from_tensors(&[("w", &w)], 0).unwrap();
+    let info = ddp::CheckpointInfo { step: 4, ..Default::default() };
+    s.save_checkpoint_modules("mem://a.ckpt", &[("", &m)], &[], &[], &info).unwrap();
+    let saved = io.files.lock().unwrap().get("mem://a.ckpt").cloned().unwrap();
+    assert!(saved.starts_with(b"PK"), "a torch.save zip archive"); // what torch.load opens
+    let back_w = Tensor::from_slice(&[0.0f32; 3], &[3]).unwrap();
+    let mut back = Module::from_tensors(&[("w", &back_w)], 0).unwrap();
+    assert_eq!(s.load_checkpoint_modules("mem://a.ckpt", &mut [("", &mut back)], &mut [], &mut []).unwrap().step, 4);
+    assert_eq!(back_w.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);
+    s.remove_checkpoint("mem://a.ckpt").unwrap();
+    assert_eq!(*io.calls.lock().unwrap(), vec!["save mem://a.ckpt", "load mem://a.ckpt", "remove mem://a.ckpt"]);
+    let e = s.load_checkpoint_modules("mem://a.ckpt", &mut [("", &mut back)], &mut [], &mut []).err().unwrap();
+    assert_eq!(e.status, ddp::sys::DDP_E_IO);
+    assert!(e.message.contains("mem://a.ckpt"), "{}", e.message);
+    s.teardown().unwrap();
+
+    // A panicking environment method fails setup with a status; nothing unwinds through C.
+    let broken = ddp::StrategyOptions {
+        devices: 1,
+        cluster_environment: Some(std::sync::Arc::new(OneProcess { port: free_port(), panic_in_rank: true })),
+        ..Default::default()
+    };
+    let mut s = Strategy::with_options(&broken).unwrap();
+    let e = s.setup_environment().err().unwrap();
+    assert_eq!(e.status, ddp::sys::DDP_E_INVALID_ARGUMENT);
+    assert!(e.message.contains("global_rank"), "{}", e.message);
 }
