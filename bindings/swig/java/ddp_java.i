@@ -522,3 +522,199 @@ static int ddp_java_step_trampoline(void *user) {
     return stepped != 0;
   }
 }
+
+/* ---- checkpoint IO and the cluster environment as Java objects -------------
+ * StrategyOptions.useCheckpointIo(CheckpointIO) / useClusterEnvironment(
+ * ClusterEnvironment): the C API copies the tables; the objects (global
+ * references) are kept for the life of the process, as a strategy may call
+ * them until it is freed. Methods are looked up on the Java thread that sets
+ * them; the callbacks run on the thread that called the strategy. */
+%{
+typedef struct {
+  ddp_checkpoint_io table;
+  JavaVM *vm;
+  jobject io;
+  jmethodID save, load, remove;
+} DdpJavaIO;
+
+typedef struct {
+  ddp_cluster_callbacks table;
+  JavaVM *vm;
+  jobject env;
+  jmethodID world_size, global_rank, local_rank, local_world_size, node_rank, main_address, main_port;
+  char address[256]; /* mainAddress's value, which the C API copies at once */
+} DdpJavaCluster;
+
+static JNIEnv *ddp_java_attached(JavaVM *vm) {
+  JNIEnv *env = NULL;
+  if ((*vm)->GetEnv(vm, (void **)&env, JNI_VERSION_1_6) != JNI_OK &&
+      (*vm)->AttachCurrentThreadAsDaemon(vm, (void **)&env, NULL) != JNI_OK)
+    return NULL;
+  return env;
+}
+
+/* 0, or 1 with the pending exception's stack trace printed and cleared. */
+static int ddp_java_callback_done(JNIEnv *env) {
+  if (!(*env)->ExceptionCheck(env)) return 0;
+  (*env)->ExceptionDescribe(env);
+  (*env)->ExceptionClear(env);
+  return 1;
+}
+
+static int ddp_java_io_save(void *user, const char *path, const void *data, size_t len) {
+  DdpJavaIO *h = (DdpJavaIO *)user;
+  JNIEnv *env = ddp_java_attached(h->vm);
+  if (!env || (*env)->PushLocalFrame(env, 8) < 0) return 1;
+  jstring jpath = (*env)->NewStringUTF(env, path);
+  jbyteArray bytes = len <= 0x7fffffff ? (*env)->NewByteArray(env, (jsize)len) : NULL;
+  if (bytes && len) (*env)->SetByteArrayRegion(env, bytes, 0, (jsize)len, (const jbyte *)data);
+  if (jpath && bytes) (*env)->CallVoidMethod(env, h->io, h->save, jpath, bytes);
+  int rc = ddp_java_callback_done(env) || !jpath || !bytes;
+  (*env)->PopLocalFrame(env, NULL);
+  return rc;
+}
+
+static int ddp_java_io_load(void *user, const char *path, ddp_byte_sink *sink) {
+  DdpJavaIO *h = (DdpJavaIO *)user;
+  JNIEnv *env = ddp_java_attached(h->vm);
+  if (!env || (*env)->PushLocalFrame(env, 8) < 0) return 1;
+  jstring jpath = (*env)->NewStringUTF(env, path);
+  jbyteArray bytes = jpath ? (jbyteArray)(*env)->CallObjectMethod(env, h->io, h->load, jpath) : NULL;
+  int rc = ddp_java_callback_done(env) || !bytes;
+  if (!rc) {
+    jsize n = (*env)->GetArrayLength(env, bytes);
+    jbyte *p = (*env)->GetByteArrayElements(env, bytes, NULL);
+    rc = !p || ddp_byte_sink_write(sink, p, (size_t)n) != DDP_OK;
+    if (p) (*env)->ReleaseByteArrayElements(env, bytes, p, JNI_ABORT);
+  }
+  (*env)->PopLocalFrame(env, NULL);
+  return rc;
+}
+
+static int ddp_java_io_remove(void *user, const char *path) {
+  DdpJavaIO *h = (DdpJavaIO *)user;
+  JNIEnv *env = ddp_java_attached(h->vm);
+  if (!env || (*env)->PushLocalFrame(env, 4) < 0) return 1;
+  jstring jpath = (*env)->NewStringUTF(env, path);
+  if (jpath) (*env)->CallVoidMethod(env, h->io, h->remove, jpath);
+  int rc = ddp_java_callback_done(env) || !jpath;
+  (*env)->PopLocalFrame(env, NULL);
+  return rc;
+}
+
+static int ddp_java_cluster_int(DdpJavaCluster *c, jmethodID method) {
+  JNIEnv *env = ddp_java_attached(c->vm);
+  if (!env) return -1;
+  jint v = (*env)->CallIntMethod(env, c->env, method);
+  return ddp_java_callback_done(env) ? -1 : (int)v;
+}
+#define DDP_JAVA_CLUSTER_INT(NAME) \
+  static int ddp_java_cluster_##NAME(void *u) { return ddp_java_cluster_int((DdpJavaCluster *)u, ((DdpJavaCluster *)u)->NAME); }
+DDP_JAVA_CLUSTER_INT(world_size)
+DDP_JAVA_CLUSTER_INT(global_rank)
+DDP_JAVA_CLUSTER_INT(local_rank)
+DDP_JAVA_CLUSTER_INT(local_world_size)
+DDP_JAVA_CLUSTER_INT(node_rank)
+DDP_JAVA_CLUSTER_INT(main_port)
+
+static const char *ddp_java_cluster_main_address(void *user) {
+  DdpJavaCluster *c = (DdpJavaCluster *)user;
+  JNIEnv *env = ddp_java_attached(c->vm);
+  if (!env || (*env)->PushLocalFrame(env, 4) < 0) return NULL;
+  jstring s = (jstring)(*env)->CallObjectMethod(env, c->env, c->main_address);
+  const char *out = NULL;
+  if (!ddp_java_callback_done(env) && s) {
+    const char *utf = (*env)->GetStringUTFChars(env, s, NULL);
+    if (utf && strlen(utf) < sizeof c->address) {
+      strcpy(c->address, utf);
+      out = c->address;
+    }
+    if (utf) (*env)->ReleaseStringUTFChars(env, s, utf);
+  }
+  (*env)->PopLocalFrame(env, NULL);
+  return out;
+}
+
+/* The method of obj's class, or 0 with the reason set. */
+static jmethodID ddp_java_method(JNIEnv *env, jobject obj, const char *name, const char *signature) {
+  jmethodID m = (*env)->GetMethodID(env, (*env)->GetObjectClass(env, obj), name, signature);
+  if (!m) {
+    (*env)->ExceptionClear(env);
+    ddp_error_set(name);
+  }
+  return m;
+}
+%}
+/* The JNI environment of the call, for methods that keep Java objects. */
+%typemap(in, numinputs=0) JNIEnv *JENV %{ $1 = jenv; %}
+%typemap(jni) jobject IO_OBJECT "jobject"
+%typemap(jtype) jobject IO_OBJECT "CheckpointIO"
+%typemap(jstype) jobject IO_OBJECT "CheckpointIO"
+%typemap(javain) jobject IO_OBJECT "$javainput"
+%typemap(in) jobject IO_OBJECT { $1 = $input; }
+%typemap(jni) jobject ENV_OBJECT "jobject"
+%typemap(jtype) jobject ENV_OBJECT "ClusterEnvironment"
+%typemap(jstype) jobject ENV_OBJECT "ClusterEnvironment"
+%typemap(javain) jobject ENV_OBJECT "$javainput"
+%typemap(in) jobject ENV_OBJECT { $1 = $input; }
+%extend ddp_strategy_options {
+  /* Lightning's CheckpointIO written in Java for the strategies made from these options. */
+  void use_checkpoint_io(JNIEnv *JENV, jobject IO_OBJECT) {
+    JNIEnv *jenv = JENV;
+    DdpJavaIO *h = (DdpJavaIO *)calloc(1, sizeof *h);
+    if (!h || !IO_OBJECT) {
+      free(h);
+      ddp_swig_fail(h ? DDP_E_INVALID_ARGUMENT : DDP_E_NOMEM, "useCheckpointIo: io is null");
+      return;
+    }
+    (*jenv)->GetJavaVM(jenv, &h->vm);
+    h->save = ddp_java_method(jenv, IO_OBJECT, "save", "(Ljava/lang/String;[B)V");
+    h->load = ddp_java_method(jenv, IO_OBJECT, "load", "(Ljava/lang/String;)[B");
+    h->remove = ddp_java_method(jenv, IO_OBJECT, "remove", "(Ljava/lang/String;)V");
+    if (!h->save || !h->load || !h->remove) {
+      free(h);
+      ddp_swig_fail(DDP_E_INTERNAL, "useCheckpointIo: the object lacks a CheckpointIO method");
+      return;
+    }
+    h->io = (*jenv)->NewGlobalRef(jenv, IO_OBJECT);
+    h->table.user_data = h;
+    h->table.save = ddp_java_io_save;
+    h->table.load = ddp_java_io_load;
+    h->table.remove = ddp_java_io_remove;
+    $self->checkpoint_io = &h->table;
+  }
+  /* Lightning's ClusterEnvironment written in Java for the strategies made from these options. */
+  void use_cluster_environment(JNIEnv *JENV, jobject ENV_OBJECT) {
+    JNIEnv *jenv = JENV;
+    DdpJavaCluster *c = (DdpJavaCluster *)calloc(1, sizeof *c);
+    if (!c || !ENV_OBJECT) {
+      free(c);
+      ddp_swig_fail(c ? DDP_E_INVALID_ARGUMENT : DDP_E_NOMEM, "useClusterEnvironment: env is null");
+      return;
+    }
+    (*jenv)->GetJavaVM(jenv, &c->vm);
+    c->world_size = ddp_java_method(jenv, ENV_OBJECT, "worldSize", "()I");
+    c->global_rank = ddp_java_method(jenv, ENV_OBJECT, "globalRank", "()I");
+    c->local_rank = ddp_java_method(jenv, ENV_OBJECT, "localRank", "()I");
+    c->local_world_size = ddp_java_method(jenv, ENV_OBJECT, "localWorldSize", "()I");
+    c->node_rank = ddp_java_method(jenv, ENV_OBJECT, "nodeRank", "()I");
+    c->main_address = ddp_java_method(jenv, ENV_OBJECT, "mainAddress", "()Ljava/lang/String;");
+    c->main_port = ddp_java_method(jenv, ENV_OBJECT, "mainPort", "()I");
+    if (!c->world_size || !c->global_rank || !c->local_rank || !c->local_world_size || !c->node_rank ||
+        !c->main_address || !c->main_port) {
+      free(c);
+      ddp_swig_fail(DDP_E_INTERNAL, "useClusterEnvironment: the object lacks a ClusterEnvironment method");
+      return;
+    }
+    c->env = (*jenv)->NewGlobalRef(jenv, ENV_OBJECT);
+    c->table.user_data = c;
+    c->table.world_size = ddp_java_cluster_world_size;
+    c->table.global_rank = ddp_java_cluster_global_rank;
+    c->table.local_rank = ddp_java_cluster_local_rank;
+    c->table.local_world_size = ddp_java_cluster_local_world_size;
+    c->table.node_rank = ddp_java_cluster_node_rank;
+    c->table.main_address = ddp_java_cluster_main_address;
+    c->table.main_port = ddp_java_cluster_main_port;
+    $self->cluster_callbacks = &c->table;
+  }
+}

@@ -265,4 +265,55 @@ public class LibddpJavaTest {
       }
     }
   }
+
+  /** Lightning's CheckpointIO and ClusterEnvironment written in Java. */
+  @Test
+  public void checkpointIoAndClusterEnvironmentInJava() throws Exception {
+    java.util.Map<String, byte[]> files = new java.util.HashMap<>();
+    java.util.List<String> calls = new java.util.ArrayList<>();
+    CheckpointIO io = new CheckpointIO() {
+      public void save(String path, byte[] data) { calls.add("save " + path); files.put(path, data); }
+      public byte[] load(String path) {
+        calls.add("load " + path);
+        byte[] b = files.get(path);
+        if (b == null) throw new IllegalArgumentException("no " + path);
+        return b;
+      }
+      public void remove(String path) { calls.add("remove " + path); files.remove(path); }
+    };
+    int port;
+    try (java.net.ServerSocket free = new java.net.ServerSocket(0)) { port = free.getLocalPort(); }
+    final int mainPort = port;
+    ClusterEnvironment one = new ClusterEnvironment() {
+      public int worldSize() { return 1; }
+      public int globalRank() { return 0; }
+      public int localRank() { return 0; }
+      public int localWorldSize() { return 1; }
+      public int nodeRank() { return 0; }
+      public String mainAddress() { return "127.0.0.1"; }
+      public int mainPort() { return mainPort; }
+    };
+    try (StrategyOptions o = new StrategyOptions(); Tensor w = floats(1f, 2f).clone()) {
+      o.setDevices(1);
+      o.useCheckpointIo(io);
+      o.useClusterEnvironment(one);
+      w.setRequiresGrad(true);
+      try (Strategy s = Strategy.fromOptions(o);
+           ScriptModule m = ScriptModule.fromTensors(new String[] {"w"}, new Tensor[] {w}, 0)) {
+        s.setupEnvironment();
+        s.setupModule(m);
+        s.saveCheckpoint("mem://j.ckpt", m, null, 3, 1);
+        assertEquals('P', files.get("mem://j.ckpt")[0]);  // torch.save's zip archive
+        long[] step = new long[1], epoch = new long[1];
+        s.loadCheckpoint("mem://j.ckpt", m, null, step, epoch);
+        assertEquals(3, step[0]);
+        s.removeCheckpoint("mem://j.ckpt");
+        assertEquals(java.util.Arrays.asList("save mem://j.ckpt", "load mem://j.ckpt", "remove mem://j.ckpt"), calls);
+        DdpException e = assertThrows(DdpException.class, () -> s.loadCheckpoint("mem://j.ckpt", m, null, step, epoch));
+        assertEquals(ddpConstants.E_IO, e.status);
+        assertTrue(e.getMessage(), e.getMessage().contains("mem://j.ckpt"));
+        s.teardown();
+      }
+    }
+  }
 }
