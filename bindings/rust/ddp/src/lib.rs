@@ -547,6 +547,49 @@ pub mod torch {
             self.0
         }
     }
+
+    impl Tensor {
+        /// A handle to the caller's LibTorch tensor (same storage and
+        /// autograd identity): libddp's operators, losses and collectives
+        /// then work on it.
+        ///
+        /// # Safety
+        /// `aten` is the address of a live `at::Tensor` (tch: `Tensor::as_ptr()`)
+        /// of a LibTorch with `torch_version`.
+        pub unsafe fn from_aten(torch_version: &str, aten: *const c_void) -> Result<Tensor> {
+            check_version(torch_version)?;
+            let mut h = ptr::null_mut();
+            check(sys::ddp_tensor_from_aten(&mut h, aten))?;
+            Ok(Tensor(h))
+        }
+
+        /// Hands this tensor (same storage and autograd identity, e.g. a
+        /// SyncBatchNorm output with its gradient path) back to the caller's
+        /// LibTorch by assigning it to the `at::Tensor` at `aten_out`.
+        ///
+        /// # Safety
+        /// `aten_out` is the address of a live `at::Tensor` (tch:
+        /// `Tensor::as_mut_ptr()`) of a LibTorch with `torch_version`; it is overwritten.
+        pub unsafe fn to_aten(&self, torch_version: &str, aten_out: *mut c_void) -> Result<()> {
+            check_version(torch_version)?;
+            check(sys::ddp_tensor_to_aten(self.0, aten_out))
+        }
+    }
+
+    impl Optimizer {
+        /// The caller's own `torch::optim::Optimizer`, shared: the strategy
+        /// steps and checkpoints it (the handle never frees it).
+        ///
+        /// # Safety
+        /// `optimizer` is the address of a live `torch::optim::Optimizer`
+        /// (the base class) of a LibTorch with `torch_version`, outliving the handle.
+        pub unsafe fn from_torch(torch_version: &str, optimizer: *mut c_void) -> Result<Optimizer> {
+            check_version(torch_version)?;
+            let mut o = ptr::null_mut();
+            check(sys::ddp_optimizer_from_torch(&mut o, optimizer))?;
+            Ok(Optimizer(o))
+        }
+    }
 }
 
 /// LibTorch's SGD over a module's parameters; make it after

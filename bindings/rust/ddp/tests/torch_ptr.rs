@@ -80,6 +80,19 @@ fn libtorch_tensors_by_address_are_the_model_and_other_versions_are_refused() {
     assert_eq!(back, [9.0; 6]);
     drop(m);
 
+    // Both ways by address: libddp computes on the caller's tensor and hands the result back.
+    let x = unsafe { ddp::Tensor::from_aten(&version, w) }.expect("from_aten");
+    let doubled = (&x * 2.0).unwrap();
+    let out = (h.new)([0.0f32; 6].as_ptr(), 6, 0);
+    unsafe { doubled.to_aten(&version, out) }.expect("to_aten");
+    let mut got = [0.0f32; 6];
+    (h.read)(out, got.as_mut_ptr(), 6);
+    assert_eq!(got, [18.0; 6]);
+    assert!(unsafe { doubled.to_aten("1.13.1", out) }.is_err()); // another LibTorch is refused
+    (h.free)(out);
+    let e = unsafe { ddp::Optimizer::from_torch(&version, std::ptr::null_mut()) }.err().expect("a null optimizer");
+    assert_eq!(e.status, sys::DDP_E_INVALID_ARGUMENT);
+
     let e = unsafe { Module::from_torch_tensors("2.0.1", &named) }.err().expect("another LibTorch refused");
     assert_eq!(e.status, sys::DDP_E_UNSUPPORTED);
     let null = [Named { name: "fc.weight", tensor: std::ptr::null(), buffer: false }];
