@@ -19,6 +19,13 @@ BINDINGS = {
 }
 
 
+def without_comments(binding, text):
+    """The code only: a function named in a comment or docstring is not called."""
+    if binding == "julia":
+        return re.sub(r"#[^\n]*", "", re.sub(r'""".*?"""', "", text, flags=re.S))
+    return re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
+
+
 def read(patterns):
     return "".join(open(f).read() for p in patterns for f in glob.glob(os.path.join(src, p), recursive=True))
 
@@ -41,7 +48,7 @@ for n, line in enumerate(open(os.path.join(src, "bindings", "not_wrapped.txt")),
 
 failures = []
 for binding, patterns in BINDINGS.items():
-    text = read(patterns)
+    text = without_comments(binding, read(patterns))
     called = {f for f in functions if re.search(r"\b" + f + r"\b", text)}
     used_lines = set()
     missing = []
