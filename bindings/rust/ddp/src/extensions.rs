@@ -211,25 +211,24 @@ impl Env {
     }
     /// The named environment ("torchelastic", "slurm", "lsf", "mpi", "lightning", "kubeflow").
     pub fn from_name(name: &str) -> Result<Env> {
-        let n = CString::new(name).map_err(|_| invalid("name contains NUL"))?;
+        let n = cstring(name, "name")?;
         let mut e = ptr::null_mut();
         check(unsafe { sys::ddp_env_from_name(&mut e, n.as_ptr()) })?;
         Ok(Env(e))
     }
     /// The environment of "NAME=value" strings instead of the process's (name None: detected).
     pub fn from_vars(vars: &[&str], name: Option<&str>) -> Result<Env> {
-        let owned = vars.iter().map(|v| CString::new(*v)).collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|_| invalid("a variable contains NUL"))?;
+        let owned = vars.iter().map(|v| cstring(v, "a variable")).collect::<Result<Vec<_>>>()?;
         let mut ptrs: Vec<*const std::os::raw::c_char> = owned.iter().map(|v| v.as_ptr()).collect();
         ptrs.push(ptr::null());
-        let n = name.map(CString::new).transpose().map_err(|_| invalid("name contains NUL"))?;
+        let n = name.map(|n| cstring(n, "name")).transpose()?;
         let mut e = ptr::null_mut();
         check(unsafe { sys::ddp_env_from_vars(&mut e, ptrs.as_ptr(), n.as_ref().map_or(ptr::null(), |n| n.as_ptr())) })?;
         Ok(Env(e))
     }
     /// "torchelastic", "slurm", "lsf", "mpi", "lightning", "kubeflow" or "explicit".
     pub fn name(&self) -> String {
-        unsafe { CStr::from_ptr(sys::ddp_env_name(self.0)) }.to_string_lossy().into_owned()
+        owned_str(unsafe { sys::ddp_env_name(self.0) })
     }
     /// This process's rank in the job.
     pub fn rank(&self) -> i32 {
@@ -253,7 +252,7 @@ impl Env {
     }
     /// The rendezvous store's host (MASTER_ADDR).
     pub fn master_addr(&self) -> String {
-        unsafe { CStr::from_ptr(sys::ddp_env_master_addr(self.0)) }.to_string_lossy().into_owned()
+        owned_str(unsafe { sys::ddp_env_master_addr(self.0) })
     }
     /// The rendezvous store's port (MASTER_PORT).
     pub fn master_port(&self) -> i32 {

@@ -45,8 +45,22 @@ fn check(status: sys::ddp_status) -> Result<()> {
         return Ok(());
     }
     // SAFETY: the message is a NUL-terminated thread-local string.
-    let message = unsafe { CStr::from_ptr(sys::ddp_last_error_message()) }.to_string_lossy().into_owned();
+    let message = owned_str(unsafe { sys::ddp_last_error_message() });
     Err(Error { status, message })
+}
+
+/// A copy of a string libddp returned (static, or owned by a handle); "" for NULL.
+fn owned_str(p: *const std::os::raw::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: libddp returns NUL-terminated strings that live at least until the next call on the handle.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// `s` as a C string; a NUL inside is refused, naming `what`.
+fn cstring(s: &str, what: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| invalid(&format!("{what} contains NUL")))
 }
 
 fn invalid(message: &str) -> Error {
@@ -490,7 +504,7 @@ pub mod torch {
     /// The LibTorch version libddp was built against ("2.11.0").
     pub fn version() -> String {
         // SAFETY: a static NUL-terminated string.
-        unsafe { CStr::from_ptr(sys::ddp_torch_version()) }.to_string_lossy().into_owned()
+        owned_str(unsafe { sys::ddp_torch_version() })
     }
 
     /// `Err` with `DDP_E_UNSUPPORTED`, naming both versions, unless
@@ -558,9 +572,7 @@ pub mod torch {
         /// of a LibTorch with `torch_version`.
         pub unsafe fn from_aten(torch_version: &str, aten: *const c_void) -> Result<Tensor> {
             check_version(torch_version)?;
-            let mut h = ptr::null_mut();
-            check(sys::ddp_tensor_from_aten(&mut h, aten))?;
-            Ok(Tensor(h))
+            crate::tensor::new_tensor(|out| sys::ddp_tensor_from_aten(out, aten))
         }
 
         /// Hands this tensor (same storage and autograd identity, e.g. a

@@ -3,7 +3,6 @@
 //! schedulers ([`LrScheduler`], SequentialLR) and Lightning's logged
 //! [`Metric`]. Each function is one C API call.
 use super::*;
-use crate::tensor::cstring;
 use std::os::raw::c_char;
 
 /// One of torch.optim's parameter groups by name patterns (fnmatch over

@@ -5,7 +5,7 @@
 //! call.
 use super::*;
 use crate::extensions::take_buffer;
-use crate::tensor::{cstring, new_tensor};
+use crate::tensor::new_tensor;
 use std::os::raw::c_char;
 
 /// What a module's method returned: one tensor, a tuple or list, or a dict.
@@ -38,7 +38,7 @@ impl Outputs {
         (0..self.len())
             .map_while(|i| {
                 let k = unsafe { sys::ddp_outputs_key(self.0, i) };
-                (!k.is_null()).then(|| unsafe { CStr::from_ptr(k) }.to_string_lossy().into_owned())
+                (!k.is_null()).then(|| owned_str(k))
             })
             .collect()
     }
@@ -112,7 +112,7 @@ impl Module {
             .map(|i| {
                 let (mut name, mut is_param) = (ptr::null(), 0);
                 check(unsafe { sys::ddp_module_state_name(self.0, i, &mut name, &mut is_param) })?;
-                Ok((unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned(), is_param != 0))
+                Ok((owned_str(name), is_param != 0))
             })
             .collect()
     }
@@ -284,7 +284,7 @@ impl Strategy {
 
     /// The precision ("32-true", "bf16-mixed", ...).
     pub fn precision(&self) -> String {
-        unsafe { CStr::from_ptr(sys::ddp_strategy_precision(self.0)) }.to_string_lossy().into_owned()
+        owned_str(unsafe { sys::ddp_strategy_precision(self.0) })
     }
 
     /// Processes on this node.
@@ -316,7 +316,7 @@ impl Strategy {
 impl Group {
     /// "shm", "gloo" or "nccl".
     pub fn backend(&self) -> String {
-        unsafe { CStr::from_ptr(sys::ddp_group_backend(self.0)) }.to_string_lossy().into_owned()
+        owned_str(unsafe { sys::ddp_group_backend(self.0) })
     }
 
     /// The timeout of its collectives.
@@ -393,7 +393,7 @@ impl Strategy {
 
     /// Lightning's warning about the precision ("" when none).
     pub fn precision_warning(&self) -> String {
-        unsafe { CStr::from_ptr(sys::ddp_strategy_precision_warning(self.0)) }.to_string_lossy().into_owned()
+        owned_str(unsafe { sys::ddp_strategy_precision_warning(self.0) })
     }
 
     /// Batch norm layers set up as SyncBatchNorm (options' sync_batchnorm).

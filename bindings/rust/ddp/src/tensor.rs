@@ -5,9 +5,6 @@
 use super::*;
 use std::ops;
 
-pub(crate) fn cstring(s: &str, what: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| invalid(&format!("{what} contains NUL")))
-}
 
 pub(crate) fn new_tensor(f: impl FnOnce(*mut *mut sys::ddp_tensor) -> sys::ddp_status) -> Result<Tensor> {
     let mut out = ptr::null_mut();
@@ -349,7 +346,7 @@ impl<'t> LossOptions<'t> {
 
 /// "major.minor.patch" of the libddp actually loaded.
 pub fn version_string() -> String {
-    unsafe { CStr::from_ptr(sys::ddp_version_string()) }.to_string_lossy().into_owned()
+    owned_str(unsafe { sys::ddp_version_string() })
 }
 
 /// The loaded libddp's version as major * 10000 + minor * 100 + patch.
@@ -359,11 +356,11 @@ pub fn version_number() -> u32 {
 
 /// A status code's name ("DDP_E_TIMEOUT", ...).
 pub fn status_string(status: sys::ddp_status) -> String {
-    unsafe { CStr::from_ptr(sys::ddp_status_string(status)) }.to_string_lossy().into_owned()
+    owned_str(unsafe { sys::ddp_status_string(status) })
 }
 
 /// An element type's name ("float32", ...) and its size in bytes.
 pub fn dtype_info(dtype: sys::ddp_dtype) -> (String, usize) {
-    let name = unsafe { CStr::from_ptr(sys::ddp_dtype_name(dtype)) }.to_string_lossy().into_owned();
+    let name = owned_str(unsafe { sys::ddp_dtype_name(dtype) });
     (name, unsafe { sys::ddp_dtype_size(dtype) })
 }
