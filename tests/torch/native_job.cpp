@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,12 @@ int main(int argc, char** argv) {
       strategy.save_checkpoint(dir + "/native.ckpt", info);
     }
     std::fflush(stdout);
+    // Tear down before the strategy goes: rank 0 then waits for the rank its
+    // launcher started to finish (and flush) instead of stopping it at once,
+    // which lost rank 1's lines now and then (ddp_strategy_free does not wait;
+    // see the closing note of issue 26's session).
+    if (ddp_strategy_teardown(strategy.get()) != DDP_OK)
+      throw std::runtime_error(std::string("teardown: ") + ddp_last_error_message());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "native_job: %s\n", e.what());
     return 2;
