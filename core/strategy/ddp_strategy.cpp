@@ -1,5 +1,7 @@
 #include "strategy/ddp_strategy.h"
 
+#include <cstdio>
+
 #include "checkpoint/lightning_checkpoint.h"
 
 #include <ATen/core/grad_mode.h>
@@ -46,7 +48,21 @@ DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
   devices_ = opts_.devices;
 }
 
-DdpStrategy::~DdpStrategy() = default;  // an unfinished launcher ends the ranks it started
+// Freeing tears the strategy down (strategy.h): after a completed setup the
+// ranks the popen launcher started are finishing the same program, so they
+// get the strategy's timeout to end, as teardown() gives them; stopping them
+// at once lost what they had not flushed yet. Without a group (setup never
+// completed) they are waiting for a rank 0 that gave up: stopped at once.
+DdpStrategy::~DdpStrategy() {
+  if (!launcher_) return;
+  const Millis wait = group_ ? opts_.timeout : Millis(0);
+  release_group();  // first, so that a rank still waiting on this one sees it leave
+  try {
+    launcher_->finish(wait);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "libddp: ddp_strategy_free: %s\n", e.what());
+  }
+}
 
 int DdpStrategy::devices_for(const ClusterEnv& env, bool launched) const {
   if (launched) {
@@ -592,6 +608,14 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
 }
 
 void DdpStrategy::teardown() {
+  release_group();
+  if (launcher_) {
+    auto launcher = std::move(launcher_);
+    launcher->finish(opts_.timeout);
+  }
+}
+
+void DdpStrategy::release_group() {
   forward_context_.reset();
   requeue_signal_.reset();
   sync_batchnorm_.reset();
@@ -601,10 +625,6 @@ void DdpStrategy::teardown() {
   sync_enabled_ = true;
   group_.reset();
   host_cache_.reset();
-  if (launcher_) {
-    auto launcher = std::move(launcher_);
-    launcher->finish(opts_.timeout);
-  }
 }
 
 }  // namespace ddp::core

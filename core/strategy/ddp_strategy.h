@@ -269,6 +269,9 @@ class DdpStrategy {
   void teardown();
 
  private:
+  // Drops the group and everything built on it (DDP wrappers, sync
+  // batchnorm, the averager, the host cache); the launcher is left.
+  void release_group();
   void require_setup(const char* what) const;
   bool forward_syncs_buffers() const;
   // The part of forward before the module runs: Join's count, the buffers.

@@ -600,7 +600,12 @@ DDP_API ddp_status ddp_strategy_requeue(ddp_strategy *s);
 /** Undoes setup (the engine, the group, the host cache); a later setup_environment starts again. */
 DDP_API ddp_status ddp_strategy_teardown(ddp_strategy *s);
 
-/** Frees @p s (tearing it down); NULL is accepted. */
+/**
+ * Frees @p s, tearing it down; NULL is accepted. As ddp_strategy_teardown
+ * does, a rank 0 whose strategy started the other ranks (the popen launcher)
+ * waits up to the strategy's timeout for them to end before it stops them;
+ * a failure among them is printed, as there is no status to return.
+ */
 DDP_API void ddp_strategy_free(ddp_strategy *s);
 
 DDP_EXTERN_C_END
