@@ -68,6 +68,15 @@ ddp::core::SchedulerSpec spec_of(const ddp_lr_scheduler_options& o) {
 
 extern "C" {
 
+ddp_status ddp_lr_scheduler_options_init(ddp_lr_scheduler_options* opts, unsigned int version,
+                                         ddp_lr_scheduler_kind kind) {
+  // The kind is checked after what every init function checks (NULL, the version).
+  if (opts && version == DDP_LR_SCHEDULER_OPTIONS_VERSION && (kind < DDP_LR_STEP || kind > DDP_LR_REDUCE_ON_PLATEAU))
+    return invalid("ddp_lr_scheduler_options_init: unknown kind " + std::to_string(static_cast<int>(kind)));
+  return init_options(opts, version, DDP_LR_SCHEDULER_OPTIONS_VERSION,
+                      ddp_lr_scheduler_options DDP_LR_SCHEDULER_OPTIONS_INIT(kind), "ddp_lr_scheduler_options_init");
+}
+
 ddp_status ddp_lr_scheduler_new(ddp_lr_scheduler** out, ddp_optimizer* opt, const ddp_lr_scheduler_options* o) {
   if (!out) return invalid("ddp_lr_scheduler_new: out is NULL");
   *out = nullptr;

@@ -429,6 +429,14 @@ ddp_status ddp_loss_cross_entropy(const ddp_tensor* input, const ddp_tensor* tar
               "ddp_loss_cross_entropy");
 }
 
+ddp_status ddp_loss_options_init(ddp_loss_options* opts, unsigned int version, ddp_loss_kind kind) {
+  // The kind is checked after what every init function checks (NULL, the version).
+  if (opts && version == DDP_LOSS_OPTIONS_VERSION && (kind < DDP_LOSS_MSE || kind > DDP_LOSS_KL_DIV))
+    return invalid("ddp_loss_options_init: unknown kind " + std::to_string(static_cast<int>(kind)));
+  return init_options(opts, version, DDP_LOSS_OPTIONS_VERSION, ddp_loss_options DDP_LOSS_OPTIONS_INIT(kind),
+                      "ddp_loss_options_init");
+}
+
 ddp_status ddp_loss_compute(const ddp_loss_options* opts, const ddp_tensor* input, const ddp_tensor* target,
                             ddp_tensor** out) {
   if (!opts) {

@@ -152,6 +152,72 @@ TEST(Losses, ArgumentsAreCheckedByName) {
   for (ddp_tensor* t : {x, w, r, ty}) ddp_tensor_free(t);
 }
 
+// The init functions give what the _INIT macros give, byte for byte (the
+// bindings build their defaults from them), and refuse what they cannot fill.
+TEST(OptionsInit, LossAndSchedulerFunctionsEqualTheirMacros) {
+  for (int kind = DDP_LOSS_MSE; kind <= DDP_LOSS_KL_DIV; ++kind) {
+    ddp_loss_options want = DDP_LOSS_OPTIONS_INIT(static_cast<ddp_loss_kind>(kind)), got;
+    std::memset(&got, 0xAB, sizeof got);
+    ASSERT_EQ(ddp_loss_options_init(&got, DDP_LOSS_OPTIONS_VERSION, static_cast<ddp_loss_kind>(kind)), DDP_OK);
+    EXPECT_EQ(got.version, want.version) << "version";
+    EXPECT_EQ(got.kind, want.kind) << "kind";
+    EXPECT_EQ(got.reduction, want.reduction) << "reduction";
+    EXPECT_EQ(got.weight, want.weight) << "weight";
+    EXPECT_EQ(got.ignore_index, want.ignore_index) << "ignore_index";
+    EXPECT_EQ(got.label_smoothing, want.label_smoothing) << "label_smoothing";
+    EXPECT_EQ(got.pos_weight, want.pos_weight) << "pos_weight";
+    EXPECT_EQ(got.beta, want.beta) << "beta";
+    EXPECT_EQ(got.delta, want.delta) << "delta";
+    EXPECT_EQ(got.log_target, want.log_target) << "log_target";
+  }
+  for (int kind = DDP_LR_STEP; kind <= DDP_LR_REDUCE_ON_PLATEAU; ++kind) {
+    ddp_lr_scheduler_options want = DDP_LR_SCHEDULER_OPTIONS_INIT(static_cast<ddp_lr_scheduler_kind>(kind)), got;
+    std::memset(&got, 0xAB, sizeof got);
+    ASSERT_EQ(ddp_lr_scheduler_options_init(&got, DDP_LR_SCHEDULER_OPTIONS_VERSION,
+                                            static_cast<ddp_lr_scheduler_kind>(kind)),
+              DDP_OK);
+    EXPECT_EQ(got.version, want.version) << "version";
+    EXPECT_EQ(got.kind, want.kind) << "kind";
+    EXPECT_EQ(got.step_size, want.step_size) << "step_size";
+    EXPECT_EQ(got.milestones, want.milestones) << "milestones";
+    EXPECT_EQ(got.num_milestones, want.num_milestones) << "num_milestones";
+    EXPECT_EQ(got.gamma, want.gamma) << "gamma";
+    EXPECT_EQ(got.t_max, want.t_max) << "t_max";
+    EXPECT_EQ(got.eta_min, want.eta_min) << "eta_min";
+    EXPECT_EQ(got.start_factor, want.start_factor) << "start_factor";
+    EXPECT_EQ(got.end_factor, want.end_factor) << "end_factor";
+    EXPECT_EQ(got.total_iters, want.total_iters) << "total_iters";
+    EXPECT_EQ(got.max_lr, want.max_lr) << "max_lr";
+    EXPECT_EQ(got.total_steps, want.total_steps) << "total_steps";
+    EXPECT_EQ(got.pct_start, want.pct_start) << "pct_start";
+    EXPECT_EQ(got.anneal_linear, want.anneal_linear) << "anneal_linear";
+    EXPECT_EQ(got.cycle_momentum, want.cycle_momentum) << "cycle_momentum";
+    EXPECT_EQ(got.base_momentum, want.base_momentum) << "base_momentum";
+    EXPECT_EQ(got.max_momentum, want.max_momentum) << "max_momentum";
+    EXPECT_EQ(got.div_factor, want.div_factor) << "div_factor";
+    EXPECT_EQ(got.final_div_factor, want.final_div_factor) << "final_div_factor";
+    EXPECT_EQ(got.three_phase, want.three_phase) << "three_phase";
+    EXPECT_EQ(got.mode_max, want.mode_max) << "mode_max";
+    EXPECT_EQ(got.factor, want.factor) << "factor";
+    EXPECT_EQ(got.patience, want.patience) << "patience";
+    EXPECT_EQ(got.threshold, want.threshold) << "threshold";
+    EXPECT_EQ(got.threshold_abs, want.threshold_abs) << "threshold_abs";
+    EXPECT_EQ(got.cooldown, want.cooldown) << "cooldown";
+    EXPECT_EQ(got.min_lr, want.min_lr) << "min_lr";
+    EXPECT_EQ(got.eps, want.eps) << "eps";
+  }
+  ddp_loss_options l;
+  EXPECT_EQ(ddp_loss_options_init(nullptr, DDP_LOSS_OPTIONS_VERSION, DDP_LOSS_MSE), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_loss_options_init(&l, 9, DDP_LOSS_MSE), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "version 9")) << last();
+  EXPECT_EQ(ddp_loss_options_init(&l, DDP_LOSS_OPTIONS_VERSION, static_cast<ddp_loss_kind>(8)), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "ddp_loss_options_init: unknown kind 8")) << last();
+  ddp_lr_scheduler_options s;
+  EXPECT_EQ(ddp_lr_scheduler_options_init(&s, DDP_LR_SCHEDULER_OPTIONS_VERSION, static_cast<ddp_lr_scheduler_kind>(-1)),
+            DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "ddp_lr_scheduler_options_init: unknown kind -1")) << last();
+}
+
 // The surface test modules exported into a fresh directory.
 class SurfaceModules : public testing::Test {
  protected:

@@ -405,6 +405,16 @@ typedef struct ddp_lr_scheduler_options {
    25.0, 1e4, 0, 0, 0.1, 10, 1e-4, 0, 0, 0.0, 1e-8}
 
 /**
+ * Fills @p opts with the defaults of DDP_LR_SCHEDULER_OPTIONS_INIT(@p kind),
+ * for languages that cannot use the macro.
+ * @param version DDP_LR_SCHEDULER_OPTIONS_VERSION.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for NULL @p opts, an unknown
+ *         version or an unknown @p kind.
+ */
+DDP_API ddp_status ddp_lr_scheduler_options_init(ddp_lr_scheduler_options *opts, unsigned int version,
+                                                 ddp_lr_scheduler_kind kind);
+
+/**
  * A scheduler over @p opt, which then has the schedule's first learning
  * rate (as PyTorch's constructor leaves it); with parameter groups, each
  * group's rate follows the schedule from its own (PyTorch's base_lrs). It keeps @p opt alive. Step it
@@ -491,6 +501,15 @@ typedef struct ddp_loss_options {
 
 /** An initialiser of ::ddp_loss_options with the defaults: `ddp_loss_options o = DDP_LOSS_OPTIONS_INIT;` */
 #define DDP_LOSS_OPTIONS_INIT(kind) {DDP_LOSS_OPTIONS_VERSION, (kind), DDP_REDUCTION_MEAN, NULL, -100, 0.0, NULL, 1.0, 1.0, 0}
+
+/**
+ * Fills @p opts with the defaults of DDP_LOSS_OPTIONS_INIT(@p kind), for
+ * languages that cannot use the macro.
+ * @param version DDP_LOSS_OPTIONS_VERSION.
+ * @return DDP_OK; DDP_E_INVALID_ARGUMENT for NULL @p opts, an unknown
+ *         version or an unknown @p kind.
+ */
+DDP_API ddp_status ddp_loss_options_init(ddp_loss_options *opts, unsigned int version, ddp_loss_kind kind);
 
 /**
  * The loss @p opts names of @p input against @p target (moved to the

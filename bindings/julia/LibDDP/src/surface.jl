@@ -150,12 +150,25 @@ mutable struct LossOptions
     log_target::Cint
 end
 
-"""A torch.nn.functional loss (`LOSSES.huber`, ...) with its arguments and PyTorch's defaults."""
-function loss(kind::Cuint, input::Tensor, target::Tensor; reduction::Cuint=REDUCTIONS.mean,
-              weight::Union{Nothing,Tensor}=nothing, ignore_index::Integer=-100, label_smoothing::Real=0,
-              pos_weight::Union{Nothing,Tensor}=nothing, beta::Real=1, delta::Real=1, log_target::Bool=false)
-    o = LossOptions(1, kind, reduction, weight === nothing ? C_NULL : weight.ptr, ignore_index, label_smoothing,
-                    pos_weight === nothing ? C_NULL : pos_weight.ptr, beta, delta, log_target)
+"""
+The torch.nn.functional loss `kind` (`LOSSES.huber`, ...) of `input` against `target`; a keyword left out keeps
+torch's default (ddp_loss_options_init).
+"""
+function loss(kind::Cuint, input::Tensor, target::Tensor; reduction::Union{Nothing,Cuint}=nothing,
+              weight::Union{Nothing,Tensor}=nothing, ignore_index::Union{Nothing,Integer}=nothing,
+              label_smoothing::Union{Nothing,Real}=nothing, pos_weight::Union{Nothing,Tensor}=nothing,
+              beta::Union{Nothing,Real}=nothing, delta::Union{Nothing,Real}=nothing,
+              log_target::Union{Nothing,Bool}=nothing)
+    o = LossOptions(0, kind, 0, C_NULL, 0, 0, C_NULL, 0, 0, 0)
+    @check ccall((:ddp_loss_options_init, libddp), Cint, (Ref{LossOptions}, Cuint, Cuint), o, 1, kind)
+    reduction === nothing || (o.reduction = reduction)
+    weight === nothing || (o.weight = weight.ptr)
+    ignore_index === nothing || (o.ignore_index = ignore_index)
+    label_smoothing === nothing || (o.label_smoothing = label_smoothing)
+    pos_weight === nothing || (o.pos_weight = pos_weight.ptr)
+    beta === nothing || (o.beta = beta)
+    delta === nothing || (o.delta = delta)
+    log_target === nothing || (o.log_target = log_target)
     GC.@preserve weight pos_weight begin
         return new_tensor(out -> @check ccall((:ddp_loss_compute, libddp), Cint,
                                               (Ref{LossOptions}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}), o, input.ptr,
@@ -425,10 +438,12 @@ end
 const LR = (step=Cuint(0), multi_step=Cuint(1), exponential=Cuint(2), cosine_annealing=Cuint(3), linear=Cuint(4),
             one_cycle=Cuint(5), reduce_on_plateau=Cuint(6))
 
-"""The options of scheduler `kind` with torch's defaults (the header's DDP_LR_SCHEDULER_OPTIONS_INIT)."""
-LrSchedulerOptions(kind::Cuint) =
-    LrSchedulerOptions(1, kind, 1, C_NULL, 0, 0.1, 1, 0.0, 1.0 / 3, 1.0, 5, 0.0, 0, 0.3, 0, 1, 0.85, 0.95, 25.0, 1e4, 0,
-                       0, 0.1, 10, 1e-4, 0, 0, 0.0, 1e-8)
+"""The options of scheduler `kind` with torch's defaults (ddp_lr_scheduler_options_init)."""
+function LrSchedulerOptions(kind::Cuint)
+    o = LrSchedulerOptions(0, kind, 0, C_NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    @check ccall((:ddp_lr_scheduler_options_init, libddp), Cint, (Ref{LrSchedulerOptions}, Cuint, Cuint), o, 1, kind)
+    return o
+end
 
 mutable struct LrScheduler
     ptr::Ptr{Cvoid}

@@ -811,6 +811,7 @@ extern "C" {
     pub fn ddp_module_load_state_dict(m: *mut ddp_module, path: *const c_char, strict: c_int) -> ddp_status;
     pub fn ddp_optimizer_lr(opt: *const ddp_optimizer, out: *mut f64) -> ddp_status;
     pub fn ddp_optimizer_set_lr(opt: *mut ddp_optimizer, lr: f64) -> ddp_status;
+    pub fn ddp_lr_scheduler_options_init(opts: *mut ddp_lr_scheduler_options, version: c_uint, kind: ddp_lr_scheduler_kind) -> ddp_status;
     pub fn ddp_lr_scheduler_new(out: *mut *mut ddp_lr_scheduler, opt: *mut ddp_optimizer, o: *const ddp_lr_scheduler_options) -> ddp_status;
     pub fn ddp_lr_scheduler_new_sequential(out: *mut *mut ddp_lr_scheduler, opt: *mut ddp_optimizer, scheds: *const *mut ddp_lr_scheduler, num_scheds: usize, milestones: *const i64) -> ddp_status;
     pub fn ddp_lr_scheduler_step(s: *mut ddp_lr_scheduler) -> ddp_status;
@@ -892,6 +893,7 @@ extern "C" {
     pub fn ddp_outputs_key(o: *const ddp_outputs, index: usize) -> *const c_char;
     pub fn ddp_outputs_free(o: *mut ddp_outputs);
     pub fn ddp_module_grad(m: *const ddp_module, name: *const c_char, out: *mut *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_loss_options_init(opts: *mut ddp_loss_options, version: c_uint, kind: ddp_loss_kind) -> ddp_status;
     pub fn ddp_loss_compute(opts: *const ddp_loss_options, input: *const ddp_tensor, target: *const ddp_tensor, out: *mut *mut ddp_tensor) -> ddp_status;
     pub fn ddp_strategy_call(s: *mut ddp_strategy, m: *mut ddp_module, method: *const c_char, inputs: *const *const ddp_tensor, num_inputs: usize, out: *mut *mut ddp_outputs) -> ddp_status;
     pub fn ddp_metric_new(out: *mut *mut ddp_metric, reduce: ddp_metric_reduce) -> ddp_status;

@@ -149,40 +149,15 @@ pub use sys::{
 };
 
 impl LrScheduler {
-    /// The options of `kind` with torch's defaults: the header's
-    /// DDP_LR_SCHEDULER_OPTIONS_INIT, field for field (a macro, which Rust cannot call).
+    /// The options of `kind` with torch's defaults, as libddp's
+    /// ddp_lr_scheduler_options_init gives them. Panics on a kind libddp does not know.
     pub fn defaults(kind: sys::ddp_lr_scheduler_kind) -> LrSchedulerOptions {
-        LrSchedulerOptions {
-            version: sys::DDP_LR_SCHEDULER_OPTIONS_VERSION,
-            kind,
-            step_size: 1,
-            milestones: ptr::null(),
-            num_milestones: 0,
-            gamma: 0.1,
-            t_max: 1,
-            eta_min: 0.0,
-            start_factor: 1.0 / 3.0,
-            end_factor: 1.0,
-            total_iters: 5,
-            max_lr: 0.0,
-            total_steps: 0,
-            pct_start: 0.3,
-            anneal_linear: 0,
-            cycle_momentum: 1,
-            base_momentum: 0.85,
-            max_momentum: 0.95,
-            div_factor: 25.0,
-            final_div_factor: 1e4,
-            three_phase: 0,
-            mode_max: 0,
-            factor: 0.1,
-            patience: 10,
-            threshold: 1e-4,
-            threshold_abs: 0,
-            cooldown: 0,
-            min_lr: 0.0,
-            eps: 1e-8,
-        }
+        let mut o = std::mem::MaybeUninit::<LrSchedulerOptions>::uninit();
+        // SAFETY: on DDP_OK, ddp_lr_scheduler_options_init has filled every field of this version.
+        let status =
+            unsafe { sys::ddp_lr_scheduler_options_init(o.as_mut_ptr(), sys::DDP_LR_SCHEDULER_OPTIONS_VERSION, kind) };
+        assert_eq!(status, sys::DDP_OK, "ddp_lr_scheduler_options_init: {}", owned_str(unsafe { sys::ddp_last_error_message() }));
+        unsafe { o.assume_init() }
     }
 
     /// A scheduler over `optimizer`.

@@ -311,18 +311,31 @@ pub struct LossOptions<'t> {
 }
 
 impl<'t> LossOptions<'t> {
-    /// `kind` with torch's defaults.
+    /// `kind` with torch's defaults, as libddp's ddp_loss_options_init gives them.
     pub fn new(kind: LossKind) -> LossOptions<'t> {
+        let mut o = std::mem::MaybeUninit::<sys::ddp_loss_options>::uninit();
+        // SAFETY: ddp_loss_options_init fills every field of this version; the kind is one of LossKind's.
+        let status = unsafe {
+            sys::ddp_loss_options_init(o.as_mut_ptr(), sys::DDP_LOSS_OPTIONS_VERSION, kind as sys::ddp_loss_kind)
+        };
+        assert_eq!(status, sys::DDP_OK, "ddp_loss_options_init refused its own version");
+        let o = unsafe { o.assume_init() };
+        let reduction = match o.reduction {
+            sys::DDP_REDUCTION_SUM => Reduction::Sum,
+            sys::DDP_REDUCTION_NONE => Reduction::None,
+            sys::DDP_REDUCTION_BATCHMEAN => Reduction::BatchMean,
+            _ => Reduction::Mean,
+        };
         LossOptions {
             kind,
-            reduction: Reduction::Mean,
+            reduction,
             weight: None,
-            ignore_index: -100,
-            label_smoothing: 0.0,
+            ignore_index: o.ignore_index,
+            label_smoothing: o.label_smoothing,
             pos_weight: None,
-            beta: 1.0,
-            delta: 1.0,
-            log_target: false,
+            beta: o.beta,
+            delta: o.delta,
+            log_target: o.log_target != 0,
         }
     }
 
