@@ -104,14 +104,14 @@ ddp_status ddp_work_result_decision(ddp_work* w, int* out) {
 void ddp_work_free(ddp_work* w) { release(w); }
 
 ddp_status ddp_barrier(ddp_group* g) {
-  return run_blocking([&] { return ddp::core::barrier(group_of(g)); });
+  return fence([&] { ddp::core::barrier_blocking(group_of(g)); });
 }
 ddp_status ddp_barrier_async(ddp_group* g, ddp_work** out) {
   return start_async(out, "ddp_barrier_async", g, [&] { return ddp::core::barrier(group_of(g)); });
 }
 
 ddp_status ddp_broadcast(ddp_group* g, ddp_tensor* t, int src) {
-  return run_blocking([&] { return ddp::core::broadcast(group_of(g), tensor_of(t), src); });
+  return fence([&] { ddp::core::broadcast_blocking(group_of(g), tensor_of(t), src); });
 }
 ddp_status ddp_broadcast_async(ddp_group* g, ddp_tensor* t, int src, ddp_work** out) {
   return start_async(out, "ddp_broadcast_async", g, [&] { return ddp::core::broadcast(group_of(g), tensor_of(t), src); });
@@ -133,7 +133,7 @@ ddp_status ddp_broadcast_bytes_async(ddp_group* g, const void* data, size_t len,
 }
 
 ddp_status ddp_all_reduce(ddp_group* g, ddp_tensor* t, ddp_reduce_op op) {
-  return run_blocking([&] { return ddp::core::all_reduce(group_of(g), tensor_of(t), to_core(op)); });
+  return fence([&] { ddp::core::all_reduce_blocking(group_of(g), tensor_of(t), to_core(op)); });
 }
 ddp_status ddp_all_reduce_async(ddp_group* g, ddp_tensor* t, ddp_reduce_op op, ddp_work** out) {
   return start_async(out, "ddp_all_reduce_async", g, [&] { return ddp::core::all_reduce(group_of(g), tensor_of(t), to_core(op)); });

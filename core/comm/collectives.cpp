@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "comm/direct_collectives.h"
 #include "comm/failure.h"
 #include "common/error.h"
 
@@ -188,24 +189,81 @@ void verify_same_call(Group& g, const CallSignature& sig) {
                                    describe(a) + differ + "); nothing was sent and the group stays usable");
 }
 
+
+// A blocking collective, already checked and recorded (`ticket`), through
+// the backend's direct path: `now(direct)` performs it, or returns false
+// when the backend wants the c10d path, which `pending()` then starts and
+// this waits for. A failure is classified, recorded and published as
+// Pending::wait does with a work's failure.
+template <typename Now, typename StartPending>
+void run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now,
+                StartPending&& pending) {
+  if (ticket) flight::waiting(ticket, Clock::now().time_since_epoch() / std::chrono::nanoseconds(1));
+  bool done;
+  try {
+    done = now(direct);
+  } catch (...) {
+    Pending(g, op, nullptr, nullptr, ticket).throw_failure(std::current_exception());
+  }
+  if (!done) return pending()->wait();
+  flight::finish(ticket, flight::State::Completed);
+}
+
+// barrier and broadcast after their checks and their flight record.
+PendingPtr start_barrier(Group& g, flight::Ticket ticket) {
+  return make(g, "barrier", ticket, start(g, "barrier", ticket, [](c10d::Backend& b) { return b.barrier(); }));
+}
+PendingPtr start_broadcast(Group& g, const at::Tensor& t, int src, flight::Ticket ticket) {
+  std::vector<at::Tensor> ts{t};
+  c10d::BroadcastOptions o;
+  o.rootRank = src;
+  return make(g, "broadcast", ticket,
+              start(g, "broadcast", ticket, [&](c10d::Backend& b) { return b.broadcast(ts, o); }));
+}
+
+// all_reduce after its checks and its flight record.
+PendingPtr start_all_reduce(Group& g, const at::Tensor& t, ReduceOp op, flight::Ticket ticket) {
+  std::vector<at::Tensor> ts{t};
+  c10d::AllreduceOptions o;
+  o.reduceOp = to_c10d(op, native_avg(g));
+  auto w = start(g, "all_reduce", ticket, [&](c10d::Backend& b) { return b.allreduce(ts, o); });
+  Pending::Step then;
+  if (op == ReduceOp::Mean && !native_avg(g)) {
+    int world = g.size();
+    then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
+  }
+  return make(g, "all_reduce", ticket, w, then);
+}
 }  // namespace
 
 PendingPtr barrier(Group& g) {
   verify_same_call(g, {kBarrier});
+  return start_barrier(g, record(g, "barrier", nullptr, nullptr));
+}
+
+void barrier_blocking(Group& g) {
+  DirectCollectives* direct = g.direct_for("barrier");
+  if (!direct || g.detail_checks()) return barrier(g)->wait();
   auto ticket = record(g, "barrier", nullptr, nullptr);
-  return make(g, "barrier", ticket, start(g, "barrier", ticket, [](c10d::Backend& b) { return b.barrier(); }));
+  run_direct(g, "barrier", ticket, *direct, [&](DirectCollectives& d) { return d.barrier_now(); },
+             [&] { return start_barrier(g, ticket); });
 }
 
 PendingPtr broadcast(Group& g, const at::Tensor& t, int src) {
   check_tensor(g, t, "broadcast");
   check_root(g, src, "broadcast", "src");
   verify_same_call(g, {kBroadcast, -1, src, &t});
-  std::vector<at::Tensor> ts{t};
-  c10d::BroadcastOptions o;
-  o.rootRank = src;
+  return start_broadcast(g, t, src, record(g, "broadcast", nullptr, &t, src));
+}
+
+void broadcast_blocking(Group& g, const at::Tensor& t, int src) {
+  DirectCollectives* direct = g.direct_for("broadcast");
+  if (!direct || g.detail_checks()) return broadcast(g, t, src)->wait();
+  check_tensor(g, t, "broadcast");
+  check_root(g, src, "broadcast", "src");
   auto ticket = record(g, "broadcast", nullptr, &t, src);
-  return make(g, "broadcast", ticket,
-              start(g, "broadcast", ticket, [&](c10d::Backend& b) { return b.broadcast(ts, o); }));
+  run_direct(g, "broadcast", ticket, *direct, [&](DirectCollectives& d) { return d.broadcast_now(t, src); },
+             [&] { return start_broadcast(g, t, src, ticket); });
 }
 
 PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
@@ -245,20 +303,26 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
   });
 }
 
+
 PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op) {
   check_tensor(g, t, "all_reduce");
   verify_same_call(g, {kAllReduce, static_cast<int64_t>(op), -1, &t});
-  std::vector<at::Tensor> ts{t};
-  c10d::AllreduceOptions o;
-  o.reduceOp = to_c10d(op, native_avg(g));
+  return start_all_reduce(g, t, op, record(g, "all_reduce", op_name(static_cast<int64_t>(op)), &t));
+}
+
+void all_reduce_blocking(Group& g, const at::Tensor& t, ReduceOp op) {
+  DirectCollectives* direct = g.direct_for("all_reduce");
+  if (!direct || g.detail_checks()) return all_reduce(g, t, op)->wait();
+  check_tensor(g, t, "all_reduce");
+  const bool avg = native_avg(g);
+  const c10d::ReduceOp c10d_op = to_c10d(op, avg);
   auto ticket = record(g, "all_reduce", op_name(static_cast<int64_t>(op)), &t);
-  auto w = start(g, "all_reduce", ticket, [&](c10d::Backend& b) { return b.allreduce(ts, o); });
-  Pending::Step then;
-  if (op == ReduceOp::Mean && !native_avg(g)) {
-    int world = g.size();
-    then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
-  }
-  return make(g, "all_reduce", ticket, w, then);
+  bool direct_done = false;
+  run_direct(g, "all_reduce", ticket, *direct,
+             [&](DirectCollectives& d) { return direct_done = d.all_reduce_now(t, c10d_op); },
+             [&] { return start_all_reduce(g, t, op, ticket); });
+  // The c10d path's Pending divided already.
+  if (direct_done && op == ReduceOp::Mean && !avg) divide_by_world(t, g.size());
 }
 
 PendingPtr divide_then_sum(Group& g, const at::Tensor& t, int64_t divisor) {

@@ -86,6 +86,13 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src);
 // In place. MEAN on gloo is SUM then division by the world size (Lightning's
 // sync_ddp); on integer tensors the quotient is truncated toward zero.
 PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op);
+// What all_reduce(g, t, op)->wait(), barrier(g)->wait() and
+// broadcast(g, t, src)->wait() do, with the same checks, flight records and
+// failures; where the backend can perform the call on this thread right now
+// (comm/direct_collectives.h), no c10d work or Pending is made.
+void all_reduce_blocking(Group& g, const at::Tensor& t, ReduceOp op);
+void barrier_blocking(Group& g);
+void broadcast_blocking(Group& g, const at::Tensor& t, int src);
 PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op);
 // PyTorch's comm hooks average by dividing first, then all-reducing with SUM
 // (the result differs in rounding from SUM-then-divide, so hooks that match

@@ -123,6 +123,7 @@ void connect_backend(Group::Impl& impl) {
   try {
     impl.backend = make_backend(impl.backend_name, spec);
     impl.backend_name = impl.backend->getBackendName();  // shm falls back to gloo where it cannot share
+    impl.direct = dynamic_cast<DirectCollectives*>(impl.backend.get());
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -324,12 +325,21 @@ const char* Group::flight_label() const { return impl_->flight_label; }
 int64_t Group::next_flight_seq() { return ++impl_->flight_seq; }
 
 c10d::Backend& Group::backend_for(const char* op) {
+  check_usable(op);
+  return *impl_->backend;
+}
+
+DirectCollectives* Group::direct_for(const char* op) {
+  check_usable(op);
+  return impl_->direct;
+}
+
+void Group::check_usable(const char* op) {
   if (impl_->broken) {
     std::lock_guard<std::mutex> lock(impl_->state_mutex);
     fail(Status::State, std::string(op) + ": the group is unusable after an earlier failure (" +
                           impl_->broken_reason + "); free it and create a new one");
   }
-  return *impl_->backend;
 }
 
 void Group::fail_and_publish(Status status, const std::string& message) {

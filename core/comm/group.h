@@ -19,6 +19,7 @@ class Store;
 
 namespace ddp::core {
 
+class DirectCollectives;
 using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
@@ -65,6 +66,10 @@ class Group {
   // The backend, after checking that the group is still usable; `op` names
   // the caller in the Status::State message.
   c10d::Backend& backend_for(const char* op);
+  // The backend's blocking collectives on the caller's thread
+  // (comm/direct_collectives.h), or nullptr where it has none; checked as
+  // backend_for is.
+  DirectCollectives* direct_for(const char* op);
 
   // DDP_DEBUG=DETAIL (or set_detail_checks): before each collective the
   // ranks compare what they are about to call (see collectives.cpp). Every
@@ -100,6 +105,7 @@ class Group {
 
  private:
   explicit Group(std::unique_ptr<Impl> impl);
+  void check_usable(const char* op);
   [[noreturn]] void throw_reported(const std::string& payload);
   std::unique_ptr<Impl> impl_;
 };

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "comm/direct_collectives.h"
 #include "comm/group.h"
 #include "comm/store_monitor.h"
 
@@ -21,6 +22,7 @@ struct Group::Impl {
   c10::intrusive_ptr<c10d::Store> job_monitor_store;  // that connection at the job's keys (a launcher's abort)
   std::unique_ptr<StoreMonitor> monitor;          // the only user of monitor_store
   c10::intrusive_ptr<c10d::Backend> backend;
+  DirectCollectives* direct = nullptr;  // the backend's, when it has them (shm)
   std::string prefix;
   std::string backend_name;
   std::string master_addr;

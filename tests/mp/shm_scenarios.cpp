@@ -119,6 +119,30 @@ std::vector<Result> run_all(ddp_group* g) {
         ddp_tensor_free(t);
       }
     }
+  {
+    // Blocking calls made while an async one (over 4 MiB: on shm's worker
+    // thread) is still running wait their turn behind it, though they could
+    // run on the caller's thread (shm's direct path).
+    const size_t big_n = 1100000, small_n = 37;
+    int64_t big_shape[1] = {static_cast<int64_t>(big_n)}, small_shape[1] = {static_cast<int64_t>(small_n)};
+    Bytes big = input(DDP_FLOAT32, DDP_SUM, rank, big_n), small = input(DDP_FLOAT32, DDP_MAX, rank, small_n),
+          cast = input(DDP_FLOAT32, DDP_SUM, rank + 1, small_n);
+    ddp_tensor *tb = nullptr, *ts = nullptr, *tc = nullptr;
+    ddp_work* w = nullptr;
+    WOK(ddp_tensor_from_blob(&tb, big.data(), DDP_FLOAT32, big_shape, 1));
+    WOK(ddp_tensor_from_blob(&ts, small.data(), DDP_FLOAT32, small_shape, 1));
+    WOK(ddp_tensor_from_blob(&tc, cast.data(), DDP_FLOAT32, small_shape, 1));
+    WOK(ddp_all_reduce_async(g, tb, DDP_SUM, &w));
+    WOK(ddp_all_reduce(g, ts, DDP_MAX));
+    WOK(ddp_broadcast(g, tc, 0));
+    WOK(ddp_barrier(g));
+    WOK(ddp_work_wait(w, -1));
+    ddp_work_free(w);
+    out.push_back({"async all_reduce before blocking calls", DDP_FLOAT32, big});
+    out.push_back({"blocking all_reduce behind an async one", DDP_FLOAT32, small});
+    out.push_back({"blocking broadcast behind an async one", DDP_FLOAT32, cast});
+    for (ddp_tensor* t : {tb, ts, tc}) ddp_tensor_free(t);
+  }
   std::string text = "bytes from rank " + std::to_string(world - 1) + std::string(5000, 'x');
   ddp_buffer* buf = nullptr;
   WOK(ddp_broadcast_bytes(g, text.data(), text.size(), world - 1, &buf));

@@ -87,10 +87,7 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
     running_ = true;
     lock.unlock();
     perform(*work, body);
-    lock.lock();
-    running_ = false;
-    lock.unlock();
-    changed_.notify_all();
+    finish_inline();
     return work;
   }
   queue_.push_back(std::make_unique<Job>(Job{work, std::move(body)}));
@@ -98,6 +95,16 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
   lock.unlock();
   changed_.notify_all();
   return work;
+}
+
+void Executor::finish_inline() {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+    wake = !queue_.empty();  // only a queued job waits for this one (the worker, or ~Executor with nothing queued)
+  }
+  if (wake) changed_.notify_all();
 }
 
 void Executor::work_loop() {

@@ -30,9 +30,31 @@ class Executor {
   c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, std::vector<at::Tensor> result, size_t bytes,
                                         std::function<void()> body);
 
+  // For a blocking call: performs `body` on the caller's thread at once and
+  // returns true when nothing is queued or running before it (whatever its
+  // size: the caller waits either way); otherwise returns false, having done
+  // nothing. What `body` throws goes to the caller.
+  template <typename Body>
+  bool run_now(Body&& body) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!queue_.empty() || running_) return false;
+      running_ = true;
+    }
+    struct Done {
+      Executor& e;
+      ~Done() { e.finish_inline(); }
+    } done{*this};
+    body();
+    return true;
+  }
+
  private:
   struct Job;
   void work_loop();
+  // Ends a collective performed on the caller's thread: a job queued
+  // meanwhile may start.
+  void finish_inline();
 
   std::mutex mutex_;
   std::condition_variable changed_;

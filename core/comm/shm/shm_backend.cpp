@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "comm/backend_factory.h"
+#include "comm/direct_collectives.h"
 #include "comm/shm/executor.h"
 #include "comm/shm/local_collectives.h"
 #include "comm/shm/reduce_kernels.h"
@@ -105,7 +106,7 @@ Topology find_topology(c10d::Store& store, const BackendSpec& spec) {
   return t;
 }
 
-class ShmBackend final : public c10d::Backend {
+class ShmBackend final : public c10d::Backend, public DirectCollectives {
  public:
   ShmBackend(const BackendSpec& spec, Topology topo, std::unique_ptr<shm::Segment> segment,
              c10::intrusive_ptr<c10d::Backend> leaders)
@@ -137,16 +138,22 @@ class ShmBackend final : public c10d::Backend {
     c10d::ReduceOp op = o.reduceOp;
     ReduceKind k = *kind;
     return submit(c10d::OpType::ALLREDUCE, ts, t.nbytes(), [this, t, op, k](Clock::time_point deadline) {
-      local_.reduce(t, k, -1, deadline, "all_reduce");
-      if (topo_.nodes == 1) return;
-      across_nodes(deadline, "all_reduce", [&]() {
-        std::vector<at::Tensor> one{t};
-        c10d::AllreduceOptions lo;
-        lo.reduceOp = op;
-        return leaders_->allreduce(one, lo);
-      });
-      local_.broadcast(t, 0, deadline, "all_reduce");
+      all_reduce_body(t, k, op, deadline);
     });
+  }
+
+  // The blocking caller's own thread performs it, when the executor is idle
+  // (what allreduce() would queue behind goes first otherwise).
+  bool all_reduce_now(const at::Tensor& t, const c10d::ReduceOp& op) override {
+    auto kind = reduce_kind(op);
+    if (!plain_cpu(t) || !kind || !shm::reduce_supported(t.scalar_type(), *kind)) return false;
+    return executor_->run_now([&] { all_reduce_body(t, *kind, op, deadline()); });
+  }
+  bool barrier_now() override {
+    return topo_.nodes == 1 && executor_->run_now([&] { local_.barrier(deadline()); });
+  }
+  bool broadcast_now(const at::Tensor& t, int root) override {
+    return topo_.nodes == 1 && plain_cpu(t) && executor_->run_now([&] { local_.broadcast(t, root, deadline(), "broadcast"); });
   }
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts, const c10d::ReduceOptions& o) override {
@@ -239,13 +246,26 @@ class ShmBackend final : public c10d::Backend {
   }
 
  private:
+  // A collective's deadline, counted from when it starts.
+  Clock::time_point deadline() const { return Clock::now() + Millis(timeout_ms_.load()); }
+
+  void all_reduce_body(const at::Tensor& t, ReduceKind k, const c10d::ReduceOp& op, Clock::time_point deadline) {
+    local_.reduce(t, k, -1, deadline, "all_reduce");
+    if (topo_.nodes == 1) return;
+    across_nodes(deadline, "all_reduce", [&]() {
+      std::vector<at::Tensor> one{t};
+      c10d::AllreduceOptions lo;
+      lo.reduceOp = op;
+      return leaders_->allreduce(one, lo);
+    });
+    local_.broadcast(t, 0, deadline, "all_reduce");
+  }
+
   // `body(deadline)` performs the collective on the executor; the deadline
   // counts from when it starts.
   template <typename Body>
   c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, std::vector<at::Tensor> result, size_t bytes, Body body) {
-    return executor_->submit(type, std::move(result), bytes, [this, body = std::move(body)]() {
-      body(Clock::now() + Millis(timeout_ms_.load()));
-    });
+    return executor_->submit(type, std::move(result), bytes, [this, body = std::move(body)]() { body(deadline()); });
   }
 
   template <typename Call>

@@ -1,0 +1,30 @@
+// What libddp's own backend (shm) offers beside c10d::Backend: a blocking
+// collective performed on the caller's thread with no c10d::Work. For a
+// 4-byte all-reduce the Work, its future, the Pending that waits for it and
+// the std::function wrappers cost about as much as the exchange between the
+// ranks itself; a caller that blocks anyway needs none of them.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+namespace at {
+class Tensor;
+}
+
+namespace ddp::core {
+
+class DirectCollectives {
+ public:
+  // Performs the collective now and returns true, or returns false
+  // having done nothing when the call must take the c10d path (a collective
+  // queued or running before it, a tensor, dtype or op this path does not
+  // take). Throws what the c10d path's work would have failed with.
+  virtual bool all_reduce_now(const at::Tensor& t, const c10d::ReduceOp& op) = 0;
+  virtual bool barrier_now() = 0;
+  virtual bool broadcast_now(const at::Tensor& t, int root) = 0;
+
+ protected:
+  ~DirectCollectives() = default;
+};
+
+}  // namespace ddp::core
