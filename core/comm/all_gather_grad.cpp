@@ -19,7 +19,7 @@ struct AllGatherBackward : public torch::autograd::Node {
     // reach the gathered tensor (its gradient is then zero).
     at::Tensor sum = grads[0].defined() ? grads[0].contiguous().clone()
                                         : at::zeros(shape_, at::TensorOptions().dtype(dtype_).device(device_));
-    all_reduce(*group_, sum, ReduceOp::Sum)->wait();
+    all_reduce_blocking(*group_, sum, ReduceOp::Sum);
     return {sum.select(0, rank_)};
   }
   std::string name() const override { return "ddp::AllGatherBackward"; }

@@ -303,7 +303,6 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
   });
 }
 
-
 PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op) {
   check_tensor(g, t, "all_reduce");
   verify_same_call(g, {kAllReduce, static_cast<int64_t>(op), -1, &t});

@@ -186,7 +186,7 @@ struct SyncBatchNormBackward : public torch::autograd::Node {
     std::copy(l.sum_dy.begin(), l.sum_dy.end(), s);
     std::copy(l.sum_dy_xmu.begin(), l.sum_dy_xmu.end(), s + channels);
     sums = sums.to(x.device());
-    all_reduce(*group, sums, ReduceOp::Sum)->wait();
+    all_reduce_blocking(*group, sums, ReduceOp::Sum);
     auto total = to_host(sums);
     // dx = (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy * (x - mean))) * invstd * weight
     std::vector<double> mean_dy(channels), k(channels);

@@ -305,7 +305,7 @@ void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
 
 int Reducer::count_active(bool active) {
   at::Tensor t = at::full({1}, active ? 1 : 0, at::TensorOptions().dtype(at::kLong));
-  all_reduce(group_, t, ReduceOp::Sum)->wait();
+  all_reduce_blocking(group_, t, ReduceOp::Sum);
   return static_cast<int>(t.item<int64_t>());
 }
 
@@ -332,7 +332,7 @@ bool Reducer::join(const std::function<void()>& each_step) {
       if (hook_) {
         hook_->run(group_, view_of(b))->wait();
       } else {
-        all_reduce(group_, buckets_[b].flat, ReduceOp::Sum)->wait();
+        all_reduce_blocking(group_, buckets_[b].flat, ReduceOp::Sum);
       }
     }
   }
@@ -529,7 +529,7 @@ void Reducer::rebuild_buckets_in_ready_order() {
   at::Tensor t = at::full({static_cast<int64_t>(n)}, -1, at::TensorOptions().dtype(at::kLong));
   for (size_t k = 0; k < n && k < order.size(); ++k) t.data_ptr<int64_t>()[k] = static_cast<int64_t>(order[k]);
   if (group_.device().type == DeviceType::CUDA) t = t.to(at::Device(at::kCUDA, group_.device().index));
-  broadcast(group_, t, 0)->wait();
+  broadcast_blocking(group_, t, 0);
   t = t.cpu();
   std::vector<char> seen(n, 0);
   order.assign(n, 0);

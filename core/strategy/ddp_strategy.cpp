@@ -212,9 +212,9 @@ void DdpStrategy::setup_module(ScriptModule& module) {
   w.module = &module;
   for (auto& p : module.parameters()) {
     if (p.requires_grad()) w.params.push_back(p);
-    else broadcast(*group_, p, 0)->wait();
+    else broadcast_blocking(*group_, p, 0);
   }
-  for (auto& b : module.buffers()) broadcast(*group_, b, 0)->wait();
+  for (auto& b : module.buffers()) broadcast_blocking(*group_, b, 0);
   if (w.params.empty())
     fail(Status::InvalidArgument, "setup_module: no parameter of the module requires grad (DDP has nothing to synchronise)");
   // Each module has its own engine, as each DistributedDataParallel wrapper
@@ -256,7 +256,7 @@ void DdpStrategy::pre_forward(ScriptModule& module) {
   const auto buffers = module.buffers();
   if (forward_syncs_buffers() && !buffers.empty()) {
     const int src = joining ? common_rank(true) : 0;
-    for (auto& b : buffers) broadcast(*group_, b, src)->wait();
+    for (auto& b : buffers) broadcast_blocking(*group_, b, src);
   }
 }
 
@@ -304,7 +304,7 @@ int DdpStrategy::common_rank(bool candidate) {
   // PyTorch's DDP._find_common_rank: the highest rank that is a candidate.
   at::Tensor t = at::full({1}, candidate ? group_->rank() : -1, at::TensorOptions().dtype(at::kLong))
                      .to(to_aten_device(root_device()));
-  all_reduce(*group_, t, ReduceOp::Max)->wait();
+  all_reduce_blocking(*group_, t, ReduceOp::Max);
   const int64_t r = t.item<int64_t>();
   if (r < 0) fail(Status::State, "join: no rank is a candidate to broadcast from");
   return static_cast<int>(r);
@@ -323,13 +323,13 @@ void DdpStrategy::join() {
     const bool shadowed = w.reducer->join([&] {
       if (!buffers) return;
       const int src = common_rank(false);
-      for (auto& b : module.buffers()) broadcast(*group_, b, src)->wait();
+      for (auto& b : module.buffers()) broadcast_blocking(*group_, b, src);
     });
     // Join's post hook: every rank takes the model of the (highest) rank
     // that joined last, which took every step.
     const int src = common_rank(!shadowed);
     at::NoGradGuard no_grad;
-    for (auto& t : module.state()) broadcast(*group_, t.tensor, src)->wait();
+    for (auto& t : module.state()) broadcast_blocking(*group_, t.tensor, src);
   });
 }
 
@@ -351,7 +351,7 @@ bool DdpStrategy::optimizer_step(Optimizer& optimizer) {
 void DdpStrategy::barrier(const std::string& name) {
   require_setup("barrier");
   try {
-    naming_failed_rank([&] { core::barrier(*group_)->wait(); });
+    naming_failed_rank([&] { core::barrier_blocking(*group_); });
   } catch (const Error& e) {
     if (name.empty()) throw;
     fail(e.status(), "barrier '" + name + "': " + e.what());
@@ -369,7 +369,7 @@ const std::shared_ptr<Group>& DdpStrategy::group_or_own(const std::shared_ptr<Gr
 void DdpStrategy::reduce(const at::Tensor& t, ReduceOp op, const std::shared_ptr<Group>& group) {
   require_setup("reduce");
   const auto& g = group_or_own(group, "reduce");
-  naming_failed_rank([&] { all_reduce(*g, t, op)->wait(); });
+  naming_failed_rank([&] { all_reduce_blocking(*g, t, op); });
 }
 
 at::Tensor DdpStrategy::all_gather(const at::Tensor& t, bool sync_grads, const std::shared_ptr<Group>& group) {

@@ -48,14 +48,14 @@ double LoggedMetric::compute(Group* group, at::Device device) const {
       case Reduce::Mean:
         // _sync_ddp(reduce_op="mean") on Gloo: a sum divided by the world
         // size; an integer tensor's quotient is copied back into it.
-        all_reduce(*group, value, ReduceOp::Sum)->wait();
+        all_reduce_blocking(*group, value, ReduceOp::Sum);
         value.div_(world);
-        all_reduce(*group, count, ReduceOp::Sum)->wait();
+        all_reduce_blocking(*group, count, ReduceOp::Sum);
         count.copy_(count / world);
         break;
-      case Reduce::Sum: all_reduce(*group, value, ReduceOp::Sum)->wait(); break;
-      case Reduce::Max: all_reduce(*group, value, ReduceOp::Max)->wait(); break;
-      case Reduce::Min: all_reduce(*group, value, ReduceOp::Min)->wait(); break;
+      case Reduce::Sum: all_reduce_blocking(*group, value, ReduceOp::Sum); break;
+      case Reduce::Max: all_reduce_blocking(*group, value, ReduceOp::Max); break;
+      case Reduce::Min: all_reduce_blocking(*group, value, ReduceOp::Min); break;
     }
   }
   if (reduce_ == Reduce::Mean) value = value / count;

@@ -100,7 +100,7 @@ DdpStrategy::Resumed DdpStrategy::resume_from_dir(const std::string& dir, const 
     if (!have) row[i] = global_rank();
   }
   if (group_->device().type == DeviceType::CUDA) lacking = lacking.to(at::Device(at::kCUDA, group_->device().index));
-  run_collective([&] { all_reduce(*group_, lacking, ReduceOp::Min)->wait(); });
+  run_collective([&] { all_reduce_blocking(*group_, lacking, ReduceOp::Min); });
   lacking = lacking.cpu();
   row = lacking.data_ptr<int64_t>();
   for (size_t i = 0; i < candidates.size(); ++i) {
