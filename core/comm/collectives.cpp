@@ -194,9 +194,10 @@ void verify_same_call(Group& g, const CallSignature& sig) {
 // the backend's direct path: `now(direct)` performs it, or returns false
 // when the backend wants the c10d path, which `pending()` then starts and
 // this waits for. A failure is classified, recorded and published as
-// Pending::wait does with a work's failure.
+// Pending::wait does with a work's failure. Returns whether the direct path
+// performed it (the c10d path's Pending ran its own host steps).
 template <typename Now, typename StartPending>
-void run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now,
+bool run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now,
                 StartPending&& pending) {
   if (ticket) flight::waiting(ticket, Clock::now().time_since_epoch() / std::chrono::nanoseconds(1));
   bool done;
@@ -205,8 +206,12 @@ void run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectiv
   } catch (...) {
     Pending(g, op, nullptr, nullptr, ticket).throw_failure(std::current_exception());
   }
-  if (!done) return pending()->wait();
+  if (!done) {
+    pending()->wait();
+    return false;
+  }
   flight::finish(ticket, flight::State::Completed);
+  return true;
 }
 
 // barrier and broadcast after their checks and their flight record.
@@ -316,10 +321,9 @@ void all_reduce_blocking(Group& g, const at::Tensor& t, ReduceOp op) {
   const bool avg = native_avg(g);
   const c10d::ReduceOp c10d_op = to_c10d(op, avg);
   auto ticket = record(g, "all_reduce", op_name(static_cast<int64_t>(op)), &t);
-  bool direct_done = false;
-  run_direct(g, "all_reduce", ticket, *direct,
-             [&](DirectCollectives& d) { return direct_done = d.all_reduce_now(t, c10d_op); },
-             [&] { return start_all_reduce(g, t, op, ticket); });
+  const bool direct_done =
+      run_direct(g, "all_reduce", ticket, *direct, [&](DirectCollectives& d) { return d.all_reduce_now(t, c10d_op); },
+                 [&] { return start_all_reduce(g, t, op, ticket); });
   // The c10d path's Pending divided already.
   if (direct_done && op == ReduceOp::Mean && !avg) divide_by_world(t, g.size());
 }

@@ -153,7 +153,8 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     return topo_.nodes == 1 && executor_->run_now([&] { local_.barrier(deadline()); });
   }
   bool broadcast_now(const at::Tensor& t, int root) override {
-    return topo_.nodes == 1 && plain_cpu(t) && executor_->run_now([&] { local_.broadcast(t, root, deadline(), "broadcast"); });
+    return topo_.nodes == 1 && plain_cpu(t) &&
+           executor_->run_now([&] { local_.broadcast(t, root, deadline(), "broadcast"); });
   }
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts, const c10d::ReduceOptions& o) override {
