@@ -3,7 +3,7 @@
 // process per rank; rank 0 prints one JSON line per size.
 // Usage: bench_allreduce  (env: BENCH_IMPL=capi|c10d|memcpy, RANK, WORLD_SIZE, MASTER_PORT;
 // BENCH_BACKEND: the C API's backend, default its own default; BENCH_MIN_BYTES,
-// BENCH_MAX_BYTES (else BENCH_MAX_MB))
+// BENCH_MAX_BYTES (else BENCH_MAX_MB)); BENCH_BYTES: that one size instead)
 // BENCH_IMPL=memcpy times one process's memcpy of each size instead (the
 // bandwidth the shared-memory backend is measured against).
 #include <ddp/ddp.h>
@@ -82,8 +82,12 @@ int main() {
   std::vector<size_t> sizes;
   size_t min_bytes = static_cast<size_t>(env_int("BENCH_MIN_BYTES", 4));
   if (const char* mb = std::getenv("BENCH_MAX_BYTES")) max_bytes = std::strtoull(mb, nullptr, 10);
-  for (size_t b = 4; b <= max_bytes; b *= 4)
-    if (b >= min_bytes) sizes.push_back(b);
+  if (const char* only = std::getenv("BENCH_BYTES")) {  // exactly this size (a model's gradient bytes)
+    sizes.push_back(std::strtoull(only, nullptr, 10) / 4 * 4);
+  } else {
+    for (size_t b = 4; b <= max_bytes; b *= 4)
+      if (b >= min_bytes) sizes.push_back(b);
+  }
   for (size_t bytes : sizes) {
     size_t n = bytes / 4;
     std::vector<float> buf(n, 1.0f), copy(copy_only ? n : 0);

@@ -1,7 +1,8 @@
 /* MPI_Allreduce of float32 (MPI_SUM, in place), timed the way
  * bench_allreduce times libddp and Gloo, so that the three share one table:
  * the same sizes (4 B times 4 up to BENCH_MAX_BYTES, else BENCH_MAX_MB MiB,
- * from BENCH_MIN_BYTES), the same iterations per size, 3 warm-up calls, a
+ * from BENCH_MIN_BYTES; BENCH_BYTES alone, exactly that size, a multiple of
+ * 4), the same iterations per size, 3 warm-up calls, a
  * barrier before each of BENCH_ROUNDS rounds, and each call timed on its
  * own, as OSU's osu_allreduce does with MPI_Wtime. Rank 0 prints one JSON
  * line per size with p10, p50 and p90. Started by MPICH's own mpiexec:
@@ -49,8 +50,15 @@ int main(int argc, char** argv) {
   char label[64];
   snprintf(label, sizeof label, "mpich");
 
-  for (size_t bytes = 4; bytes <= max_bytes; bytes *= 4) {
-    if (bytes < min_bytes) continue;
+  size_t sizes[64], nsizes = 0;
+  if (getenv("BENCH_BYTES")) {
+    sizes[nsizes++] = (size_t)strtoull(getenv("BENCH_BYTES"), NULL, 10) / 4 * 4;
+  } else {
+    for (size_t bytes = 4; bytes <= max_bytes && nsizes < 64; bytes *= 4)
+      if (bytes >= min_bytes) sizes[nsizes++] = bytes;
+  }
+  for (size_t k = 0; k < nsizes; ++k) {
+    const size_t bytes = sizes[k];
     const size_t n = bytes / 4;
     float* buf = malloc(bytes);
     const int iters = iterations_for(bytes);

@@ -6,7 +6,10 @@
 # 1/5/25/100 MB; libddp with overlap, without overlap, and without
 # communication (to size what overlap hides).
 # MODELS ("mlp conv") and CAPS ("1 5 25 100") narrow the run; the JSON
-# lines are kept in $1 when given (scripts/bench.sh reads them).
+# lines are kept in $1 when given (scripts/bench.sh reads them). Where
+# MPICH is installed, its MPI_Allreduce of each model's gradient bytes is
+# timed too (2 ranks, bench_mpi_allreduce), for issue 28's target: a step at
+# most the no-communication step plus half of that all-reduce.
 source "$(dirname "$0")/common.sh"
 steps=${STEPS:-20}
 out=${1:-$(mktemp)}
@@ -22,9 +25,23 @@ for model in ${MODELS:-mlp conv}; do
   run "$build/bench/bench_ddp_step" "$model" 25 no-comm "$steps"
   "$py" "$here/bench/bench_ddp_step_lightning.py" "$model" "$steps" 2>/dev/null | grep '^{' >>"$out" || true
 done
-"$py" - "$out" <<'PY'
+mpi_out=$(mktemp)
+mpi="$build/bench/bench_mpi_allreduce"
+if command -v mpicc >/dev/null && [ ! -x "$mpi" ]; then
+  cmake "$build" -UMPI_* >/dev/null
+  cmake --build "$build" -j 2 --target bench_mpi_allreduce >/dev/null || true
+fi
+if [ -x "$mpi" ] && command -v mpiexec >/dev/null; then
+  "$py" -c 'import json, sys
+for m, p in sorted({(r["model"], r["params"]) for r in map(json.loads, open(sys.argv[1])) if "params" in r}): print(m, p)' "$out" |
+    while read -r model params; do
+      BENCH_BYTES=$((params * 4)) BENCH_ROUNDS=3 mpiexec -n 2 "$mpi" | sed "s/^{/{\"model\": \"$model\", /" >>"$mpi_out"
+    done
+fi
+"$py" - "$out" "$mpi_out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+mpich = {r["model"]: r for r in map(json.loads, open(sys.argv[2]))}
 def get(impl, model, cap=25, mode="overlap"):
     for r in rows:
         if r["impl"] == impl and r["model"] == model and float(r["bucket_cap_mb"]) == cap and r["mode"] == mode:
@@ -46,5 +63,11 @@ for m in sorted({r["model"] for r in rows}):
         line += (f"; communication {noov - nocomm:.1f} ms/step, overlap hides "
                  f"{100 * (noov - lib) / (noov - nocomm):.0f}% of it")
     print(line)
+    if m in mpich and nocomm:
+        half = mpich[m]["p50_us"] / 2000
+        print(f"{m}: MPICH all-reduce of the {mpich[m]['bytes'] / 2**20:.1f} MiB of gradients {2 * half:.1f} ms; "
+              f"target no-comm + half of it = {nocomm + half:.1f} ms: libddp {lib:.1f} ms "
+              f"({'met' if lib <= nocomm + half else 'not met'})")
 PY
+rm -f "$mpi_out"
 [ -n "${1:-}" ] || rm -f "$out"

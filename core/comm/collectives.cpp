@@ -86,7 +86,8 @@ PendingPtr make(Group& g, const char* op, flight::Ticket ticket, c10::intrusive_
   return std::make_unique<Pending>(g, op, std::move(w), std::move(then), ticket);
 }
 
-// The flight recorder's entry for a collective about to start on `g`.
+// The flight recorder's entry for a collective about to start on `g`: on
+// `t`, or on a 1-D tensor of `numel` elements of `type`.
 flight::Ticket record(Group& g, const char* op, const char* reduce, const at::Tensor* t, int root = -1) {
   if (!flight::enabled()) return 0;
   flight::Call c;
@@ -99,6 +100,17 @@ flight::Ticket record(Group& g, const char* op, const char* reduce, const at::Te
     c.ndim = static_cast<int>(t->dim());
     for (int d = 0; d < c.ndim && d < flight::kMaxDims; ++d) c.dims[d] = t->size(d);
   }
+  return flight::record(g.flight_label(), g.next_flight_seq(), c);
+}
+flight::Ticket record(Group& g, const char* op, const char* reduce, at::ScalarType type, int64_t numel) {
+  if (!flight::enabled()) return 0;
+  flight::Call c;
+  c.op = op;
+  c.reduce = reduce;
+  c.dtype = c10::toString(type);
+  c.numel = numel;
+  c.ndim = 1;
+  c.dims[0] = numel;
   return flight::record(g.flight_label(), g.next_flight_seq(), c);
 }
 
@@ -331,6 +343,30 @@ void all_reduce_blocking(Group& g, const at::Tensor& t, ReduceOp op) {
 PendingPtr divide_then_sum(Group& g, const at::Tensor& t, int64_t divisor) {
   t.div_(divisor);
   return all_reduce(g, t, ReduceOp::Sum);
+}
+
+bool takes_parts(Group& g, at::ScalarType type) {
+  if (g.detail_checks()) return false;  // its check would compare one tensor, which there is not
+  DirectCollectives* direct = g.direct_for("all_reduce");
+  return direct && direct->takes_parts(type);
+}
+
+PendingPtr all_reduce_parts(Group& g, std::vector<at::Tensor> parts, double scale) {
+  check_arg(!parts.empty(), "all_reduce_parts: no parts");
+  const at::ScalarType type = parts[0].scalar_type();
+  int64_t numel = 0;
+  for (const auto& p : parts) {
+    check_tensor(g, p, "all_reduce_parts");
+    check_arg(p.scalar_type() == type, "all_reduce_parts: the parts differ in dtype");
+    numel += p.numel();
+  }
+  check_arg(takes_parts(g, type), "all_reduce_parts: the group's backend (" + g.backend_name() +
+                                      ") has no all-reduce over parts of " + c10::toString(type));
+  auto ticket = record(g, "all_reduce", "sum", type, numel);
+  DirectCollectives& direct = *g.direct_for("all_reduce");
+  auto w = start(g, "all_reduce", ticket,
+                 [&](c10d::Backend&) { return direct.all_reduce_parts(std::move(parts), scale); });
+  return make(g, "all_reduce", ticket, w);
 }
 
 PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {

@@ -93,6 +93,14 @@ PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op);
 void all_reduce_blocking(Group& g, const at::Tensor& t, ReduceOp op);
 void barrier_blocking(Group& g);
 void broadcast_blocking(Group& g, const at::Tensor& t, int src);
+// DDP's bucket all-reduce with no bucket to copy into or out of, where the
+// group's backend offers it (shm on one host; comm/direct_collectives.h):
+// a SUM of `parts` taken end to end as one 1-D tensor, in place, each
+// rank's values multiplied by `scale` first, with the bits PyTorch's
+// reducer gets from its bucket. Checked, recorded and failing as
+// all_reduce of that tensor. The parts are written while it runs.
+bool takes_parts(Group& g, at::ScalarType type);
+PendingPtr all_reduce_parts(Group& g, std::vector<at::Tensor> parts, double scale);
 PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op);
 // PyTorch's comm hooks average by dividing first, then all-reducing with SUM
 // (the result differs in rounding from SUM-then-divide, so hooks that match

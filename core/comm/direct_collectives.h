@@ -7,8 +7,13 @@
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <vector>
+
 namespace at {
 class Tensor;
+}
+namespace c10d {
+class Work;
 }
 
 namespace ddp::core {
@@ -22,6 +27,15 @@ class DirectCollectives {
   virtual bool all_reduce_now(const at::Tensor& t, const c10d::ReduceOp& op) = 0;
   virtual bool barrier_now() = 0;
   virtual bool broadcast_now(const at::Tensor& t, int root) = 0;
+
+  // DDP's bucket without the bucket: a SUM all-reduce of `parts` taken end
+  // to end as one tensor, where they lie, each rank's values multiplied by
+  // `scale` first (as PyTorch's reducer scales gradients into its bucket;
+  // the result has the bucket's bits). Queued in call order as allreduce()
+  // is; the work holds the parts. Only for plain CPU parts of one dtype
+  // that takes_parts() accepts.
+  virtual bool takes_parts(c10::ScalarType type) const = 0;
+  virtual c10::intrusive_ptr<c10d::Work> all_reduce_parts(std::vector<at::Tensor> parts, double scale) = 0;
 
  protected:
   ~DirectCollectives() = default;

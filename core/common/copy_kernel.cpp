@@ -53,6 +53,12 @@ const CopyFn kVectorCopy = [] {
 }();
 #endif
 
+// dst may be src; the compiler checks other overlaps at run time and vectorises.
+template <typename T>
+void scale_loop(T* dst, const T* src, size_t n, T factor) {
+  for (size_t i = 0; i < n; ++i) dst[i] = src[i] * factor;
+}
+
 }  // namespace
 
 void copy_bytes(void* dst, const void* src, size_t n) {
@@ -61,5 +67,8 @@ void copy_bytes(void* dst, const void* src, size_t n) {
 #endif
   std::memcpy(dst, src, n);
 }
+
+void copy_scaled(float* dst, const float* src, size_t n, float factor) { scale_loop(dst, src, n, factor); }
+void copy_scaled(double* dst, const double* src, size_t n, double factor) { scale_loop(dst, src, n, factor); }
 
 }  // namespace ddp::core

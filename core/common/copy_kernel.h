@@ -15,4 +15,11 @@ namespace ddp::core {
 
 void copy_bytes(void* dst, const void* src, size_t n);
 
+// dst[i] = src[i] * factor: how PyTorch's reducer averages a gradient on
+// its way into the bucket (the float factor is 1/world rounded to float),
+// here and wherever libddp does the same, so that the bits agree. dst may
+// be src.
+void copy_scaled(float* dst, const float* src, size_t n, float factor);
+void copy_scaled(double* dst, const double* src, size_t n, double factor);
+
 }  // namespace ddp::core

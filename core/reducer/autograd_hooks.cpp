@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/variable.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/GradMode.h>
@@ -15,7 +16,10 @@ namespace {
 
 struct State {
   Reducer* reducer = nullptr;
-  bool callback_queued = false;
+  // The backward pass (autograd's graph task) whose end runs finish(): a
+  // pass that failed midway never runs its callbacks, and the next one
+  // must queue its own.
+  int queued_for = -1;
 };
 
 class ReadyHook : public torch::autograd::FunctionPostHook {
@@ -25,15 +29,24 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
                                             const torch::autograd::variable_list&) override {
     State& s = *state_;
     if (!s.reducer->sync()) return outputs;  // no_sync: accumulate locally
-    if (!s.callback_queued) {
-      s.callback_queued = true;
+    const int pass = torch::autograd::get_current_graph_task_id();
+    if (s.queued_for != pass) {
+      s.queued_for = pass;
       auto state = state_;
       torch::autograd::Engine::get_default_engine().queue_callback([state] {
-        state->callback_queued = false;
+        state->queued_for = -1;
         state->reducer->finish();
       });
     }
-    s.reducer->mark_ready(index_);
+    try {
+      s.reducer->mark_ready(index_);
+    } catch (...) {
+      // This pass ends with the exception, which reports the failure: the
+      // next pass starts a clean step rather than being refused for this one.
+      s.queued_for = -1;
+      s.reducer->drop_step();
+      throw;
+    }
     return outputs;
   }
 

@@ -15,15 +15,9 @@ bool plain_cpu(const at::Tensor& dst, const at::Tensor& src) {
          !dst.is_neg() && !src.is_neg() && !dst.is_conj() && !src.is_conj();
 }
 
-// What an in-place ATen op does besides writing: autograd sees the change.
-void mark_written(const at::Tensor& dst) { dst.unsafeGetTensorImpl()->bump_version(); }
-
-template <typename T>
-void scale_loop(T* __restrict__ dst, const T* __restrict__ src, int64_t n, T factor) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * factor;
-}
-
 }  // namespace
+
+void mark_written(const at::Tensor& dst) { dst.unsafeGetTensorImpl()->bump_version(); }
 
 at::Tensor reciprocal_world(int world) {
   at::Tensor s = c10::scalar_to_tensor(at::Scalar(1.0 / world));
@@ -39,9 +33,9 @@ void copy_divided(const at::Tensor& dst, const at::Tensor& src, int world) {
   }
   const double f = 1.0 / world;
   if (dst.scalar_type() == at::kFloat)
-    scale_loop(dst.data_ptr<float>(), src.const_data_ptr<float>(), dst.numel(), static_cast<float>(f));
+    copy_scaled(dst.data_ptr<float>(), src.const_data_ptr<float>(), dst.numel(), static_cast<float>(f));
   else
-    scale_loop(dst.data_ptr<double>(), src.const_data_ptr<double>(), dst.numel(), f);
+    copy_scaled(dst.data_ptr<double>(), src.const_data_ptr<double>(), dst.numel(), f);
   mark_written(dst);
 }
 

@@ -20,4 +20,8 @@ void copy_divided(const at::Tensor& dst, const at::Tensor& src, int world);
 // dst = src.
 void copy_plain(const at::Tensor& dst, const at::Tensor& src);
 
+// What an in-place ATen op does besides writing: autograd sees the change
+// (for a tensor written through its raw pointer).
+void mark_written(const at::Tensor& dst);
+
 }  // namespace ddp::core

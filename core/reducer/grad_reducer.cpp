@@ -64,6 +64,11 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
     static_left_.assign(n, 0);
   }
   ready_.assign(n, 0);
+  via_slot_.assign(n, 0);
+  parts_possible_ = true;
+  for (size_t i = 0; i < n; ++i)
+    parts_possible_ = parts_possible_ && infos_[i].device == 0 &&
+                      takes_parts(group_, static_cast<at::ScalarType>(infos_[i].dtype));
   reset_step();
   check_layout_matches_across_ranks();
   if (StreamWatch::device_orders(group_)) watch_ = std::make_unique<StreamWatch>(group_);
@@ -118,6 +123,7 @@ void Reducer::assign_buckets(const BucketAssignment& assignment) {
       total += grads_[i].numel();
     }
     bucket.flat = at::empty({total}, grads_[bucket.indices.front()].options());
+    bucket.parts.resize(bucket.indices.size());
     buckets_.push_back(std::move(bucket));
   }
   // Each gradient's view of its bucket, made once: a step copies through
@@ -212,6 +218,11 @@ void Reducer::abandon_step(const std::string& why) {
   abandoned_ = why;
 }
 
+void Reducer::drop_step() {
+  abandon_step("");
+  abandoned_.clear();
+}
+
 template <typename F>
 void Reducer::abandon_on_failure(const char* op, F&& body) {
   try {
@@ -281,9 +292,58 @@ void Reducer::bind_in(size_t i, at::Tensor view) {
   else copy_divided(view, g.detach(), divisor_);
 }
 
+bool Reducer::in_place_step() {
+  if (in_place_ < 0) in_place_ = parts_possible_ && !hook_ && !opts_.gradient_as_bucket_view && !group_.detail_checks();
+  return in_place_ == 1;
+}
+
+namespace {
+bool reducible_in_place(const at::Tensor& g, const at::Tensor& like) {
+  return g.is_cpu() && g.layout() == at::kStrided && g.is_contiguous() && g.scalar_type() == like.scalar_type() &&
+         g.numel() == like.numel() && !g.requires_grad() && !g.is_neg() && !g.is_conj();
+}
+}  // namespace
+
+void Reducer::take_in_place(size_t i) {
+  at::Tensor g = source_ ? source_->gradient(i) : grads_[i];
+  at::Tensor& part = buckets_[bucket_of_[i]].parts[position_in_bucket_[i]];
+  if (g.defined() && reducible_in_place(g, grads_[i])) {
+    if (source_ && g.nbytes() > 0) {
+      // The caller's own buffers were checked once (check_no_aliasing); a
+      // source's may be new each step. Two over the same bytes would be
+      // reduced into each other.
+      const auto begin = reinterpret_cast<uintptr_t>(g.data_ptr()), end = begin + g.nbytes();
+      auto next = in_place_spans_.upper_bound(begin);
+      auto clash = next != in_place_spans_.end() && next->first < end ? next : in_place_spans_.end();
+      if (clash == in_place_spans_.end() && next != in_place_spans_.begin() && std::prev(next)->second.first > begin)
+        clash = std::prev(next);
+      if (clash != in_place_spans_.end())
+        fail(Status::InvalidArgument, "reducer: gradients " + std::to_string(std::min(i, clash->second.second)) +
+                                          " and " + std::to_string(std::max(i, clash->second.second)) +
+                                          " share memory; every gradient needs a buffer of its own");
+      in_place_spans_.emplace(begin, std::make_pair(end, i));
+    }
+    part = g;
+    return;
+  }
+  // Unused, or a layout the backend does not reduce where it lies: the slot.
+  if (g.defined()) copy_plain(slot(i), g.detach());
+  else slot(i).zero_();
+  via_slot_[i] = 1;
+  part = slot(i);
+}
+
+void Reducer::zero_in(size_t i) {
+  slot(i).zero_();
+  if (!in_place_step()) return;
+  via_slot_[i] = 1;
+  buckets_[bucket_of_[i]].parts[position_in_bucket_[i]] = slot(i);
+}
+
 void Reducer::copy_in(size_t i) {
   at::Tensor view = slot(i);
   if (source_ && opts_.gradient_as_bucket_view) return bind_in(i, view);
+  if (in_place_step()) return take_in_place(i);
   if (hook_) {  // the hook divides (or compresses) as it likes
     if (!opts_.gradient_as_bucket_view) copy_plain(view, current_grad(i).detach());
     return;
@@ -363,6 +423,8 @@ void Reducer::launch_ready_buckets() {
     Bucket& b = buckets_[next_bucket_];
     if (hook_) {
       b.work = hook_->run(group_, view_of(next_bucket_));
+    } else if (in_place_step()) {
+      b.work = all_reduce_parts(group_, b.parts, 1.0 / divisor_);
     } else {
       b.work = all_reduce(group_, b.flat, ReduceOp::Sum);
     }
@@ -413,7 +475,7 @@ void Reducer::finish_step() {
   if (!unready.empty()) {
     for (size_t i : unready) {
       ready_[i] = 1;
-      slot(i).zero_();
+      zero_in(i);
       Bucket& b = buckets_[bucket_of_[i]];
       --b.pending;
     }
@@ -426,7 +488,9 @@ void Reducer::finish_step() {
     else b.work->wait();
     b.work.reset();
   }
-  if (source_ && opts_.gradient_as_bucket_view) {
+  if (in_place_step()) {
+    finish_in_place_step();
+  } else if (source_ && opts_.gradient_as_bucket_view) {
     // Every gradient that is not its view yet (copied in this step, or unused) becomes it.
     for (size_t i = 0; i < grads_.size(); ++i) {
       at::Tensor g = source_->gradient(i);
@@ -438,6 +502,16 @@ void Reducer::finish_step() {
     for (size_t i = 0; i < grads_.size(); ++i) copy_plain(grads_[i], slot(i));
   }
   reset_step();
+}
+
+void Reducer::finish_in_place_step() {
+  for (auto& b : buckets_)
+    for (size_t k = 0; k < b.indices.size(); ++k) {
+      const size_t i = b.indices[k];
+      if (!via_slot_[i]) mark_written(b.parts[k]);  // what an in-place ATen op would have said
+      else if (source_) source_->store(i, slot(i));
+      else copy_plain(grads_[i], slot(i));
+    }
 }
 
 // static_graph, the first step: only counts, as PyTorch's reducer does
@@ -473,7 +547,7 @@ void Reducer::mark_static_unused_ready() {
   static_unused_marked_ = true;
   for (size_t u : static_unused_) {
     ready_[u] = 1;
-    slot(u).zero_();
+    zero_in(u);
     --buckets_[bucket_of_[u]].pending;
   }
 }
@@ -486,7 +560,7 @@ void Reducer::finish_static_first_step() {
     if (marks[i] == 0) static_unused_.push_back(i);
     ready_[i] = 1;
     if (marks[i] > 0) copy_in(i);
-    else slot(i).zero_();
+    else zero_in(i);
     --buckets_[bucket_of_[i]].pending;
   }
   launch_ready_buckets();
@@ -553,7 +627,13 @@ void Reducer::reset_step() {
   }
   step_begun_ = false;
   std::fill(ready_.begin(), ready_.end(), 0);
-  for (auto& b : buckets_) b.pending = b.indices.size();
+  in_place_ = -1;
+  std::fill(via_slot_.begin(), via_slot_.end(), 0);
+  in_place_spans_.clear();
+  for (auto& b : buckets_) {
+    b.pending = b.indices.size();
+    for (auto& part : b.parts) part.reset();  // a gradient set to none is freed, not kept here
+  }
   next_bucket_ = 0;
 }
 

@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,10 @@ class Reducer {
   // watchdog sees is reported by the next call, with its own status.
   void mark_ready(size_t index);
   void finish();
+  // Drops the step in progress and any failure finish() has yet to report,
+  // for a caller that has seen the failure already (autograd: the hook's
+  // exception ended the backward pass, whose finish() never runs).
+  void drop_step();
   void set_sync(bool enabled) { sync_ = enabled; }
   // nullptr: the built-in path (PyTorch's reducer without a hook).
   void set_comm_hook(std::shared_ptr<CommHook> hook);
@@ -120,10 +125,22 @@ class Reducer {
     size_t pending = 0;
     PendingPtr work;
     BucketView view;  // what a hook gets, built once (its divisor is set at each launch)
+    // In a step reduced in place: each gradient, or its slot in `flat`.
+    std::vector<at::Tensor> parts;
   };
 
   const at::Tensor& slot(size_t i) const;  // gradient i's place in its bucket
   void copy_in(size_t i);
+  void zero_in(size_t i);  // an unused gradient: zeros take its place
+  // Whether this step reduces the gradients where they lie (decided at the
+  // step's first gradient): no hook, no bucket views, and a backend that
+  // all-reduces several tensors as one (collectives.h: all_reduce_parts).
+  // Then no gradient is copied into its bucket nor back out, except those
+  // that cannot be reduced where they are (unused, another layout), which
+  // go through their slot.
+  bool in_place_step();
+  void take_in_place(size_t i);
+  void finish_in_place_step();
   void bind_in(size_t i, at::Tensor view);  // gradient_as_bucket_view with a source
   void launch_ready_buckets();
   void reset_step();
@@ -167,6 +184,10 @@ class Reducer {
   std::string abandoned_;  // why the last step was abandoned, until finish() reports it
   std::shared_ptr<CommHook> hook_;
   std::vector<TensorInfo> infos_;  // each gradient's bytes, dtype and device
+  bool parts_possible_ = false;  // every gradient is of a dtype the backend all-reduces in parts
+  int in_place_ = -1;            // in_place_step(): -1 until this step decides
+  std::vector<char> via_slot_;   // in such a step: gradient i went through its slot
+  std::map<uintptr_t, std::pair<uintptr_t, size_t>> in_place_spans_;  // begin -> end, gradient
   // static_graph: synchronised steps finished, how often each gradient was
   // marked in the first, how often still to come in this step, those never
   // marked, whether this step marked them already, and the order gradients

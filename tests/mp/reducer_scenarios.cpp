@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <random>
+#include <string>
 #include <thread>
 #include "worker_util.h"
 #include "worker_scenarios.h"
@@ -185,7 +187,70 @@ void scenario_join() {
   ddp_group_free(g);
 }
 
+// On shm the reducer averages the gradients where they lie (one all-reduce
+// over a bucket's gradients, no copies into the bucket or back); on Gloo it
+// goes through its buckets. Both must give the bucket's bits, PyTorch's: the
+// same floats at every world size, with values whose scaling by 1/world
+// rounds, buckets under 32 KiB (shm combines those whole) and over it,
+// float and double buckets, and unused gradients (through their slots).
+void scenario_reducer_shm_matches_gloo() {
+  const std::vector<size_t> sizes = {300000, 5, 70000, 262144, 1, 1000, 500000, 17, 3000};
+  const size_t n = sizes.size(), n_double = 2;  // the last two are float64
+  const char* names[2] = {"shm", "gloo"};
+  std::vector<std::vector<uint8_t>> by[2];
+  for (int k = 0; k < 2; ++k) {
+    if (k == 1 && g_rank != 0) usleep(500 * 1000);  // rank 0's first store is surely gone
+    ddp_group* g = join(60000, names[k]);
+    const int rank = ddp_group_rank(g);
+    WCHECK(std::string(ddp_group_backend(g)) == names[k], "asked for %s, got %s", names[k], ddp_group_backend(g));
+    std::vector<std::vector<uint8_t>> bufs(n);
+    std::vector<ddp_tensor*> grads(n, nullptr);
+    for (size_t i = 0; i < n; ++i) {
+      const bool dbl = i >= n - n_double;
+      bufs[i].assign(sizes[i] * (dbl ? 8 : 4), 0);
+      int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
+      WOK(ddp_tensor_from_blob(&grads[i], bufs[i].data(), dbl ? DDP_FLOAT64 : DDP_FLOAT32, shape, 1));
+    }
+    ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+    o.first_bucket_mb = 0.01;
+    o.bucket_cap_mb = 1.0;
+    o.find_unused_parameters = 1;
+    o.broadcast_parameters = 0;
+    ddp_reducer* red = nullptr;
+    WOK(ddp_reducer_new(&red, g, nullptr, grads.data(), n, &o));
+    for (int step = 0; step < 3; ++step) {
+      std::mt19937 gen(static_cast<uint32_t>(1000 * step + 7 * rank + 1));
+      std::uniform_real_distribution<double> value(-3.0, 3.0);
+      for (size_t i = 0; i < n; ++i) {
+        const bool dbl = i >= n - n_double;
+        for (size_t e = 0; e < sizes[i]; ++e) {
+          if (dbl) reinterpret_cast<double*>(bufs[i].data())[e] = value(gen);
+          else reinterpret_cast<float*>(bufs[i].data())[e] = static_cast<float>(value(gen));
+        }
+      }
+      for (size_t i = n; i-- > 0;)
+        if (step != 1 || rank % 2 == 0 || (i != 2 && i != 5)) WOK(ddp_reducer_mark_ready(red, i));
+      WOK(ddp_reducer_finish(red));
+      for (size_t i = 0; i < n; ++i) by[k].push_back(bufs[i]);
+    }
+    ddp_reducer_free(red);
+    for (auto* t : grads) ddp_tensor_free(t);
+    ddp_group_free(g);
+  }
+  WCHECK(by[0].size() == by[1].size(), "%zu results on shm, %zu on gloo", by[0].size(), by[1].size());
+  int reported = 0;
+  for (size_t c = 0; c < std::min(by[0].size(), by[1].size()) && reported < 5; ++c) {
+    if (by[0][c] == by[1][c]) continue;
+    size_t at = 0;
+    while (at < by[0][c].size() && by[0][c][at] == by[1][c][at]) ++at;
+    ++reported;
+    WCHECK(false, "step %zu, gradient %zu: shm and gloo differ from byte %zu of %zu", c / n, c % n, at,
+           by[0][c].size());
+  }
+}
+
 }  // namespace
 
 WORKER_SCENARIO("reducer", scenario_reducer);
+WORKER_SCENARIO("reducer_shm_matches_gloo", scenario_reducer_shm_matches_gloo);
 WORKER_SCENARIO("join", scenario_join);

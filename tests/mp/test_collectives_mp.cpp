@@ -85,6 +85,11 @@ TEST_P(ShmWorlds, KilledRankGivesPeerFailedAndLeavesNoSharedMemory) {
   EXPECT_EQ(dev_shm_entries(), before) << "a shared-memory object outlived the job";
 }
 
+// The reducer on shm reduces gradients where they lie; Gloo through buckets.
+TEST_P(ShmWorlds, ReducerInPlaceGivesTheBucketsBits) {
+  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {}, 120));
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmWorlds, ::testing::Values(2, 3, 4));
 
 // Two simulated nodes of two ranks (NODE_RANK differs): shared memory inside

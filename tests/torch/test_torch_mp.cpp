@@ -41,4 +41,5 @@ TEST_P(TorchWorlds, ARankKilledBeforeSyncBatchNormsBackwardGivesTheOthersPeerFai
   run_killed(GetParam(), "sync_bn_killed_in_backward");
 }
 INSTANTIATE_TEST_SUITE_P(Ranks, TorchWorlds, ::testing::Values(2, 4));
+TEST(TorchReducer, GradientsSharingMemoryAreRefusedByName) { run_ok(2, "aliased_grads"); }
 }  // namespace

@@ -2,7 +2,7 @@
 // ddp::DistributedDataParallel (autograd hooks, no call from the user), each
 // step checked bit for bit against a reference model whose gradients are
 // averaged by hand the way PyTorch's reducer does (g * (1/world), SUM).
-// Usage: torch_worker <mlp|unused|fp16_hook|bucket_view|gather_grads|sync_bn_1d|sync_bn_2d>
+// Usage: torch_worker <mlp|unused|fp16_hook|bucket_view|gather_grads|sync_bn_1d|sync_bn_2d|aliased_grads>
 //        (env from the launcher)
 // bucket_view: gradient_as_bucket_view, the gradients set to none once
 // (zero_grad(set_to_none)) so that both of PyTorch's paths run: a gradient
@@ -254,8 +254,59 @@ int sync_bn_killed(const std::string& phase) {
   return failures == 0 ? 0 : 1;
 }
 
+// Two parameters whose .grad() the user pointed at the same memory: on shm
+// the reducer averages gradients where they lie, and two over the same bytes
+// would be reduced into each other. The backward pass fails naming both, on
+// every rank, and the next one (gradients apart again) averages as before.
+int aliased_grads() {
+  torch::set_num_threads(1);
+  ddp_group* group = nullptr;
+  ddp::check(ddp_group_init(&group, nullptr, nullptr), "ddp_group_init");
+  const int rank = ddp_group_rank(group), world = ddp_group_size(group);
+  torch::manual_seed(0);
+  auto a = torch::nn::Linear(16, 16), b = torch::nn::Linear(16, 16);
+  std::vector<at::Tensor> params = a->parameters();
+  for (auto& p : b->parameters()) params.push_back(p);
+  ddp::DistributedDataParallel ddp_model(group, params);
+  torch::manual_seed(10 + rank);  // each rank its own batch
+  auto x = torch::randn({4, 16});
+  auto loss = [&] { return b(a(x)).sum(); };
+  auto backward = [&] {
+    try {
+      loss().backward();
+      return std::string();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  };
+  std::string what = backward();  // every parameter has a gradient now
+  TCHECK(what.empty(), "the first step failed: %s", what.c_str());
+  a->weight.mutable_grad() = b->weight.grad();  // the same tensor
+  what = backward();
+  TCHECK(what.find("gradients 0 and 2 share memory") != std::string::npos, "aliased gradients were not refused: '%s'",
+         what.c_str());
+  // Apart again: the next pass averages a's fresh gradient over the ranks,
+  // bit for bit what PyTorch's reducer computes (g * (1/world), SUM).
+  a->weight.mutable_grad() = torch::zeros_like(a->weight);
+  at::Tensor expected = torch::autograd::grad({loss()}, {a->weight})[0] * (1.0 / world);
+  ddp_tensor* h = nullptr;
+  ddp::check(ddp_tensor_from_aten(&h, &expected), "from_aten");
+  ddp::check(ddp_all_reduce(group, h, DDP_SUM), "reference all_reduce");
+  ddp_tensor_free(h);
+  for (int pass = 0; pass < 2; ++pass) {  // the second sees whether the first finished its step
+    a->weight.mutable_grad().zero_();
+    what = backward();
+    TCHECK(what.empty(), "step %d after the refused one failed: %s", pass + 1, what.c_str());
+    TCHECK(torch::equal(a->weight.grad(), expected), "step %d after the refused one did not average: max |diff| %g",
+           pass + 1, (a->weight.grad() - expected).abs().max().item<double>());
+  }
+  ddp_group_free(group);
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "mlp";
+  if (mode == "aliased_grads") return aliased_grads();
   if (mode == "gather_grads") return gather_grads();
   if (mode == "sync_bn_1d" || mode == "sync_bn_2d") return sync_bn(mode == "sync_bn_2d");
   if (mode == "sync_bn_killed_in_forward") return sync_bn_killed("forward");

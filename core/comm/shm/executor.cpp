@@ -68,7 +68,7 @@ struct Executor::Job {
   std::function<void()> body;
 };
 
-Executor::Executor() = default;
+Executor::Executor(bool inline_always) : inline_always_(inline_always) {}
 
 Executor::~Executor() {
   {
@@ -83,7 +83,7 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
                                                 std::function<void()> body) {
   auto work = c10::make_intrusive<ShmWork>(type, std::move(result));
   std::unique_lock<std::mutex> lock(mutex_);
-  if (bytes <= kInlineBytes && queue_.empty() && !running_) {
+  if ((bytes <= kInlineBytes || inline_always_) && queue_.empty() && !running_) {
     running_ = true;
     lock.unlock();
     perform(*work, body);

@@ -1,7 +1,10 @@
 // Runs one backend's collectives in call order. A small one runs on the
 // caller's thread when nothing is queued (handing it to a thread would cost
 // more than it takes); a large one goes to a worker thread, so that the
-// caller (a DDP backward pass launching a bucket) moves on while it runs.
+// caller (a DDP backward pass launching a bucket) moves on while it runs,
+// unless the executor was made to run everything on the caller's thread:
+// where the host's ranks leave no core to spare, a worker only takes turns
+// with the caller on the same cores and adds the hand-off.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -18,7 +21,7 @@ namespace ddp::core::shm {
 
 class Executor {
  public:
-  Executor();
+  explicit Executor(bool inline_always = false);
   // Lets queued collectives finish (each bounded by its own deadline), then
   // joins the worker.
   ~Executor();
@@ -60,6 +63,7 @@ class Executor {
   std::condition_variable changed_;
   std::deque<std::unique_ptr<Job>> queue_;
   bool running_ = false;  // a collective is being performed (inline or on the worker)
+  const bool inline_always_;
   bool stopping_ = false;
   std::thread worker_;
 };

@@ -5,6 +5,7 @@
 
 #include "comm/shm/ring_order.h"
 #include "common/copy_kernel.h"
+#include "common/error.h"
 
 namespace ddp::core::shm {
 namespace {
@@ -12,6 +13,57 @@ namespace {
 // barrier); above it each combines its ring chunk's part (two barriers).
 constexpr size_t kWholeBytes = size_t{32} << 10;
 }  // namespace
+
+Elements::Elements(const at::Tensor& t)
+    : type_(t.scalar_type()),
+      esz_(t.element_size()),
+      total_(static_cast<size_t>(t.numel())),
+      one_{static_cast<uint8_t*>(t.data_ptr()), static_cast<size_t>(t.numel())} {}
+
+Elements::Elements(c10::ScalarType type, const std::vector<Run>& runs, double scale)
+    : type_(type), esz_(c10::elementSize(type)), runs_(&runs), scale_(scale) {
+  check_arg(scale == 1 || type == c10::kFloat || type == c10::kDouble,
+            "shm: only float and double elements are scaled, not " + std::string(c10::toString(type)));
+  starts_.reserve(runs.size());
+  for (const Run& r : runs) {
+    starts_.push_back(total_);
+    total_ += r.count;
+  }
+  if (runs.empty()) runs_ = nullptr;  // no elements: one empty run
+}
+
+void Elements::read(uint8_t* dst, size_t first, size_t len) const {
+  each(first, len, [&](uint8_t* p, size_t before, size_t n) {
+    uint8_t* d = dst + before * esz_;
+    if (scale_ == 1) copy_bytes(d, p, n * esz_);
+    else if (type_ == c10::kFloat)
+      copy_scaled(reinterpret_cast<float*>(d), reinterpret_cast<const float*>(p), n, static_cast<float>(scale_));
+    else copy_scaled(reinterpret_cast<double*>(d), reinterpret_cast<const double*>(p), n, scale_);
+  });
+}
+
+void Elements::scale_in_place() const {
+  if (scale_ == 1) return;
+  each(0, total_, [&](uint8_t* p, size_t, size_t n) {
+    if (type_ == c10::kFloat)
+      copy_scaled(reinterpret_cast<float*>(p), reinterpret_cast<const float*>(p), n, static_cast<float>(scale_));
+    else copy_scaled(reinterpret_cast<double*>(p), reinterpret_cast<const double*>(p), n, scale_);
+  });
+}
+
+void Elements::write(size_t first, size_t len, const uint8_t* src) const {
+  each(first, len, [&](uint8_t* p, size_t before, size_t n) { copy_bytes(p, src + before * esz_, n * esz_); });
+}
+
+void Elements::combine_with(ReduceKind kind, uint8_t* acc, size_t first, size_t len, const uint8_t* b) const {
+  if (scale_ != 1) {  // the scaled values first, rounded as a bucket holds them
+    read(acc, first, len);
+    return accumulate(type_, kind, acc, b, len);
+  }
+  each(first, len, [&](uint8_t* p, size_t before, size_t n) {
+    combine(type_, kind, acc + before * esz_, p, b + before * esz_, n);
+  });
+}
 
 LocalCollectives::LocalCollectives(std::unique_ptr<Segment> segment) : seg_(std::move(segment)) {}
 
@@ -37,26 +89,36 @@ void LocalCollectives::announce(CallKind kind, int reduce_op, const at::Tensor* 
   seg_->announce(c, &LocalCollectives::describe);
 }
 
-void LocalCollectives::reduce(const at::Tensor& t, ReduceKind kind, int root, Clock::time_point deadline,
+void LocalCollectives::announce(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root) {
+  Segment::Call c;
+  c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
+  c.dtype = static_cast<int32_t>(type);
+  c.count = static_cast<int64_t>(count);
+  seg_->announce(c, &LocalCollectives::describe);
+}
+
+void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, Clock::time_point deadline,
                               const char* op) {
   const size_t n = static_cast<size_t>(seg_->size());
   const int me = seg_->rank();
-  const size_t esz = t.element_size(), total = static_cast<size_t>(t.numel());
+  const size_t esz = x.elem_size(), total = x.total();
   const bool keep = root < 0 || root == me;
-  announce(root < 0 ? kAllReduce : kReduce, static_cast<int>(kind), &t, root);
-  if (total * esz <= kWholeBytes) return reduce_whole(t, kind, keep, deadline, op);
+  announce(root < 0 ? kAllReduce : kReduce, static_cast<int>(kind), x.type(), total, root);
+  if (total * esz <= kWholeBytes) return reduce_whole(x, kind, keep, deadline, op);
 
-  if (n == 1) return seg_->barrier(deadline, op);  // the tensor is the result
+  if (n == 1) {  // the elements are the result, once scaled
+    x.scale_in_place();
+    return seg_->barrier(deadline, op);
+  }
 
   // Piece q holds every chunk's q-th part of `part` elements. Chunk c's
   // part is combined in the slot of rank c-1, whose value the ring order
   // starts from; the others read the result from there. A rank copies into
   // its slot only the chunks others combine: its own chunk is combined
-  // straight from its tensor (n-1 copies of a chunk per piece, not n+1).
+  // straight from its elements (n-1 copies of a chunk per piece, not n+1).
   const size_t chunk = ring_chunk_elements(total, esz, n);
   const size_t part = seg_->slot_bytes() / esz / n;
   const size_t mine = (static_cast<size_t>(me) + 1) % n;
-  auto* data = static_cast<uint8_t*>(t.data_ptr());
   auto slot = [&](size_t r, int h) { return seg_->slot(static_cast<int>(r), h); };
   for (size_t q = 0; q * part < chunk; ++q) {
     const int h = next_half();
@@ -68,44 +130,45 @@ void LocalCollectives::reduce(const at::Tensor& t, ReduceKind kind, int root, Cl
     for (size_t c = 0; c < n; ++c) {
       if (c == mine) continue;
       auto [first, len] = span(c);
-      copy_bytes(slot(me, h) + c * part * esz, data + first * esz, len * esz);
+      x.read(slot(me, h) + c * part * esz, first, len);
     }
     seg_->barrier(deadline, op);
     auto [own_first, len] = span(mine);
-    uint8_t* own = data + own_first * esz;
     uint8_t* acc = slot(me, h) + mine * part * esz;
     auto peer = [&](size_t step) { return slot(ring_rank_at_step(mine, step, n), h) + mine * part * esz; };
-    combine(t.scalar_type(), kind, acc, own, peer(1), len);
-    for (size_t step = 2; step < n; ++step) accumulate(t.scalar_type(), kind, acc, peer(step), len);
-    if (keep) copy_bytes(own, acc, len * esz);
+    x.combine_with(kind, acc, own_first, len, peer(1));
+    for (size_t step = 2; step < n; ++step) accumulate(x.type(), kind, acc, peer(step), len);
+    if (keep) x.write(own_first, len, acc);
     seg_->barrier(deadline, op);
     if (!keep) continue;
     for (size_t c = 0; c < n; ++c) {
       if (c == mine) continue;
       auto [first, clen] = span(c);
-      copy_bytes(data + first * esz, slot(ring_rank_at_step(c, 0, n), h) + c * part * esz, clen * esz);
+      x.write(first, clen, slot(ring_rank_at_step(c, 0, n), h) + c * part * esz);
     }
   }
 }
 
 // One piece, one barrier: every rank combines all of it itself, chunk by
 // chunk in ring order.
-void LocalCollectives::reduce_whole(const at::Tensor& t, ReduceKind kind, bool keep, Clock::time_point deadline,
+void LocalCollectives::reduce_whole(const Elements& x, ReduceKind kind, bool keep, Clock::time_point deadline,
                                     const char* op) {
   const size_t n = static_cast<size_t>(seg_->size());
-  const size_t esz = t.element_size(), total = static_cast<size_t>(t.numel());
+  const size_t esz = x.elem_size(), total = x.total();
   const size_t chunk = ring_chunk_elements(total, esz, n);
-  auto* data = static_cast<uint8_t*>(t.data_ptr());
   const int h = next_half();
   auto from = [&](size_t r) { return seg_->slot_for(static_cast<int>(r), h, total * esz); };
-  copy_bytes(from(seg_->rank()), data, total * esz);
+  x.read(from(seg_->rank()), 0, total);
   seg_->barrier(deadline, op);
   if (!keep) return;
   for (size_t a = 0; a < total;) {
     const size_t c = a / chunk, b = std::min(total, (c + 1) * chunk);
-    copy_bytes(data + a * esz, from(ring_rank_at_step(c, 0, n)) + a * esz, (b - a) * esz);
-    for (size_t step = 1; step < n; ++step)
-      accumulate(t.scalar_type(), kind, data + a * esz, from(ring_rank_at_step(c, step, n)) + a * esz, b - a);
+    x.each(a, b - a, [&](uint8_t* out, size_t before, size_t len) {
+      const size_t at = (a + before) * esz;
+      copy_bytes(out, from(ring_rank_at_step(c, 0, n)) + at, len * esz);
+      for (size_t step = 1; step < n; ++step)
+        accumulate(x.type(), kind, out, from(ring_rank_at_step(c, step, n)) + at, len);
+    });
     a = b;
   }
 }

@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -20,6 +21,61 @@
 #include "comm/shm/segment.h"
 
 namespace ddp::core::shm {
+
+// What a reduce works on: the elements of one tensor, or of several taken
+// end to end (a DDP bucket's gradients where they lie, with no bucket to
+// copy them into), all of one dtype. With a scale (float and double only),
+// each rank's values are multiplied by it as they are read, the way
+// PyTorch's reducer scales gradients on their way into its bucket, so the
+// result has the bits the bucket's would have.
+class Elements {
+ public:
+  struct Run {
+    uint8_t* data;
+    size_t count;  // elements
+  };
+  explicit Elements(const at::Tensor& t);
+  // `runs` must outlive this view.
+  Elements(c10::ScalarType type, const std::vector<Run>& runs, double scale);
+
+  c10::ScalarType type() const { return type_; }
+  size_t elem_size() const { return esz_; }
+  size_t total() const { return total_; }
+
+  // f(pointer, elements of the range before it, count) for each run's share
+  // of the elements [first, first + len).
+  template <typename F>
+  void each(size_t first, size_t len, F&& f) const {
+    if (!runs_) {
+      if (len) f(one_.data + first * esz_, size_t{0}, len);
+      return;
+    }
+    size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), first) - starts_.begin()) - 1;
+    for (size_t done = 0; done < len; ++k) {
+      const size_t off = first + done - starts_[k];
+      const size_t n = std::min((*runs_)[k].count - off, len - done);
+      if (n) f((*runs_)[k].data + off * esz_, done, n);
+      done += n;
+    }
+  }
+  // dst <- elements [first, first + len), scaled.
+  void read(uint8_t* dst, size_t first, size_t len) const;
+  // Every element <- itself, scaled.
+  void scale_in_place() const;
+  // Elements [first, first + len) <- src.
+  void write(size_t first, size_t len, const uint8_t* src) const;
+  // acc <- the elements [first, first + len), scaled, op `b`.
+  void combine_with(ReduceKind kind, uint8_t* acc, size_t first, size_t len, const uint8_t* b) const;
+
+ private:
+  c10::ScalarType type_;
+  size_t esz_;
+  size_t total_ = 0;
+  Run one_{nullptr, 0};
+  const std::vector<Run>* runs_ = nullptr;  // null: one_ is the only run
+  std::vector<size_t> starts_;              // each run's first element
+  double scale_ = 1;                        // 1: none
+};
 
 class LocalCollectives {
  public:
@@ -30,7 +86,10 @@ class LocalCollectives {
   // All-reduce (root < 0) or reduce to local rank `root`, in place, with
   // the same bits as Gloo's all-reduce (ring_order.h). Non-root ranks of a
   // reduce keep their input.
-  void reduce(const at::Tensor& t, ReduceKind kind, int root, Clock::time_point deadline, const char* op);
+  void reduce(const Elements& x, ReduceKind kind, int root, Clock::time_point deadline, const char* op);
+  void reduce(const at::Tensor& t, ReduceKind kind, int root, Clock::time_point deadline, const char* op) {
+    reduce(Elements(t), kind, root, deadline, op);
+  }
   void broadcast(const at::Tensor& t, int root, Clock::time_point deadline, const char* op);
   // Rank r's `in` lands at dst[r] (in.nbytes() bytes each).
   void all_gather(const at::Tensor& in, const std::vector<uint8_t*>& dst, Clock::time_point deadline);
@@ -40,8 +99,9 @@ class LocalCollectives {
   enum CallKind : uint32_t { kAllReduce = 1, kReduce, kBroadcast, kAllGather, kBarrier };
   static std::string describe(const Segment::Call& c);
   void announce(CallKind kind, int reduce_op, const at::Tensor* t, int root);
+  void announce(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root);
   int next_half() { return static_cast<int>(pieces_++ & 1); }
-  void reduce_whole(const at::Tensor& t, ReduceKind kind, bool keep, Clock::time_point deadline, const char* op);
+  void reduce_whole(const Elements& x, ReduceKind kind, bool keep, Clock::time_point deadline, const char* op);
 
   std::unique_ptr<Segment> seg_;
   uint64_t pieces_ = 0;

@@ -180,6 +180,12 @@ std::string Segment::attach(const std::string& where, size_t bytes) {
   return problem;
 }
 
+int cpus_available() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  return sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
+}
+
 std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const std::vector<int>& global_ranks,
                                        size_t slot_bytes, std::optional<Nanos> spin, Millis timeout,
                                        std::string* why_not) {
@@ -191,9 +197,7 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   seg->size_ = size;
   seg->slot_bytes_ = slot_bytes;
   seg->global_ranks_ = global_ranks;
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && size > CPU_COUNT(&cpus)) seg->spin_for_ = Nanos(0);
+  if (size > cpus_available() && cpus_available() > 0) seg->spin_for_ = Nanos(0);
   if (spin) seg->spin_for_ = *spin;
   auto to_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
   std::string problem;

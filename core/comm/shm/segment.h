@@ -33,6 +33,9 @@ using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 using Nanos = std::chrono::nanoseconds;
 
+// The CPUs this process may run on (its affinity mask); 0 when unknown.
+int cpus_available();
+
 class Segment {
  public:
   // Every rank of the host calls this with the same store (prefixed for this

@@ -79,6 +79,16 @@ struct Topology {
   int nodes = 1;
 };
 
+// Whether every collective runs on the caller's thread (shm/executor.h):
+// when the host's ranks have no core to spare for a worker (as many ranks as
+// the CPUs this process may use, or more). DDP_SHM_INLINE=1 or 0 decides
+// instead, for measuring; every rank may choose differently.
+bool inline_always(const Topology& topo) {
+  if (auto forced = env_within("DDP_SHM_INLINE", 0, 1, "0 or 1")) return *forced == 1;
+  const int cpus = shm::cpus_available();
+  return cpus > 0 && cpus <= static_cast<int>(topo.local_ranks.size());
+}
+
 std::vector<std::string> gather_strings(c10d::Store& store, const std::string& key, int rank, int size,
                                         const std::string& mine, Millis timeout) {
   store.set(key + "/" + std::to_string(rank), std::vector<uint8_t>(mine.begin(), mine.end()));
@@ -115,7 +125,8 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
         timeout_ms_(spec.timeout.count()),
         topo_(std::move(topo)),
         local_(std::move(segment)),
-        leaders_(std::move(leaders)) {}
+        leaders_(std::move(leaders)),
+        executor_(std::make_unique<shm::Executor>(inline_always(topo_))) {}
 
   // The executor goes first: its worker may still be running a collective
   // that uses the members below.
@@ -155,6 +166,28 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   bool broadcast_now(const at::Tensor& t, int root) override {
     return topo_.nodes == 1 && plain_cpu(t) &&
            executor_->run_now([&] { local_.broadcast(t, root, deadline(), "broadcast"); });
+  }
+
+  // One node only: between nodes the leaders all-reduce one flat tensor.
+  bool takes_parts(c10::ScalarType type) const override {
+    return topo_.nodes == 1 && (type == c10::kFloat || type == c10::kDouble);
+  }
+  c10::intrusive_ptr<c10d::Work> all_reduce_parts(std::vector<at::Tensor> parts, double scale) override {
+    check_arg(!parts.empty() && takes_parts(parts[0].scalar_type()), "shm: all_reduce_parts takes float or double "
+                                                                      "parts on one node");
+    std::vector<shm::Elements::Run> runs;
+    size_t bytes = 0;
+    for (auto& p : parts) {
+      check_arg(plain_cpu(p) && p.scalar_type() == parts[0].scalar_type(),
+                "shm: all_reduce_parts takes contiguous CPU parts of one dtype");
+      runs.push_back({static_cast<uint8_t*>(p.data_ptr()), static_cast<size_t>(p.numel())});
+      bytes += p.nbytes();
+    }
+    const c10::ScalarType type = parts[0].scalar_type();
+    return submit(c10d::OpType::ALLREDUCE, std::move(parts), bytes,
+                  [this, runs = std::move(runs), type, scale](Clock::time_point deadline) {
+                    local_.reduce(shm::Elements(type, runs, scale), ReduceKind::Sum, -1, deadline, "all_reduce");
+                  });
   }
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts, const c10d::ReduceOptions& o) override {
@@ -333,7 +366,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   c10::intrusive_ptr<c10d::Backend> leaders_;  // Gloo between the nodes' local rank 0 (nodes > 1)
   std::mutex gloo_mutex_;
   c10::intrusive_ptr<c10d::Backend> gloo_;  // Gloo over every rank, made on first use
-  std::unique_ptr<shm::Executor> executor_ = std::make_unique<shm::Executor>();
+  std::unique_ptr<shm::Executor> executor_;
 };
 
 }  // namespace
