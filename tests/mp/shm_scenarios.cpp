@@ -121,8 +121,9 @@ std::vector<Result> run_all(ddp_group* g) {
     }
   {
     // Blocking calls made while an async one (over 4 MiB: on shm's worker
-    // thread) is still running wait their turn behind it, though they could
-    // run on the caller's thread (shm's direct path).
+    // thread, under DDP_SHM_INLINE=0 or on a host with cores to spare) is
+    // still running wait their turn behind it, though they could run on the
+    // caller's thread (shm's direct path).
     const size_t big_n = 1100000, small_n = 37;
     int64_t big_shape[1] = {static_cast<int64_t>(big_n)}, small_shape[1] = {static_cast<int64_t>(small_n)};
     Bytes big = input(DDP_FLOAT32, DDP_SUM, rank, big_n), small = input(DDP_FLOAT32, DDP_MAX, rank, small_n),

@@ -85,6 +85,14 @@ TEST_P(ShmWorlds, KilledRankGivesPeerFailedAndLeavesNoSharedMemory) {
   EXPECT_EQ(dev_shm_entries(), before) << "a shared-memory object outlived the job";
 }
 
+// Where the host's ranks leave no core to spare (this test machine), shm
+// performs every collective on the caller's thread; DDP_SHM_INLINE=0 puts
+// those over 4 MiB on its worker thread again, as on a larger host.
+TEST_P(ShmWorlds, OnAWorkerThreadTooGivesGloosResults) {
+  expect_all_ok(run(GetParam(), "shm_matches_gloo", {"DDP_SHM_INLINE=0"}, 300));
+  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_SHM_INLINE=0"}, 120));
+}
+
 // The reducer on shm reduces gradients where they lie; Gloo through buckets.
 TEST_P(ShmWorlds, ReducerInPlaceGivesTheBucketsBits) {
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {}, 120));

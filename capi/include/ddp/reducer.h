@@ -13,6 +13,13 @@
  * Buckets start in index order on every rank, whatever order gradients
  * become ready in, so ranks always issue the same collectives.
  *
+ * On the shm backend (one host, float32/float64 gradients, no comm hook,
+ * no gradient_as_bucket_view) a bucket's all-reduce runs over its gradient
+ * buffers where they lie, with the same bits: nothing is copied into the
+ * bucket or back. A buffer therefore belongs to the reducer from its
+ * mark_ready until finish: it may hold partial results in between, and a
+ * step that fails may leave it partly averaged.
+ *
  * Threading: not for concurrent use; mark_ready and finish are called from
  * the thread that runs backward. The reducer keeps its group alive: the
  * group handle may be freed before the reducer (bindings free in any order).
