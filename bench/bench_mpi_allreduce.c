@@ -2,7 +2,7 @@
  * bench_allreduce times libddp and Gloo, so that the three share one table:
  * the same sizes (4 B times 4 up to BENCH_MAX_BYTES, else BENCH_MAX_MB MiB,
  * from BENCH_MIN_BYTES; BENCH_BYTES alone, exactly that size, a multiple of
- * 4), the same iterations per size, 3 warm-up calls, a
+ * 4), the same warm-up (2000 4-byte calls first), the same iterations per size, 3 warm-up calls, a
  * barrier before each of BENCH_ROUNDS rounds, and each call timed on its
  * own, as OSU's osu_allreduce does with MPI_Wtime. Rank 0 prints one JSON
  * line per size with p10, p50 and p90. Started by MPICH's own mpiexec:
@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
     for (size_t bytes = 4; bytes <= max_bytes && nsizes < 64; bytes *= 4)
       if (bytes >= min_bytes) sizes[nsizes++] = bytes;
   }
+  /* The same warm-up as bench_allreduce.cpp's: 2000 4-byte calls. */
+  float one = 1.0f;
+  for (int i = 0; i < 2000; ++i) MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   for (size_t k = 0; k < nsizes; ++k) {
     const size_t bytes = sizes[k];
     const size_t n = bytes / 4;

@@ -105,6 +105,7 @@ class LocalCollectives {
 
   std::unique_ptr<Segment> seg_;
   uint64_t pieces_ = 0;
+  size_t whole_bytes_;  // up to this size, reduce_whole
 };
 
 }  // namespace ddp::core::shm
