@@ -5,7 +5,10 @@
 // BENCH_BACKEND: the C API's backend, default its own default; BENCH_MIN_BYTES,
 // BENCH_MAX_BYTES (else BENCH_MAX_MB)); BENCH_BYTES: that one size instead)
 // BENCH_IMPL=memcpy times one process's memcpy of each size instead (the
-// bandwidth the shared-memory backend is measured against).
+// bandwidth the shared-memory backend is measured against). BENCH_OP=broadcast
+// (from rank 0) or all_gather (`bytes` from each rank, the result a new
+// tensor as the C API returns it) times the other collectives the DDP path
+// uses (C API only), as bench_mpi_allreduce does under the same variable.
 #include <ddp/ddp.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -55,6 +58,12 @@ int main() {
     return 2;
   }
   std::string label = which;
+  const std::string op = std::getenv("BENCH_OP") ? std::getenv("BENCH_OP") : "allreduce";
+  if (op != "allreduce" && (!capi || (op != "broadcast" && op != "all_gather"))) {
+    std::fprintf(stderr, "BENCH_OP must be allreduce, or broadcast or all_gather with BENCH_IMPL=capi, not %s\n",
+                 op.c_str());
+    return 2;
+  }
 
   ddp_group* g = nullptr;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
@@ -118,8 +127,13 @@ int main() {
         std::memcpy(copy.data(), buf.data(), bytes);
         buf[0] = copy[n - 1];  // keeps the copy from being optimised away
       } else if (capi) {
-        if (ddp_all_reduce(g, t, DDP_SUM) != DDP_OK) {
-          std::fprintf(stderr, "all_reduce: %s\n", ddp_last_error_message());
+        ddp_tensor* gathered = nullptr;
+        ddp_status s = op == "broadcast"    ? ddp_broadcast(g, t, 0)
+                       : op == "all_gather" ? ddp_all_gather(g, t, &gathered)
+                                            : ddp_all_reduce(g, t, DDP_SUM);
+        ddp_tensor_free(gathered);
+        if (s != DDP_OK) {
+          std::fprintf(stderr, "%s: %s\n", op.c_str(), ddp_last_error_message());
           std::exit(1);
         }
       } else {

@@ -6,7 +6,10 @@
  * barrier before each of BENCH_ROUNDS rounds, and each call timed on its
  * own, as OSU's osu_allreduce does with MPI_Wtime. Rank 0 prints one JSON
  * line per size with p10, p50 and p90. Started by MPICH's own mpiexec:
- *   mpiexec -n 2 bench_mpi_allreduce */
+ *   mpiexec -n 2 bench_mpi_allreduce
+ * BENCH_OP=broadcast (MPI_Bcast from rank 0) or all_gather (MPI_Allgather,
+ * `bytes` from each rank) times the other collectives the DDP path uses,
+ * as bench_allreduce does under the same variable. */
 #include <mpi.h>
 
 #include <stdint.h>
@@ -49,6 +52,12 @@ int main(int argc, char** argv) {
   const size_t min_bytes = (size_t)env_long("BENCH_MIN_BYTES", 4);
   char label[64];
   snprintf(label, sizeof label, "mpich");
+  const char* op = getenv("BENCH_OP") ? getenv("BENCH_OP") : "allreduce";
+  const int bcast = strcmp(op, "broadcast") == 0, gather = strcmp(op, "all_gather") == 0;
+  if (!bcast && !gather && strcmp(op, "allreduce") != 0) {
+    fprintf(stderr, "BENCH_OP must be allreduce, broadcast or all_gather, not %s\n", op);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
 
   size_t sizes[64], nsizes = 0;
   if (getenv("BENCH_BYTES")) {
@@ -64,6 +73,7 @@ int main(int argc, char** argv) {
     const size_t bytes = sizes[k];
     const size_t n = bytes / 4;
     float* buf = malloc(bytes);
+    float* gathered = gather ? malloc(bytes * (size_t)world) : NULL;
     const int iters = iterations_for(bytes);
     double* us = malloc(sizeof(double) * (size_t)rounds * (size_t)iters);
     if (!buf || !us) {
@@ -76,7 +86,9 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       for (int i = 0; i < iters + 3; ++i) {
         double t0 = MPI_Wtime();
-        MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        if (bcast) MPI_Bcast(buf, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        else if (gather) MPI_Allgather(buf, (int)n, MPI_FLOAT, gathered, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+        else MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         double el = (MPI_Wtime() - t0) * 1e6;
         if (i >= 3) us[kept++] = el;
       }
@@ -88,6 +100,7 @@ int main(int argc, char** argv) {
       fflush(stdout);
     }
     free(us);
+    free(gathered);
     free(buf);
   }
   MPI_Finalize();

@@ -4,6 +4,7 @@ and over Gloo's, and flags: "slower" where shm's p50 exceeds MPICH's,
 "tail" where shm's p90 exceeds 1.5x its p50. A contender that failed is
 listed as failed. Exits 0 either way: this is a benchmark, not a test."""
 import json
+import os
 import statistics
 import sys
 
@@ -35,7 +36,8 @@ def main(path):
     for world in worlds:
         impls = sorted({i for w, _, i in med if w == world}, key=lambda i: ["shm", "mpich", "gloo"].index(i)
                        if i in ("shm", "mpich", "gloo") else 9)
-        print(f"== all_reduce float32, {world} ranks on one host: p50 / p90 in us (median of rounds) ==")
+        print(f"== {os.environ.get('BENCH_OP', 'allreduce')} float32, {world} ranks on one host: "
+              "p50 / p90 in us (median of rounds) ==")
         head = f"{'size':>8} " + " ".join(f"{i + ' p50':>11} {i + ' p90':>11}" for i in impls)
         print(head + f" {'shm/mpich':>10} {'gloo/shm':>9}  flags")
         slower = tails = 0

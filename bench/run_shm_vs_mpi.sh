@@ -8,6 +8,8 @@
 # The contenders alternate for BENCH_REPEATS (3) rounds; report_vs_mpi.py
 # prints the median of the rounds' p50 and p90, the ratios, and flags every
 # size where shm's p50 exceeds MPICH's or its p90 exceeds 1.5x its p50.
+# BENCH_OP=broadcast or all_gather times that collective instead (shm, gloo
+# and mpich only).
 #   bench/run_shm_vs_mpi.sh [results.jsonl]   (the JSON lines are kept there)
 source "$(dirname "$0")/common.sh"
 results=${1:-$(mktemp)}
