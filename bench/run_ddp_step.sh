@@ -35,7 +35,7 @@ if [ -x "$mpi" ] && command -v mpiexec >/dev/null; then
   "$py" -c 'import json, sys
 for m, p in sorted({(r["model"], r["params"]) for r in map(json.loads, open(sys.argv[1])) if "params" in r}): print(m, p)' "$out" |
     while read -r model params; do
-      BENCH_BYTES=$((params * 4)) BENCH_ROUNDS=3 mpiexec -n 2 "$mpi" | sed "s/^{/{\"model\": \"$model\", /" >>"$mpi_out"
+      BENCH_BYTES=$((params * 4)) BENCH_ROUNDS=3 mpiexec -n 2 "$mpi" </dev/null | sed "s/^{/{\"model\": \"$model\", /" >>"$mpi_out"
     done
 fi
 "$py" - "$out" "$mpi_out" <<'PY'
@@ -65,8 +65,8 @@ for m in sorted({r["model"] for r in rows}):
     print(line)
     if m in mpich and nocomm:
         half = mpich[m]["p50_us"] / 2000
-        print(f"{m}: MPICH all-reduce of the {mpich[m]['bytes'] / 2**20:.1f} MiB of gradients {2 * half:.1f} ms; "
-              f"target no-comm + half of it = {nocomm + half:.1f} ms: libddp {lib:.1f} ms "
+        print(f"{m}: MPICH all-reduce of the {mpich[m]['bytes'] / 2**20:.1f} MiB of gradients {2 * half:.2f} ms; "
+              f"target no-comm + half of it = {nocomm + half:.2f} ms: libddp {lib:.2f} ms "
               f"({'met' if lib <= nocomm + half else 'not met'})")
 PY
 rm -f "$mpi_out"
