@@ -18,6 +18,14 @@ namespace {
 // the scheduler, and one barrier up to 32 KiB stays cheaper.
 constexpr size_t kWholeBytesSpinning = size_t{4} << 10;
 constexpr size_t kWholeBytesSleeping = size_t{32} << 10;
+
+// dst <- src * scale, for the float and double elements Elements scales.
+void copy_scaled_as(c10::ScalarType type, uint8_t* dst, const uint8_t* src, size_t n, double scale) {
+  if (type == c10::kFloat)
+    copy_scaled(reinterpret_cast<float*>(dst), reinterpret_cast<const float*>(src), n, static_cast<float>(scale));
+  else
+    copy_scaled(reinterpret_cast<double*>(dst), reinterpret_cast<const double*>(src), n, scale);
+}
 }  // namespace
 
 Elements::Elements(const at::Tensor& t)
@@ -42,19 +50,13 @@ void Elements::read(uint8_t* dst, size_t first, size_t len) const {
   each(first, len, [&](uint8_t* p, size_t before, size_t n) {
     uint8_t* d = dst + before * esz_;
     if (scale_ == 1) copy_bytes(d, p, n * esz_);
-    else if (type_ == c10::kFloat)
-      copy_scaled(reinterpret_cast<float*>(d), reinterpret_cast<const float*>(p), n, static_cast<float>(scale_));
-    else copy_scaled(reinterpret_cast<double*>(d), reinterpret_cast<const double*>(p), n, scale_);
+    else copy_scaled_as(type_, d, p, n, scale_);
   });
 }
 
 void Elements::scale_in_place() const {
   if (scale_ == 1) return;
-  each(0, total_, [&](uint8_t* p, size_t, size_t n) {
-    if (type_ == c10::kFloat)
-      copy_scaled(reinterpret_cast<float*>(p), reinterpret_cast<const float*>(p), n, static_cast<float>(scale_));
-    else copy_scaled(reinterpret_cast<double*>(p), reinterpret_cast<const double*>(p), n, scale_);
-  });
+  each(0, total_, [&](uint8_t* p, size_t, size_t n) { copy_scaled_as(type_, p, p, n, scale_); });
 }
 
 void Elements::write(size_t first, size_t len, const uint8_t* src) const {
@@ -89,12 +91,9 @@ std::string LocalCollectives::describe(const Segment::Call& c) {
 }
 
 void LocalCollectives::announce(CallKind kind, int reduce_op, const at::Tensor* t, int root) {
+  if (t) return announce(kind, reduce_op, t->scalar_type(), static_cast<size_t>(t->numel()), root);
   Segment::Call c;
   c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
-  if (t) {
-    c.dtype = static_cast<int32_t>(t->scalar_type());
-    c.count = t->numel();
-  }
   seg_->announce(c, &LocalCollectives::describe);
 }
 
