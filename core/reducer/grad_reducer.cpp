@@ -304,31 +304,34 @@ bool reducible_in_place(const at::Tensor& g, const at::Tensor& like) {
 }
 }  // namespace
 
+// The caller's own buffers were checked once (check_no_aliasing); a
+// source's may be new each step. Two over the same bytes would be reduced
+// into each other.
+void Reducer::claim_span(const at::Tensor& g, size_t i) {
+  if (g.nbytes() == 0) return;
+  const auto begin = reinterpret_cast<uintptr_t>(g.data_ptr()), end = begin + g.nbytes();
+  auto next = in_place_spans_.upper_bound(begin);
+  auto clash = next != in_place_spans_.end() && next->first < end ? next : in_place_spans_.end();
+  if (clash == in_place_spans_.end() && next != in_place_spans_.begin() && std::prev(next)->second.first > begin)
+    clash = std::prev(next);
+  if (clash != in_place_spans_.end())
+    fail(Status::InvalidArgument, "reducer: gradients " + std::to_string(std::min(i, clash->second.second)) + " and " +
+                                      std::to_string(std::max(i, clash->second.second)) +
+                                      " share memory; every gradient needs a buffer of its own");
+  in_place_spans_.emplace(begin, std::make_pair(end, i));
+}
+
 void Reducer::take_in_place(size_t i) {
   at::Tensor g = source_ ? source_->gradient(i) : grads_[i];
+  if (!g.defined()) return zero_in(i);  // unused this step
   at::Tensor& part = buckets_[bucket_of_[i]].parts[position_in_bucket_[i]];
-  if (g.defined() && reducible_in_place(g, grads_[i])) {
-    if (source_ && g.nbytes() > 0) {
-      // The caller's own buffers were checked once (check_no_aliasing); a
-      // source's may be new each step. Two over the same bytes would be
-      // reduced into each other.
-      const auto begin = reinterpret_cast<uintptr_t>(g.data_ptr()), end = begin + g.nbytes();
-      auto next = in_place_spans_.upper_bound(begin);
-      auto clash = next != in_place_spans_.end() && next->first < end ? next : in_place_spans_.end();
-      if (clash == in_place_spans_.end() && next != in_place_spans_.begin() && std::prev(next)->second.first > begin)
-        clash = std::prev(next);
-      if (clash != in_place_spans_.end())
-        fail(Status::InvalidArgument, "reducer: gradients " + std::to_string(std::min(i, clash->second.second)) +
-                                          " and " + std::to_string(std::max(i, clash->second.second)) +
-                                          " share memory; every gradient needs a buffer of its own");
-      in_place_spans_.emplace(begin, std::make_pair(end, i));
-    }
+  if (reducible_in_place(g, grads_[i])) {
+    if (source_) claim_span(g, i);
     part = g;
     return;
   }
-  // Unused, or a layout the backend does not reduce where it lies: the slot.
-  if (g.defined()) copy_plain(slot(i), g.detach());
-  else slot(i).zero_();
+  // A layout the backend does not reduce where it lies: through the slot.
+  copy_plain(slot(i), g.detach());
   via_slot_[i] = 1;
   part = slot(i);
 }

@@ -140,6 +140,7 @@ class Reducer {
   // go through their slot.
   bool in_place_step();
   void take_in_place(size_t i);
+  void claim_span(const at::Tensor& g, size_t i);  // refuses a gradient over another's bytes
   void finish_in_place_step();
   void bind_in(size_t i, at::Tensor view);  // gradient_as_bucket_view with a source
   void launch_ready_buckets();
