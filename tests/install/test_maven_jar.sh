@@ -16,11 +16,14 @@ trap 'rm -rf "$work"' EXIT
 cp -rL /usr/share/maven-repo "$work/repo"
 mvn -o -q -Dmaven.repo.local="$work/repo" -Dddp.build="$build" -f "$src/bindings/swig/java/pom.xml" package
 jar=$(ls "$build"/bindings/java/maven/libddp-*.jar)
-unzip -l "$jar" | grep -q "org/libddp/native/libddp_java.so" || { echo "FAIL: $jar lacks libddp_java.so"; exit 1; }
+# The listing is read whole first: under pipefail, `unzip | grep -q` fails
+# whenever grep stops reading before unzip has written everything.
+listing=$(unzip -l "$jar")
+grep -q "org/libddp/native/libddp_java.so" <<<"$listing" || { echo "FAIL: $jar lacks libddp_java.so"; exit 1; }
 javac -nowarn -cp "$jar" -d "$work/classes" "$src/examples/java/AllReduceAndGradSync.java"
 out=$(OMP_NUM_THREADS=1 "$build/tools/ddprun" --standalone --nproc-per-node 2 java -cp "$jar:$work/classes" AllReduceAndGradSync 2>&1)
 echo "$out" | grep "all_reduce SUM"
 for r in 0 1; do
-  echo "$out" | grep -q "\[rank $r\] all_reduce SUM" || { echo "FAIL: rank $r did not run: $out"; exit 1; }
+  grep -q "\[rank $r\] all_reduce SUM" <<<"$out" || { echo "FAIL: rank $r did not run: $out"; exit 1; }
 done
 echo "PASS: mvn -o package built $(basename "$jar"), which runs 2 ranks with java -cp"

@@ -45,7 +45,7 @@ if __name__ == "__main__":
 PY
 out=$(cd / && env -u LD_LIBRARY_PATH -u PYTHONPATH OMP_NUM_THREADS=1 timeout 120 "$work/venv/bin/python" "$work/job.py")
 echo "$out"
-echo "$out" | grep -q "sum (3.0, 3.0) from $work/venv/" || { echo "FAIL: the wheel's libddp did not run the job"; exit 1; }
+grep -q "sum (3.0, 3.0) from $work/venv/" <<<"$out" || { echo "FAIL: the wheel's libddp did not run the job"; exit 1; }
 
 (cd "$src" && "$py" -m pip install . --no-build-isolation --no-deps -q --target "$work/target" \
   --config-settings=build-dir="$work/skbuild")

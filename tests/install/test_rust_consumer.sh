@@ -41,7 +41,7 @@ out=$(LD_LIBRARY_PATH="$libdir" OMP_NUM_THREADS=1 "$build/tools/ddprun" --standa
   "$work/target/debug/consumer" 2>&1)
 echo "$out"
 for r in 0 1; do
-  echo "$out" | grep -q "rank $r sum \[3.0, 3.0, 3.0\]" || { echo "FAIL: rank $r's sum is missing"; exit 1; }
+  grep -q "rank $r sum \[3.0, 3.0, 3.0\]" <<<"$out" || { echo "FAIL: rank $r's sum is missing"; exit 1; }
 done
 # Absolute, from anywhere (a clean build of ddp-sys, so its build script runs again).
 rm -rf "$work/target"
@@ -53,7 +53,7 @@ if ! pkg-config --exists ddp 2>/dev/null; then
   msg=$(cd / && env -u PKG_CONFIG_PATH cargo build --offline --quiet --manifest-path "$work/consumer/Cargo.toml" 2>&1)
   rc=$?
   set -e
-  [ $rc -ne 0 ] && echo "$msg" | grep -q "set PKG_CONFIG_PATH to the directory of ddp.pc" ||
+  [ $rc -ne 0 ] && grep -q "set PKG_CONFIG_PATH to the directory of ddp.pc" <<<"$msg" ||
     { echo "FAIL: without PKG_CONFIG_PATH: exit $rc: $msg"; exit 1; }
 fi
 echo "PASS: a consumer crate builds with relative and absolute PKG_CONFIG_PATH and runs"

@@ -27,7 +27,7 @@ must_fail() {
 each_rank_says() {
   local r
   for r in 0 1; do
-    echo "$1" | grep -q "${2//RANK/$r}" || { echo "FAIL: rank $r did not say '${2//RANK/$r}': $1"; exit 1; }
+    grep -q "${2//RANK/$r}" <<<"$1" || { echo "FAIL: rank $r did not say '${2//RANK/$r}': $1"; exit 1; }
   done
 }
 
@@ -40,7 +40,7 @@ awk -v a="$acc" 'BEGIN { exit !(a >= 0.97) }' || { echo "FAIL: held-out accuracy
 
 job --epochs 10 --ckpt "$work/part.ckpt" >/dev/null
 resumed=$(job --resume --ckpt "$work/part.ckpt")
-echo "$resumed" | grep -q "^resumed from .* after epoch 9 (step 230)" || { echo "FAIL: $resumed"; exit 1; }
+grep -q "^resumed from .* after epoch 9 (step 230)" <<<"$resumed" || { echo "FAIL: $resumed"; exit 1; }
 # Loss and accuracy of epochs 11..20, and the held-out result, as the uninterrupted run's.
 figures() { grep -E '^epoch|^held-out' | sed 's/  [0-9]* samples\/s.*//; s/, 2 processes.*//'; }
 diff <(echo "$full" | figures | tail -11) <(echo "$resumed" | figures) || { echo "FAIL: the resumed run differs"; exit 1; }
@@ -52,7 +52,7 @@ rc=$?
 set -e
 [ $rc -ne 0 ] || { echo "FAIL: a truncated checkpoint was accepted"; exit 1; }
 for r in 0 1; do
-  echo "$bad" | grep -q "\[rank $r\] ddp_strategy_load_checkpoint.*i/o error: checkpoint .*cut.ckpt" ||
+  grep -q "\[rank $r\] ddp_strategy_load_checkpoint.*i/o error: checkpoint .*cut.ckpt" <<<"$bad" ||
     { echo "FAIL: rank $r did not report the damaged checkpoint: $bad"; exit 1; }
 done
 # popen: this process is rank 0 and starts rank 1 from setup_environment.
@@ -70,18 +70,18 @@ diff <(echo "$under" | sed -n 's/^\[rank0\]: //p' | figures) <(echo "$spawned" |
 for n in 2 4; do
   auto=$(OMP_NUM_THREADS=1 "$build/tools/ddprun" --standalone --nproc-per-node $n "$build/examples/train_digits" "$work" \
     --launcher popen --devices-auto --epochs 1 --ckpt "$work/auto$n.ckpt")
-  echo "$auto" | grep -q "^\[rank0\]: held-out accuracy .*, $n processes" || { echo "FAIL: devices auto under ddprun $n: $auto"; exit 1; }
+  grep -q "^\[rank0\]: held-out accuracy .*, $n processes" <<<"$auto" || { echo "FAIL: devices auto under ddprun $n: $auto"; exit 1; }
 done
 alone=$(job --launcher popen --devices-auto --epochs 1 --ckpt "$work/alone.ckpt")
-echo "$alone" | grep -q "held-out accuracy .*, 1 processes" || { echo "FAIL: devices auto with no launcher: $alone"; exit 1; }
+grep -q "held-out accuracy .*, 1 processes" <<<"$alone" || { echo "FAIL: devices auto with no launcher: $alone"; exit 1; }
 disagree=$(must_fail env OMP_NUM_THREADS=1 timeout 120 "$build/tools/ddprun" --standalone --nproc-per-node 2 \
   "$build/examples/train_digits" "$work" --launcher popen --world 3 --epochs 1 --ckpt "$work/disagree.ckpt") ||
   { echo "$disagree"; exit 1; }
 # The first rank to check names both numbers and ends the job; ddprun may stop the other before
 # it gets as far (under load), so one rank's message and the launcher's root cause are required.
-echo "$disagree" | grep -q "^\[rank[01]\]: .*devices=3 but the torchelastic environment started 2" ||
+grep -q "^\[rank[01]\]: .*devices=3 but the torchelastic environment started 2" <<<"$disagree" ||
   { echo "FAIL: no rank named the disagreeing count: $disagree"; exit 1; }
-echo "$disagree" | grep -q "Root Cause" || { echo "FAIL: ddprun named no root cause: $disagree"; exit 1; }
+grep -q "Root Cause" <<<"$disagree" || { echo "FAIL: ddprun named no root cause: $disagree"; exit 1; }
 # A rank that fails: rank 0 stops with a status naming it (popen), the spawner names the root cause (spawn).
 for launcher in popen spawn; do
   set +e
@@ -90,7 +90,7 @@ for launcher in popen spawn; do
   rc=$?
   set -e
   [ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: $launcher: exit $rc with a failing rank"; exit 1; }
-  echo "$failed" | grep -qE "local rank 1 \(pid [0-9]+\) ended with exit code 3|rank 1 \(pid [0-9]+\) failed first with exit code 3" ||
+  grep -qE "local rank 1 \(pid [0-9]+\) ended with exit code 3|rank 1 \(pid [0-9]+\) failed first with exit code 3" <<<"$failed" ||
     { echo "FAIL: $launcher: the failing rank is not named: $failed"; exit 1; }
 done
 # A checkpoint rank 0 cannot write is a status on every rank, not a hang.

@@ -34,8 +34,8 @@ acc=$(echo "$full" | held_out)
 # SIGKILL rank 1 after step 57 (epoch 3); a checkpoint at each epoch's end.
 killed=$(DIGITS_KILL_RANK=1 DIGITS_KILL_AT_STEP=57 DIGITS_STEP_LOG="$work/killed.log" \
   run --max-restarts 2 $(digits) --ckpt-dir "$work/killed" --keep-last 2 2>&1)
-echo "$killed" | grep -q "failed first with signal 9 (SIGKILL).*restarting all workers (1 of 2)" || fail "no restart: $killed"
-echo "$killed" | grep -q "^\[rank0\]: resumed from $work/killed/epoch=1-step=46.ckpt: epoch 3, step 46, 0 samples" ||
+grep -q "failed first with signal 9 (SIGKILL).*restarting all workers (1 of 2)" <<<"$killed" || fail "no restart: $killed"
+grep -q "^\[rank0\]: resumed from $work/killed/epoch=1-step=46.ckpt: epoch 3, step 46, 0 samples" <<<"$killed" ||
   fail "not resumed from the epoch-2 checkpoint: $killed"
 [ "$(echo "$killed" | held_out)" = "$acc" ] || fail "held-out $(echo "$killed" | held_out) after the kill, $acc undisturbed"
 diff <(final_losses "$work/full.log") <(final_losses "$work/killed.log") || fail "the resumed losses differ"
@@ -44,7 +44,7 @@ diff <(final_losses "$work/full.log") <(final_losses "$work/killed.log") || fail
 # Every 10 steps: the restart goes on from step 50, inside epoch 3 (4 of its batches done).
 steps=$(DIGITS_KILL_RANK=1 DIGITS_KILL_AT_STEP=57 DIGITS_STEP_LOG="$work/steps.log" \
   run --max-restarts 2 $(digits) --ckpt-dir "$work/steps" --keep-last 3 --every-n-steps 10 2>&1)
-echo "$steps" | grep -q "^\[rank0\]: resumed from $work/steps/epoch=2-step=50.ckpt: epoch 3, step 50, 256 samples of the epoch done (by 2 ranks; now 2)" ||
+grep -q "^\[rank0\]: resumed from $work/steps/epoch=2-step=50.ckpt: epoch 3, step 50, 256 samples of the epoch done (by 2 ranks; now 2)" <<<"$steps" ||
   fail "not resumed from step 50: $steps"
 [ "$(echo "$steps" | held_out)" = "$acc" ] || fail "held-out after a mid-epoch resume: $steps"
 diff <(final_losses "$work/full.log") <(final_losses "$work/steps.log") || fail "the losses after a mid-epoch resume differ"
@@ -58,8 +58,8 @@ head -c 300 "$work/steps/epoch=3-step=90.ckpt" >"$work/damaged/epoch=3-step=90.c
 dead=$(sh -c 'echo $$')
 cp "$work/steps/epoch=3-step=92.ckpt" "$work/damaged/epoch=3-step=91.ckpt.tmp.$dead"
 damaged=$(run $(digits) --ckpt-dir "$work/damaged" --keep-last 5 2>&1)
-echo "$damaged" | grep -q "^\[rank0\]: passed over $work/damaged/epoch=3-step=90.ckpt: .*" || fail "the damaged file is not named: $damaged"
-echo "$damaged" | grep -q "^\[rank0\]: resumed from $work/damaged/epoch=3-step=80.ckpt" || fail "not resumed from step 80: $damaged"
+grep -q "^\[rank0\]: passed over $work/damaged/epoch=3-step=90.ckpt: .*" <<<"$damaged" || fail "the damaged file is not named: $damaged"
+grep -q "^\[rank0\]: resumed from $work/damaged/epoch=3-step=80.ckpt" <<<"$damaged" || fail "not resumed from step 80: $damaged"
 [ "$(echo "$damaged" | held_out)" = "$acc" ] || fail "held-out after passing over a damaged file: $damaged"
 [ ! -e "$work/damaged/epoch=3-step=91.ckpt.tmp.$dead" ] || fail "the dead writer's temporary was not pruned"
 
@@ -73,9 +73,9 @@ exec $(digits) --ckpt-dir "$work/view\$RANK" "\$@"
 SH
 chmod +x "$work/by_rank.sh"
 views=$(run "$work/by_rank.sh" 2>&1)
-echo "$views" | grep -q "^\[rank0\]: passed over $work/view0/epoch=3-step=90.ckpt: rank 1 does not have it" ||
+grep -q "^\[rank0\]: passed over $work/view0/epoch=3-step=90.ckpt: rank 1 does not have it" <<<"$views" ||
   fail "the file rank 1 lacks is not named: $views"
-echo "$views" | grep -q "^\[rank0\]: resumed from $work/view0/epoch=3-step=80.ckpt" || fail "not resumed from step 80: $views"
+grep -q "^\[rank0\]: resumed from $work/view0/epoch=3-step=80.ckpt" <<<"$views" || fail "not resumed from step 80: $views"
 [ "$(echo "$views" | held_out)" = "$acc" ] || fail "held-out after the agreement: $views"
 # No file that every rank has: every rank stops with DDP_E_IO naming the files, before training.
 rm -f "$work/view1/"* "$work/view0/"epoch=3-step=9*
@@ -85,19 +85,19 @@ rc=$?
 set -e
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "exit $rc when no checkpoint loads on every rank: $none"
 for r in 0 1; do
-  echo "$none" | grep -q "^\[rank$r\]: .*ddp_strategy_resume_from_dir.*i/o error: resume_from_dir: none of the 1 checkpoints in $work/view$r\? .*epoch=3-step=80.ckpt: rank 1 does not have it" ||
+  grep -q "^\[rank$r\]: .*ddp_strategy_resume_from_dir.*i/o error: resume_from_dir: none of the 1 checkpoints in $work/view$r\? .*epoch=3-step=80.ckpt: rank 1 does not have it" <<<"$none" ||
     { echo "$none" | grep "rank$r"; fail "rank $r did not name the missing file"; }
 done
-! echo "$none" | grep -q "epoch  4" || fail "trained without a common checkpoint: $none"
+! grep -q "epoch  4" <<<"$none" || fail "trained without a common checkpoint: $none"
 
 # Another world size: 1 rank goes on from the 2-rank checkpoint at step 50; the 1181 samples left in
 # epoch 3 are 37 batches of 32 (steps 51..87), then epoch 4's 45 (to step 132).
 DIGITS_KILL_RANK=1 DIGITS_KILL_AT_STEP=51 run $(digits) --ckpt-dir "$work/one" --every-n-steps 25 >/dev/null 2>&1 || true
 one=$(timeout 240 "$build/examples/train_digits" "$work" --launcher popen --world 1 --epochs 4 --ckpt-dir "$work/one" 2>&1)
-echo "$one" | grep -q "^resumed from $work/one/epoch=2-step=50.ckpt: epoch 3, step 50, 256 samples of the epoch done (by 2 ranks; now 1)" ||
+grep -q "^resumed from $work/one/epoch=2-step=50.ckpt: epoch 3, step 50, 256 samples of the epoch done (by 2 ranks; now 1)" <<<"$one" ||
   fail "1 rank did not resume the 2-rank checkpoint: $one"
 [ -e "$work/one/epoch=2-step=87.ckpt" ] && [ -e "$work/one/epoch=3-step=132.ckpt" ] ||
   fail "1 rank's epochs 3 and 4 took other step counts: $(files_in "$work/one")"
-echo "$one" | grep -q "^held-out accuracy" || fail "no result from 1 rank: $one"
+grep -q "^held-out accuracy" <<<"$one" || fail "no result from 1 rank: $one"
 
 echo "digits resume: held-out $acc undisturbed and after SIGKILL (epoch-end and mid-epoch checkpoints, losses equal), keep-last, damaged newest and unseen newest passed over, none common refused on both ranks, 2 -> 1 ranks re-sharded"
