@@ -6,9 +6,10 @@
 // BENCH_MAX_BYTES (else BENCH_MAX_MB)); BENCH_BYTES: that one size instead)
 // BENCH_IMPL=memcpy times one process's memcpy of each size instead (the
 // bandwidth the shared-memory backend is measured against). BENCH_OP=broadcast
-// (from rank 0) or all_gather (`bytes` from each rank, the result a new
-// tensor as the C API returns it) times the other collectives the DDP path
-// uses (C API only), as bench_mpi_allreduce does under the same variable.
+// (from rank 0) or all_gather (`bytes` from each rank, into one output
+// tensor made before the timing, ddp_all_gather_into_tensor, as MPI_Allgather
+// reuses its receive buffer) times the other collectives the DDP path uses
+// (C API only), as bench_mpi_allreduce does under the same variable.
 #include <ddp/ddp.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -116,22 +117,21 @@ int main() {
   }
   for (size_t bytes : sizes) {
     size_t n = bytes / 4;
-    std::vector<float> buf(n, 1.0f), copy(copy_only ? n : 0);
-    int64_t shape[1] = {static_cast<int64_t>(n)};
-    ddp_tensor* t = nullptr;
+    std::vector<float> buf(n, 1.0f), copy(copy_only ? n : 0), gathered(op == "all_gather" ? n * world : 0);
+    int64_t shape[1] = {static_cast<int64_t>(n)}, gathered_shape[1] = {static_cast<int64_t>(gathered.size())};
+    ddp_tensor *t = nullptr, *gathered_t = nullptr;
     at::Tensor raw = at::from_blob(buf.data(), {static_cast<int64_t>(n)}, at::kFloat);
     std::vector<at::Tensor> raw_vec{raw};
     if (capi) ddp_tensor_from_blob(&t, buf.data(), DDP_FLOAT32, shape, 1);
+    if (capi && op == "all_gather") ddp_tensor_from_blob(&gathered_t, gathered.data(), DDP_FLOAT32, gathered_shape, 1);
     auto call = [&] {
       if (copy_only) {
         std::memcpy(copy.data(), buf.data(), bytes);
         buf[0] = copy[n - 1];  // keeps the copy from being optimised away
       } else if (capi) {
-        ddp_tensor* gathered = nullptr;
         ddp_status s = op == "broadcast"    ? ddp_broadcast(g, t, 0)
-                       : op == "all_gather" ? ddp_all_gather(g, t, &gathered)
+                       : op == "all_gather" ? ddp_all_gather_into_tensor(g, t, gathered_t)
                                             : ddp_all_reduce(g, t, DDP_SUM);
-        ddp_tensor_free(gathered);
         if (s != DDP_OK) {
           std::fprintf(stderr, "%s: %s\n", op.c_str(), ddp_last_error_message());
           std::exit(1);
@@ -158,6 +158,7 @@ int main() {
       std::fflush(stdout);
     }
     ddp_tensor_free(t);
+    ddp_tensor_free(gathered_t);
   }
   ddp_group_free(g);
   return 0;

@@ -164,6 +164,7 @@ typedef struct {} DdpEnv;
 %newobject DdpGroup::broadcast_async;
 %newobject DdpGroup::reduce_async;
 %newobject DdpGroup::all_gather_async;
+%newobject DdpGroup::all_gather_into_tensor_async;
 %newobject DdpGroup::barrier_async;
 %newobject DdpGroup::from_env;
 %newobject DdpWork::result_tensor;
@@ -277,6 +278,10 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_all_gather($self, t, &out));
     return out;
   }
+  /* PyTorch's all_gather_into_tensor: into the caller's out (world x numel(t) elements). */
+  void all_gather_into_tensor(const DdpTensor *t, DdpTensor *out) {
+    ddp_swig_check(ddp_all_gather_into_tensor($self, t, out));
+  }
   /* Lightning's gather_all_tensors: one tensor per rank, sizes may differ. */
   DdpTensorArray all_gather_uneven(const DdpTensor *t) {
     DdpTensorArray out = {NULL, ddp_group_size($self)};
@@ -327,6 +332,11 @@ typedef struct {} DdpEnv;
   DdpWork *all_gather_async(const DdpTensor *t) {
     DdpWork *w = NULL;
     ddp_swig_check(ddp_all_gather_async($self, t, &w));
+    return w;
+  }
+  DdpWork *all_gather_into_tensor_async(const DdpTensor *t, DdpTensor *out) {
+    DdpWork *w = NULL;
+    ddp_swig_check(ddp_all_gather_into_tensor_async($self, t, out, &w));
     return w;
   }
   DdpWork *barrier_async() {

@@ -149,11 +149,19 @@ ddp_status ddp_reduce_async(ddp_group* g, ddp_tensor* t, int dst, ddp_reduce_op 
 ddp_status ddp_all_gather(ddp_group* g, const ddp_tensor* in, ddp_tensor** out) {
   if (!out) return invalid("ddp_all_gather: out is NULL");
   *out = nullptr;
-  return run_blocking([&] { return ddp::core::all_gather(group_of(g), tensor_of(in)); },
-                      [&](ddp::core::Pending& p) { hand_out(out, wrap_tensor(p.tensors.at(0))); });
+  return fence([&] { hand_out(out, wrap_tensor(ddp::core::all_gather_blocking(group_of(g), tensor_of(in)))); });
 }
 ddp_status ddp_all_gather_async(ddp_group* g, const ddp_tensor* in, ddp_work** out) {
   return start_async(out, "ddp_all_gather_async", g, [&] { return ddp::core::all_gather(group_of(g), tensor_of(in)); });
+}
+
+ddp_status ddp_all_gather_into_tensor(ddp_group* g, const ddp_tensor* in, ddp_tensor* out) {
+  return fence([&] { ddp::core::all_gather_into_blocking(group_of(g), tensor_of(in), require(out, "out")->t); });
+}
+ddp_status ddp_all_gather_into_tensor_async(ddp_group* g, const ddp_tensor* in, ddp_tensor* out, ddp_work** work) {
+  return start_async(work, "ddp_all_gather_into_tensor_async", g, [&] {
+    return ddp::core::all_gather_into(group_of(g), tensor_of(in), require(out, "out")->t);
+  });
 }
 
 ddp_status ddp_all_gather_uneven(ddp_group* g, const ddp_tensor* in, ddp_tensor** out) {

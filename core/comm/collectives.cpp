@@ -125,6 +125,43 @@ c10::intrusive_ptr<c10d::Work> start_all_gather(Group& g, const char* op, const 
   return start(g, op, ticket, [&](c10d::Backend& b) { return b.allgather(outs, ins); });
 }
 
+// all_gather into the caller's `out` (checked by check_gather_output): one
+// view of `out` per rank, in's shape, which every backend takes.
+c10::intrusive_ptr<c10d::Work> start_all_gather_into(Group& g, const char* op, const at::Tensor& in,
+                                                     const at::Tensor& out, flight::Ticket ticket) {
+  at::Tensor rows = out.view({g.size(), in.numel()});
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int i = 0; i < g.size(); ++i) outs[0].push_back(rows.select(0, i).view(in.sizes()));
+  std::vector<at::Tensor> ins{in};
+  return start(g, op, ticket, [&](c10d::Backend& b) { return b.allgather(outs, ins); });
+}
+
+// What all_gather_into needs of the caller's output, named when it is not so.
+void check_gather_output(Group& g, const at::Tensor& in, const at::Tensor& out, const char* op) {
+  if (!out.defined()) fail(Status::InvalidArgument, std::string(op) + ": out is undefined");
+  if (out.device() != in.device())
+    fail(Status::InvalidArgument, std::string(op) + ": out is on " + out.device().str() + ", in on " +
+                                      in.device().str());
+  if (!out.is_contiguous()) fail(Status::InvalidArgument, std::string(op) + ": out must be contiguous");
+  if (out.scalar_type() != in.scalar_type())
+    fail(Status::InvalidArgument, std::string(op) + ": out is " + c10::toString(out.scalar_type()) + ", in is " +
+                                      c10::toString(in.scalar_type()));
+  const int64_t want = in.numel() * g.size();
+  if (out.numel() != want)
+    fail(Status::InvalidArgument, std::string(op) + ": out has " + std::to_string(out.numel()) +
+                                      " elements, not world size x in's = " + std::to_string(g.size()) + " x " +
+                                      std::to_string(in.numel()));
+  // `in` may be this rank's own part of `out`; anywhere else in `out` it
+  // would be overwritten by another rank's part before all have read it.
+  const auto* ib = static_cast<const uint8_t*>(in.data_ptr());
+  const auto* ob = static_cast<const uint8_t*>(out.data_ptr());
+  const size_t n = in.nbytes(), total = out.nbytes();
+  const bool overlap = n && ib < ob + total && ob < ib + n;
+  if (overlap && ib != ob + static_cast<size_t>(g.rank()) * n)
+    fail(Status::InvalidArgument, std::string(op) + ": in overlaps out other than as rank " +
+                                      std::to_string(g.rank()) + "'s own part of it");
+}
+
 // --- DDP_DEBUG=DETAIL: every rank checks that all call the same thing ----
 
 enum CallKind : int64_t { kBarrier = 1, kBroadcast, kBroadcastBytes, kAllReduce, kReduce, kAllGather,
@@ -396,6 +433,45 @@ PendingPtr all_gather(Group& g, const at::Tensor& in) {
   auto p = make(g, "all_gather", ticket, w);
   p->tensors = {out};
   return p;
+}
+
+at::Tensor all_gather_blocking(Group& g, const at::Tensor& in) {
+  DirectCollectives* direct = g.direct_for("all_gather");
+  if (!direct || g.detail_checks()) {
+    auto p = all_gather(g, in);
+    p->wait();
+    return p->tensors.at(0);
+  }
+  check_tensor(g, in, "all_gather");
+  std::vector<int64_t> shape{g.size()};
+  shape.insert(shape.end(), in.sizes().begin(), in.sizes().end());
+  at::Tensor out = at::empty(shape, in.options());
+  auto ticket = record(g, "all_gather", nullptr, &in);
+  run_direct(g, "all_gather", ticket, *direct, [&](DirectCollectives& d) { return d.all_gather_now(in, out); },
+             [&] { return make(g, "all_gather", ticket, start_all_gather_into(g, "all_gather", in, out, ticket)); });
+  return out;
+}
+
+PendingPtr all_gather_into(Group& g, const at::Tensor& in, const at::Tensor& out) {
+  const char* op = "all_gather_into_tensor";
+  check_tensor(g, in, op);
+  check_gather_output(g, in, out, op);
+  verify_same_call(g, {kAllGather, -1, -1, &in});
+  auto ticket = record(g, op, nullptr, &in);
+  auto p = make(g, op, ticket, start_all_gather_into(g, op, in, out, ticket));
+  p->tensors = {out};
+  return p;
+}
+
+void all_gather_into_blocking(Group& g, const at::Tensor& in, const at::Tensor& out) {
+  const char* op = "all_gather_into_tensor";
+  DirectCollectives* direct = g.direct_for(op);
+  if (!direct || g.detail_checks()) return all_gather_into(g, in, out)->wait();
+  check_tensor(g, in, op);
+  check_gather_output(g, in, out, op);
+  auto ticket = record(g, op, nullptr, &in);
+  run_direct(g, op, ticket, *direct, [&](DirectCollectives& d) { return d.all_gather_now(in, out); },
+             [&] { return make(g, op, ticket, start_all_gather_into(g, op, in, out, ticket)); });
 }
 
 PendingPtr all_gather_uneven(Group& g, const at::Tensor& in) {

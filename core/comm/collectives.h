@@ -108,6 +108,15 @@ PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op);
 PendingPtr divide_then_sum(Group& g, const at::Tensor& t, int64_t divisor);
 // Result: tensors[0] of shape (world, ...in.shape).
 PendingPtr all_gather(Group& g, const at::Tensor& in);
+// all_gather, blocking, through the backend's direct path where it has one.
+at::Tensor all_gather_blocking(Group& g, const at::Tensor& in);
+// PyTorch's all_gather_into_tensor: rank r's `in` lands at element
+// r * in.numel() of the caller's `out` (contiguous, in's dtype and device,
+// world * in.numel() elements, any shape). `in` may be out's own part for
+// this rank (an in-place gather); any other overlap is refused. Nothing is
+// allocated, so a caller gathering the same sizes every step reuses `out`.
+PendingPtr all_gather_into(Group& g, const at::Tensor& in, const at::Tensor& out);
+void all_gather_into_blocking(Group& g, const at::Tensor& in, const at::Tensor& out);
 // Lightning's gather_all_tensors: same ndim, any sizes. Result: one tensor
 // per rank, each with that rank's shape.
 PendingPtr all_gather_uneven(Group& g, const at::Tensor& in);

@@ -27,6 +27,9 @@ class DirectCollectives {
   virtual bool all_reduce_now(const at::Tensor& t, const c10d::ReduceOp& op) = 0;
   virtual bool barrier_now() = 0;
   virtual bool broadcast_now(const at::Tensor& t, int root) = 0;
+  // Rank r's `in` into `out` at byte r * in.nbytes() (out: contiguous,
+  // world * in.numel() elements of in's dtype, checked by the caller).
+  virtual bool all_gather_now(const at::Tensor& in, const at::Tensor& out) = 0;
 
   // DDP's bucket without the bucket: a SUM all-reduce of `parts` taken end
   // to end as one tensor, where they lie, each rank's values multiplied by

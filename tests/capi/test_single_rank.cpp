@@ -78,4 +78,42 @@ TEST(Gloo, SingleRankGroupWithAnyFreePort) {
   ddp_group_free(g);  // double free of a freed handle is ignored
 }
 
+// all_gather_into_tensor writes the caller's tensor, and each wrong output
+// is refused by name before anything is written.
+TEST(Gloo, AllGatherIntoTensorWritesTheCallersTensorAndNamesABadOne) {
+  ddp_group* g = nullptr;
+  ddp_device cpu = DDP_DEVICE_CPU_INIT;
+  ASSERT_EQ(single_rank_group(nullptr, cpu, &g), DDP_OK) << ddp_last_error_message();
+  int32_t buf[4] = {7, -9, 5, 0};
+  int64_t two[1] = {2}, three[1] = {3};
+  ddp_tensor *in = nullptr, *out = nullptr, *own = nullptr, *shifted = nullptr, *big = nullptr, *floats = nullptr;
+  int32_t dst[3] = {0, 0, 0}, many[4] = {1, 1, 1, 1};  // dst[2]: room for the shifted view below
+  float fdst[2] = {0, 0};
+  ASSERT_EQ(ddp_tensor_from_blob(&in, buf, DDP_INT32, two, 1), DDP_OK);
+  ASSERT_EQ(ddp_tensor_from_blob(&out, dst, DDP_INT32, two, 1), DDP_OK);
+  ASSERT_EQ(ddp_all_gather_into_tensor(g, in, out), DDP_OK) << ddp_last_error_message();
+  EXPECT_EQ(dst[0], 7);
+  EXPECT_EQ(dst[1], -9);
+  // In place: the input is the output (this rank's part of a world of one).
+  ASSERT_EQ(ddp_tensor_from_blob(&own, dst, DDP_INT32, two, 1), DDP_OK);
+  EXPECT_EQ(ddp_all_gather_into_tensor(g, own, out), DDP_OK) << ddp_last_error_message();
+  EXPECT_EQ(dst[1], -9);
+  auto refused = [&](ddp_tensor* i, ddp_tensor* o, const char* says) {
+    dst[0] = 42;
+    EXPECT_EQ(ddp_all_gather_into_tensor(g, i, o), DDP_E_INVALID_ARGUMENT) << says;
+    EXPECT_NE(std::string(ddp_last_error_message()).find(says), std::string::npos) << ddp_last_error_message();
+    EXPECT_EQ(dst[0], 42) << "written though refused: " << says;
+  };
+  refused(in, nullptr, "out");
+  ASSERT_EQ(ddp_tensor_from_blob(&big, many, DDP_INT32, three, 1), DDP_OK);
+  refused(in, big, "out has 3 elements, not world size x in's = 1 x 2");
+  ASSERT_EQ(ddp_tensor_from_blob(&floats, fdst, DDP_FLOAT32, two, 1), DDP_OK);
+  refused(in, floats, "out is Float, in is Int");
+  // The input one element into the output: it would be overwritten while read.
+  ASSERT_EQ(ddp_tensor_from_blob(&shifted, dst + 1, DDP_INT32, two, 1), DDP_OK);
+  refused(shifted, out, "in overlaps out other than as rank 0's own part of it");
+  for (ddp_tensor* t : {in, out, own, shifted, big, floats}) ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
 }  // namespace

@@ -103,6 +103,24 @@ std::vector<Result> run_all(ddp_group* g) {
         ddp_tensor_free(all);
         ddp_tensor_free(t);
       }
+      {
+        // Into the caller's tensor (world x n), then in place: this rank's
+        // input is its own row of the output, filled beforehand.
+        const size_t esz = ddp_dtype_size(d);
+        Bytes b = input(d, DDP_SUM, rank, n), into(world * n * esz + 1, 0);
+        int64_t rows[2] = {world, static_cast<int64_t>(n)};
+        ddp_tensor *t = nullptr, *o = nullptr, *own = nullptr;
+        WOK(ddp_tensor_from_blob(&t, b.data(), d, shape, 1));
+        WOK(ddp_tensor_from_blob(&o, into.data(), d, rows, 2));
+        WOK(ddp_all_gather_into_tensor(g, t, o));
+        out.push_back({tag + "all_gather_into_tensor", d, into});
+        std::fill(into.begin(), into.end(), 0);
+        std::copy(b.begin(), b.end() - 1, into.begin() + static_cast<ptrdiff_t>(rank * n * esz));
+        WOK(ddp_tensor_from_blob(&own, into.data() + rank * n * esz, d, shape, 1));
+        WOK(ddp_all_gather_into_tensor(g, own, o));
+        out.push_back({tag + "all_gather_into_tensor in place", d, into});
+        for (ddp_tensor* x : {t, o, own}) ddp_tensor_free(x);
+      }
       if (n <= 9000) {
         // Rank r contributes n + r elements.
         int64_t mine[1] = {static_cast<int64_t>(n) + rank};
@@ -133,16 +151,27 @@ std::vector<Result> run_all(ddp_group* g) {
     WOK(ddp_tensor_from_blob(&tb, big.data(), DDP_FLOAT32, big_shape, 1));
     WOK(ddp_tensor_from_blob(&ts, small.data(), DDP_FLOAT32, small_shape, 1));
     WOK(ddp_tensor_from_blob(&tc, cast.data(), DDP_FLOAT32, small_shape, 1));
+    Bytes gathered(world * small_n * 4 + 1, 0);
+    int64_t gathered_shape[1] = {static_cast<int64_t>(world * small_n)};
+    ddp_tensor* tg = nullptr;
+    WOK(ddp_tensor_from_blob(&tg, gathered.data(), DDP_FLOAT32, gathered_shape, 1));
+    ddp_work* wg = nullptr;
     WOK(ddp_all_reduce_async(g, tb, DDP_SUM, &w));
     WOK(ddp_all_reduce(g, ts, DDP_MAX));
     WOK(ddp_broadcast(g, tc, 0));
+    WOK(ddp_all_gather_into_tensor(g, tc, tg));
+    WOK(ddp_all_gather_into_tensor_async(g, ts, tg, &wg));
     WOK(ddp_barrier(g));
     WOK(ddp_work_wait(w, -1));
+    WOK(ddp_work_wait(wg, -1));
+    WCHECK(ddp_work_result_count(wg) == 1, "all_gather_into_tensor's work has %zu results", ddp_work_result_count(wg));
     ddp_work_free(w);
+    ddp_work_free(wg);
     out.push_back({"async all_reduce before blocking calls", DDP_FLOAT32, big});
     out.push_back({"blocking all_reduce behind an async one", DDP_FLOAT32, small});
     out.push_back({"blocking broadcast behind an async one", DDP_FLOAT32, cast});
-    for (ddp_tensor* t : {tb, ts, tc}) ddp_tensor_free(t);
+    out.push_back({"blocking all_gather_into_tensor, then async, behind an async one", DDP_FLOAT32, gathered});
+    for (ddp_tensor* t : {tb, ts, tc, tg}) ddp_tensor_free(t);
   }
   std::string text = "bytes from rank " + std::to_string(world - 1) + std::string(5000, 'x');
   ddp_buffer* buf = nullptr;

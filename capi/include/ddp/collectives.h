@@ -132,6 +132,24 @@ DDP_API ddp_status ddp_all_gather(ddp_group *g, const ddp_tensor *in, ddp_tensor
 DDP_API ddp_status ddp_all_gather_async(ddp_group *g, const ddp_tensor *in, ddp_work **out);
 
 /**
+ * PyTorch's all_gather_into_tensor: every rank's @p in written into the
+ * caller's @p out, rank r's at element r * numel(in). Nothing is allocated,
+ * so a loop gathering the same sizes reuses one @p out.
+ *
+ * @param out  contiguous, @p in's dtype and device, world size x numel(in)
+ *             elements in any shape (world x in's shape, or one dimension).
+ *             @p in may be this rank's own part of @p out (an in-place
+ *             gather); any other overlap is DDP_E_INVALID_ARGUMENT.
+ */
+DDP_API ddp_status ddp_all_gather_into_tensor(ddp_group *g, const ddp_tensor *in, ddp_tensor *out);
+/**
+ * @p out is written until the work is waited for; ddp_work_result_tensor(work, 0) is @p out.
+ * @param[out] work new reference.
+ */
+DDP_API ddp_status ddp_all_gather_into_tensor_async(ddp_group *g, const ddp_tensor *in, ddp_tensor *out,
+                                                    ddp_work **work);
+
+/**
  * Lightning's gather_all_tensors: every rank's @p in, where sizes may differ
  * per rank but the ndim (and dtype) may not. Tensors are padded to the
  * per-dimension maximum, gathered and trimmed back. Scalars work too.

@@ -208,9 +208,14 @@ void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_
   do {
     const size_t len = std::min(seg_->slot_bytes(), bytes - off);
     const int h = next_half();
-    copy_bytes(seg_->slot_for(me, h, len), src + off, len);
+    if (n > 1) copy_bytes(seg_->slot_for(me, h, len), src + off, len);
     seg_->barrier(deadline, "all_gather");
-    for (int r = 0; r < n; ++r) copy_bytes(dst[r] + off, seg_->slot_for(r, h, len), len);
+    // This rank's own part comes from its input (one read fewer), unless
+    // the input is that part already (an in-place gather).
+    for (int r = 0; r < n; ++r) {
+      const uint8_t* from = r == me ? src + off : seg_->slot_for(r, h, len);
+      if (dst[r] + off != from) copy_bytes(dst[r] + off, from, len);
+    }
     off += len;
   } while (off < bytes);
 }

@@ -71,6 +71,14 @@ bool plain_cpu(const at::Tensor& t) { return t.defined() && t.is_cpu() && t.is_c
 
 bool single_plain(const std::vector<at::Tensor>& ts) { return ts.size() == 1 && plain_cpu(ts[0]); }
 
+// Where each of `world` ranks' parts of a gathered `out` begins: `part` bytes apart.
+std::vector<uint8_t*> rank_parts(const at::Tensor& out, size_t part, int world) {
+  auto* base = static_cast<uint8_t*>(out.data_ptr());
+  std::vector<uint8_t*> dst;
+  for (int r = 0; r < world; ++r) dst.push_back(base + static_cast<size_t>(r) * part);
+  return dst;
+}
+
 // Where this rank's host and the others' are: ranks grouped by node id.
 struct Topology {
   std::vector<int> local_ranks;  // group ranks on this node, ascending
@@ -168,6 +176,11 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
            executor_->run_now([&] { local_.broadcast(t, root, deadline(), "broadcast"); });
   }
 
+  bool all_gather_now(const at::Tensor& in, const at::Tensor& out) override {
+    if (topo_.nodes > 1 || !plain_cpu(in) || !plain_cpu(out)) return false;
+    return executor_->run_now([&] { local_.all_gather(in, rank_parts(out, in.nbytes(), getSize()), deadline()); });
+  }
+
   // One node only: between nodes the leaders all-reduce one flat tensor.
   bool takes_parts(c10::ScalarType type) const override {
     return topo_.nodes == 1 && (type == c10::kFloat || type == c10::kDouble);
@@ -231,8 +244,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     if (topo_.nodes > 1 || !single_plain(ins) || !plain_cpu(out) || out.scalar_type() != in.scalar_type() ||
         out.numel() != in.numel() * getSize())
       return gloo_op([&](c10d::Backend& b) { return b._allgather_base(out, in, o); });
-    std::vector<uint8_t*> dst;
-    for (int r = 0; r < getSize(); ++r) dst.push_back(static_cast<uint8_t*>(out.data_ptr()) + r * in.nbytes());
+    std::vector<uint8_t*> dst = rank_parts(out, in.nbytes(), getSize());
     at::Tensor input = in;
     return submit(c10d::OpType::_ALLGATHER_BASE, {out}, out.nbytes(), [this, input, dst](Clock::time_point deadline) {
       local_.all_gather(input, dst, deadline);

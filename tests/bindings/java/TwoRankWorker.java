@@ -41,6 +41,13 @@ public class TwoRankWorker {
           parts[r].close();
         }
       }
+      // PyTorch's all_gather_into_tensor: into a buffer of the caller's, 2 ranks x 2.
+      ByteBuffer both = ByteBuffer.allocateDirect(16).order(ByteOrder.nativeOrder());
+      try (Tensor in = Tensor.wrap(floats(rank + 5, rank + 5), DType.FLOAT32, new long[] {2});
+           Tensor out = Tensor.wrap(both, DType.FLOAT32, new long[] {2, 2})) {
+        g.allGatherIntoTensor(in, out);
+      }
+      check(at(both, 0) == 5 && at(both, 1) == 5 && at(both, 2) == 6 && at(both, 3) == 6, "all_gather_into_tensor");
       // Lightning's broadcast(obj) as bytes.
       byte[] got = g.broadcastBytes(rank == 0 ? "from rank 0".getBytes(StandardCharsets.UTF_8) : new byte[0], 0);
       check(new String(got, StandardCharsets.UTF_8).equals("from rank 0"), "broadcast_bytes");

@@ -28,6 +28,13 @@ def work(worker, arg):
         gathered = torch.from_dlpack(w2.result_tensor(0))
         checks["async"] = (torch.equal(x, torch.full((4,), 3.0)) and w1.is_completed()
                            and gathered.flatten().tolist() == [0.0, 1.0] and w2.result_count() == 1)
+        # Into the caller's tensors: blocking (world x 3), then started (flat).
+        out, flat = torch.zeros(2, 3), torch.zeros(6)
+        g.all_gather_into_tensor(libddp.from_dlpack(torch.full((3,), float(rank))), libddp.from_dlpack(out))
+        w4 = g.all_gather_into_tensor_async(libddp.from_dlpack(torch.arange(3.0) + rank), libddp.from_dlpack(flat))
+        w4.wait()
+        checks["into"] = (torch.equal(out, torch.tensor([[0.0] * 3, [1.0] * 3]))
+                          and torch.equal(flat, torch.tensor([0.0, 1, 2, 1, 2, 3])))
         g.barrier()
         if rank == 0:
             w3 = g.all_reduce_async(libddp.from_dlpack(torch.ones(1)))  # rank 1 never joins

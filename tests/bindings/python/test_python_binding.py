@@ -196,4 +196,4 @@ def test_a_failing_python_comm_hook_stops_every_rank():
 
 def test_async_collectives_env_and_wait_timeout():
     checks = json.loads(run_worker("async_env_worker.py").strip().splitlines()[-1])
-    assert checks == {"env": True, "async": True, "timeout": True}, checks
+    assert checks == {"env": True, "async": True, "into": True, "timeout": True}, checks

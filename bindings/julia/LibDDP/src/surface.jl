@@ -635,6 +635,12 @@ function all_gather(g::Group, a::Array)
     new_tensor(out -> @check ccall((:ddp_all_gather, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}), g.ptr,
                                    t.ptr, out))
 end
+"""PyTorch's all_gather_into_tensor: every rank's array into `out` (world x length(a) elements), nothing allocated."""
+function all_gather_into!(g::Group, a::Array, out::Array)
+    t, o = tensor_view(a), tensor_view(out)
+    @check ccall((:ddp_all_gather_into_tensor, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}), g.ptr, t.ptr, o.ptr)
+    return out
+end
 function reduce!(g::Group, a::Array, dst::Integer, op::Cuint=SUM)
     t = tensor_view(a)
     @check ccall((:ddp_reduce, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Cint, Cuint), g.ptr, t.ptr, dst, op)
@@ -661,6 +667,12 @@ end
 all_gather_async(g::Group, a::Array) = let t = tensor_view(a)
     started(out -> @check(ccall((:ddp_all_gather_async, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}), g.ptr,
                                 t.ptr, out)), t)
+end
+# The work keeps both arrays: the views' own finalizers free their handles once it goes.
+all_gather_into_async(g::Group, a::Array, out::Array) = let t = tensor_view(a), o = tensor_view(out)
+    started(w -> @check(ccall((:ddp_all_gather_into_tensor_async, libddp), Cint,
+                              (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}), g.ptr, t.ptr, o.ptr, w)),
+            Tensor(o.ptr, (o, t)))
 end
 all_gather_uneven_async(g::Group, a::Array) = let t = tensor_view(a)
     started(out -> @check(ccall((:ddp_all_gather_uneven_async, libddp), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),

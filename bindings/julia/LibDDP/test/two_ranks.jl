@@ -8,6 +8,11 @@ x = Float32[r, r + 1, r + 2]
 LibDDP.all_reduce!(g, x)
 @assert x == Float32[1, 3, 5]
 @assert LibDDP.all_gather_uneven(g, fill(Int64(r), r + 1)) == [Int64[0], Int64[1, 1]]
+both = LibDDP.all_gather_into!(g, fill(Int32(r + 5), 2), zeros(Int32, 4))
+@assert both == Int32[5, 5, 6, 6]
+again = zeros(Int32, 4)
+LibDDP.wait!(LibDDP.all_gather_into_async(g, fill(Int32(r + 5), 2), again))
+@assert again == both
 @assert LibDDP.broadcast_bytes(g, r == 0 ? Vector{UInt8}("from rank 0") : UInt8[]) == Vector{UInt8}("from rank 0")
 @assert LibDDP.reduce_boolean_decision(g, r == 0; all=false)
 

@@ -660,6 +660,13 @@ extern "C" {
         in_: *const ddp_tensor,
         out: *mut *mut ddp_work,
     ) -> ddp_status;
+    pub fn ddp_all_gather_into_tensor(g: *mut ddp_group, in_: *const ddp_tensor, out: *mut ddp_tensor) -> ddp_status;
+    pub fn ddp_all_gather_into_tensor_async(
+        g: *mut ddp_group,
+        in_: *const ddp_tensor,
+        out: *mut ddp_tensor,
+        work: *mut *mut ddp_work,
+    ) -> ddp_status;
     pub fn ddp_all_gather_uneven(
         g: *mut ddp_group,
         in_: *const ddp_tensor,

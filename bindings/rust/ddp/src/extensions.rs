@@ -364,6 +364,15 @@ impl Group {
         started(Some(view), |w| unsafe { sys::ddp_all_gather_async(self.0, v, w) })
     }
 
+    /// [`Group::all_gather_into`] without waiting: `out` is written until the wait.
+    pub fn all_gather_into_async<'a, T: Element>(&self, data: &'a mut [T], out: &'a mut [T]) -> Result<Work<'a>> {
+        let input = Tensor::view(data)?;
+        let view = Tensor::view(out)?;
+        let (i, v) = (input.0, view.0);
+        // The work holds both tensors on the C side; `view` keeps the handle of the one it writes.
+        started(Some(view), |w| unsafe { sys::ddp_all_gather_into_tensor_async(self.0, i, v, w) })
+    }
+
     /// [`Group::all_gather_uneven`] without waiting: [`Work::result_tensor`]`(rank)` after the wait.
     pub fn all_gather_uneven_async<'a, T: Element>(&self, data: &'a mut [T]) -> Result<Work<'a>> {
         let view = Tensor::view(data)?;

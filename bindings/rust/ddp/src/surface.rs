@@ -350,6 +350,14 @@ impl Group {
         new_tensor(|out| unsafe { sys::ddp_all_gather(self.0, t.0, out) })?.copy_out()
     }
 
+    /// PyTorch's all_gather_into_tensor: every rank's `data` into the caller's `out`
+    /// (world x data.len() elements, rank r's at r x data.len()); nothing is allocated.
+    pub fn all_gather_into<T: Element>(&self, data: &mut [T], out: &mut [T]) -> Result<()> {
+        let t = Tensor::view(data)?;
+        let o = Tensor::view(out)?;
+        check(unsafe { sys::ddp_all_gather_into_tensor(self.0, t.0, o.0) })
+    }
+
     /// Reduces `data` onto rank `dst`.
     pub fn reduce<T: Element>(&self, data: &mut [T], dst: i32, op: ReduceOp) -> Result<()> {
         let t = Tensor::view(data)?;

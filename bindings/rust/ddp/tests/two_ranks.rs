@@ -64,6 +64,13 @@ fn worker() {
 
     let parts = group.all_gather_uneven(&vec![rank as i64; rank as usize + 1]).unwrap();
     assert_eq!(parts, vec![vec![0i64], vec![1i64, 1]]);
+    let (mut mine, mut both) = (vec![rank as i32 + 5; 2], vec![0i32; 4]);
+    group.all_gather_into(&mut mine, &mut both).unwrap();
+    assert_eq!(both, vec![5, 5, 6, 6]);
+    let mut again = vec![0i32; 4];
+    group.all_gather_into_async(&mut mine, &mut again).unwrap().wait(-1).unwrap();
+    assert_eq!(again, both);
+    assert!(group.all_gather_into(&mut mine, &mut vec![0i32; 3]).is_err(), "3 elements are not 2 ranks x 2");
     let bytes = group.broadcast_bytes(if rank == 0 { b"from rank 0" } else { b"" }, 0).unwrap();
     assert_eq!(bytes, b"from rank 0");
     assert!(group.reduce_boolean_decision(rank == 0, false).unwrap());
