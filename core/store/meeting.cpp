@@ -20,13 +20,21 @@ bool count_in(KeyStore& store, int size, std::chrono::milliseconds timeout, cons
     return false;
   } catch (const Error& e) {
     if (e.status() == Status::Timeout) {
-      int64_t now = arrived;
+      int64_t now = -1;
       try {
         now = store.add("arrived", 0);
       } catch (...) {
       }
+      if (now >= 0)
+        fail(Status::Timeout, "rendezvous at " + where + " timed out after " + std::to_string(timeout.count()) +
+                                  " ms: " + std::to_string(now) + " of " + std::to_string(size) + " ranks arrived");
+      // The count cannot be read: the store's host gave up at its own
+      // deadline, a moment before this rank's. The count this rank saw on
+      // arriving may be older than the host's, so it is named as such.
       fail(Status::Timeout, "rendezvous at " + where + " timed out after " + std::to_string(timeout.count()) +
-                                " ms: " + std::to_string(now) + " of " + std::to_string(size) + " ranks arrived");
+                                " ms, and the store hosted by rank 0 closed while this rank waited (rank 0 timed "
+                                "out or died); when this rank arrived " +
+                                std::to_string(arrived) + " of " + std::to_string(size) + " ranks had arrived");
     }
     // The store went away: its host gave up first (its clock started
     // earlier) or died. Either way the rendezvous did not complete in time.
