@@ -36,9 +36,7 @@ struct AllGatherBackward : public torch::autograd::Node {
 }  // namespace
 
 at::Tensor all_gather_with_grad(const std::shared_ptr<Group>& g, const at::Tensor& in) {
-  auto p = all_gather(*g, in.detach());
-  p->wait();
-  at::Tensor out = p->tensors[0];
+  at::Tensor out = all_gather_blocking(*g, in.detach());
   if (!in.requires_grad() || !at::GradMode::is_enabled()) return out;
   auto node = std::shared_ptr<AllGatherBackward>(new AllGatherBackward(g, g->rank()), torch::autograd::deleteNode);
   node->shape_ = out.sizes().vec();

@@ -88,10 +88,8 @@ at::Tensor local_stats(const at::Tensor& x) {
 
 GlobalStats gather_stats(Group& g, const at::Tensor& x) {
   const int64_t channels = x.size(1);
-  auto p = all_gather(g, local_stats(x).to(x.device()));
-  p->wait();
   // Chan's combination: (world, 2C + 1) numbers.
-  at::Tensor all = p->tensors[0].to(at::kCPU).contiguous();
+  at::Tensor all = all_gather_blocking(g, local_stats(x).to(x.device())).to(at::kCPU).contiguous();
   const double* a = all.data_ptr<double>();
   const int64_t world = all.size(0), row = 2 * channels + 1;
   GlobalStats s;
