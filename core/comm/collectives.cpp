@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <cstring>
+#include <limits>
 
 #include "comm/direct_collectives.h"
 #include "comm/failure.h"
@@ -146,6 +147,9 @@ void check_gather_output(Group& g, const at::Tensor& in, const at::Tensor& out, 
   if (out.scalar_type() != in.scalar_type())
     fail(Status::InvalidArgument, std::string(op) + ": out is " + c10::toString(out.scalar_type()) + ", in is " +
                                       c10::toString(in.scalar_type()));
+  if (in.numel() > std::numeric_limits<int64_t>::max() / g.size())
+    fail(Status::InvalidArgument, std::string(op) + ": in's " + std::to_string(in.numel()) +
+                                      " elements times the world size overflow a tensor's element count");
   const int64_t want = in.numel() * g.size();
   if (out.numel() != want)
     fail(Status::InvalidArgument, std::string(op) + ": out has " + std::to_string(out.numel()) +

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,20 @@ std::vector<Result> run_all(ddp_group* g) {
     out.push_back({"blocking broadcast behind an async one", DDP_FLOAT32, cast});
     out.push_back({"blocking all_gather_into_tensor, then async, behind an async one", DDP_FLOAT32, gathered});
     for (ddp_tensor* t : {tb, ts, tc, tg}) ddp_tensor_free(t);
+  }
+  {
+    // A gather whose element count overflows int64 (2^62 bytes from each of
+    // at least 2 ranks): refused by name on every rank, nothing sent.
+    char byte = 0;
+    int64_t huge[1] = {int64_t{1} << 62}, one[1] = {1};
+    ddp_tensor *h = nullptr, *o = nullptr;
+    WOK(ddp_tensor_from_blob(&h, &byte, DDP_UINT8, huge, 1));
+    WOK(ddp_tensor_from_blob(&o, &byte, DDP_UINT8, one, 1));
+    ddp_status st = ddp_all_gather_into_tensor(g, h, o);
+    WCHECK(st == DDP_E_INVALID_ARGUMENT && std::strstr(ddp_last_error_message(), "overflow"),
+           "an overflowing gather gave %s: %s", ddp_status_string(st), ddp_last_error_message());
+    ddp_tensor_free(h);
+    ddp_tensor_free(o);
   }
   std::string text = "bytes from rank " + std::to_string(world - 1) + std::string(5000, 'x');
   ddp_buffer* buf = nullptr;
