@@ -1,9 +1,12 @@
 // DDP step time from C++: a torch::nn model trained with libddp at 2 ranks
 // (one process per rank, started by ddprun). Rank 0 prints one JSON line.
-//   bench_ddp_step <mlp|conv> <bucket_cap_mb> <overlap|no-overlap|no-comm> [steps]
+//   bench_ddp_step <mlp|conv> <bucket_cap_mb> <overlap|no-overlap|no-comm|sync-only> [steps]
 // overlap:    ddp::DistributedDataParallel (autograd hooks: buckets reduce during backward)
 // no-overlap: the same reducer fed after backward (mark all, finish): comm after compute
 // no-comm:    no reduction at all (compute only), to size the communication
+// sync-only:  no reduction, but a barrier after backward: the compute plus
+//             the wait for the slower rank that any collective of the step
+//             pays, with no bytes moved
 // BENCH_BACKEND picks the group's backend (default: libddp's, shm on one host);
 // the JSON's impl names it: libddp-c++ (default) or libddp-c++-<backend>.
 // BENCH_DEVICE=cuda runs on cuda:LOCAL_RANK (NCCL), each timed step ending in
@@ -137,6 +140,7 @@ int main(int argc, char** argv) {
       for (size_t i = params.size(); i-- > 0;) ddp::check(ddp_reducer_mark_ready(manual, i), "mark_ready");
       ddp::check(ddp_reducer_finish(manual), "finish");
     }
+    if (mode == "sync-only") ddp::check(ddp_barrier(group), "barrier");
     opt.step();
     if (cuda) torch::cuda::synchronize();
     double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -4,7 +4,8 @@
 # Trainer(strategy="ddp", accelerator="cpu", devices=2); an MLP (~9.4 M
 # parameters) and a small conv net; libddp and PyTorch at bucket caps
 # 1/5/25/100 MB; libddp with overlap, without overlap, and without
-# communication (to size what overlap hides).
+# communication (to size what overlap hides), and with a barrier in place
+# of the reduction (the wait for the slower rank, no bytes moved).
 # MODELS ("mlp conv") and CAPS ("1 5 25 100") narrow the run; the JSON
 # lines are kept in $1 when given (scripts/bench.sh reads them). Where
 # MPICH is installed, its MPI_Allreduce of each model's gradient bytes is
@@ -23,6 +24,7 @@ for model in ${MODELS:-mlp conv}; do
   done
   run "$build/bench/bench_ddp_step" "$model" 25 no-overlap "$steps"
   run "$build/bench/bench_ddp_step" "$model" 25 no-comm "$steps"
+  run "$build/bench/bench_ddp_step" "$model" 25 sync-only "$steps"
   "$py" "$here/bench/bench_ddp_step_lightning.py" "$model" "$steps" 2>/dev/null | grep '^{' >>"$out" || true
 done
 mpi_out=$(mktemp)
@@ -68,6 +70,11 @@ for m in sorted({r["model"] for r in rows}):
         print(f"{m}: MPICH all-reduce of the {mpich[m]['bytes'] / 2**20:.1f} MiB of gradients {2 * half:.2f} ms; "
               f"target no-comm + half of it = {nocomm + half:.2f} ms: libddp {lib:.2f} ms "
               f"({'met' if lib <= nocomm + half else 'not met'})")
+    sync = get("libddp-c++", m, mode="sync-only")
+    if sync and nocomm:
+        print(f"{m}: a barrier after backward instead of the reduction (no bytes moved): {sync:.2f} ms, "
+              f"{sync - nocomm:.1f} ms of the step is waiting for the slower rank; libddp's step is "
+              f"{lib - sync:.1f} ms over that")
 PY
 rm -f "$mpi_out"
 [ -n "${1:-}" ] || rm -f "$out"
