@@ -115,26 +115,28 @@ flight::Ticket record(Group& g, const char* op, const char* reduce, at::ScalarTy
   return flight::record(g.flight_label(), g.next_flight_seq(), c);
 }
 
-c10::intrusive_ptr<c10d::Work> start_all_gather(Group& g, const char* op, const at::Tensor& in,
-                                                at::Tensor& out, flight::Ticket ticket = 0) {
-  std::vector<int64_t> shape{g.size()};
-  shape.insert(shape.end(), in.sizes().begin(), in.sizes().end());
-  out = at::empty(shape, in.options());
-  std::vector<std::vector<at::Tensor>> outs(1);
-  for (int i = 0; i < g.size(); ++i) outs[0].push_back(out.select(0, i));
-  std::vector<at::Tensor> ins{in};
-  return start(g, op, ticket, [&](c10d::Backend& b) { return b.allgather(outs, ins); });
-}
-
 // all_gather into the caller's `out` (checked by check_gather_output): one
 // view of `out` per rank, in's shape, which every backend takes.
 c10::intrusive_ptr<c10d::Work> start_all_gather_into(Group& g, const char* op, const at::Tensor& in,
-                                                     const at::Tensor& out, flight::Ticket ticket) {
+                                                     const at::Tensor& out, flight::Ticket ticket = 0) {
   at::Tensor rows = out.view({g.size(), in.numel()});
   std::vector<std::vector<at::Tensor>> outs(1);
   for (int i = 0; i < g.size(); ++i) outs[0].push_back(rows.select(0, i).view(in.sizes()));
   std::vector<at::Tensor> ins{in};
   return start(g, op, ticket, [&](c10d::Backend& b) { return b.allgather(outs, ins); });
+}
+
+// all_gather's result: (world, ...in.shape), not yet written.
+at::Tensor empty_gathered(Group& g, const at::Tensor& in) {
+  std::vector<int64_t> shape{g.size()};
+  shape.insert(shape.end(), in.sizes().begin(), in.sizes().end());
+  return at::empty(shape, in.options());
+}
+
+c10::intrusive_ptr<c10d::Work> start_all_gather(Group& g, const char* op, const at::Tensor& in,
+                                                at::Tensor& out, flight::Ticket ticket = 0) {
+  out = empty_gathered(g, in);
+  return start_all_gather_into(g, op, in, out, ticket);
 }
 
 // What all_gather_into needs of the caller's output, named when it is not so.
@@ -439,6 +441,17 @@ PendingPtr all_gather(Group& g, const at::Tensor& in) {
   return p;
 }
 
+namespace {
+// A blocking gather of checked `in` into checked `out` through `direct`
+// (or the c10d path when the backend wants it), recorded as `op`.
+void all_gather_direct(Group& g, const char* op, DirectCollectives& direct, const at::Tensor& in,
+                       const at::Tensor& out) {
+  auto ticket = record(g, op, nullptr, &in);
+  run_direct(g, op, ticket, direct, [&](DirectCollectives& d) { return d.all_gather_now(in, out); },
+             [&] { return make(g, op, ticket, start_all_gather_into(g, op, in, out, ticket)); });
+}
+}  // namespace
+
 at::Tensor all_gather_blocking(Group& g, const at::Tensor& in) {
   DirectCollectives* direct = g.direct_for("all_gather");
   if (!direct || g.detail_checks()) {
@@ -447,12 +460,8 @@ at::Tensor all_gather_blocking(Group& g, const at::Tensor& in) {
     return p->tensors.at(0);
   }
   check_tensor(g, in, "all_gather");
-  std::vector<int64_t> shape{g.size()};
-  shape.insert(shape.end(), in.sizes().begin(), in.sizes().end());
-  at::Tensor out = at::empty(shape, in.options());
-  auto ticket = record(g, "all_gather", nullptr, &in);
-  run_direct(g, "all_gather", ticket, *direct, [&](DirectCollectives& d) { return d.all_gather_now(in, out); },
-             [&] { return make(g, "all_gather", ticket, start_all_gather_into(g, "all_gather", in, out, ticket)); });
+  at::Tensor out = empty_gathered(g, in);
+  all_gather_direct(g, "all_gather", *direct, in, out);
   return out;
 }
 
@@ -473,9 +482,7 @@ void all_gather_into_blocking(Group& g, const at::Tensor& in, const at::Tensor& 
   if (!direct || g.detail_checks()) return all_gather_into(g, in, out)->wait();
   check_tensor(g, in, op);
   check_gather_output(g, in, out, op);
-  auto ticket = record(g, op, nullptr, &in);
-  run_direct(g, op, ticket, *direct, [&](DirectCollectives& d) { return d.all_gather_now(in, out); },
-             [&] { return make(g, op, ticket, start_all_gather_into(g, op, in, out, ticket)); });
+  all_gather_direct(g, op, *direct, in, out);
 }
 
 PendingPtr all_gather_uneven(Group& g, const at::Tensor& in) {
