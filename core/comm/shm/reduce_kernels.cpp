@@ -11,32 +11,62 @@ namespace ddp::core::shm {
 namespace {
 
 // dst may be a itself (accumulate); the compiler checks the other overlaps
-// at run time and vectorises.
+// at run time and vectorises. Where the CPU has AVX2 the same loop runs on
+// 32-byte vectors: on the AMD EPYC (Zen 5) VM a 2-rank 256 KiB all-reduce
+// took 11.2-11.7 us against 12.3-13.0 with SSE2 only. Inlining the op's
+// lambda (built for the default target) into the AVX2 loop is allowed:
+// its ISA is a subset.
+template <typename T, typename F>
+void loop(T* d, const T* x, const T* __restrict__ y, size_t n, F f) {
+  for (size_t i = 0; i < n; ++i) d[i] = f(x[i], y[i]);
+}
+
+#if defined(__x86_64__)
+template <typename T, typename F>
+__attribute__((target("avx2"))) void loop_avx2(T* d, const T* x, const T* __restrict__ y, size_t n, F f) {
+  for (size_t i = 0; i < n; ++i) d[i] = f(x[i], y[i]);
+}
+
+const bool kHasAvx2 = [] {
+  __builtin_cpu_init();  // this may run before libgcc's own constructor
+  return __builtin_cpu_supports("avx2") != 0;
+}();
+#endif
+
 template <typename T, typename F>
 void apply(void* dst, const void* a, const void* b, size_t n, F f) {
   T* d = static_cast<T*>(dst);
   const T* x = static_cast<const T*>(a);
-  const T* __restrict__ y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) d[i] = f(x[i], y[i]);
+  const T* y = static_cast<const T*>(b);
+#if defined(__x86_64__)
+  if (kHasAvx2) return loop_avx2(d, x, y, n, f);
+#endif
+  loop(d, x, y, n, f);
 }
 
-template <typename T>
-void combine_typed(ReduceKind op, void* dst, const void* a, const void* b, size_t n) {
+// `pre` maps each value of `a` before the op: the identity, or a scaling.
+template <typename T, typename Pre>
+void combine_typed(ReduceKind op, void* dst, const void* a, const void* b, size_t n, Pre pre) {
   switch (op) {
-    case ReduceKind::Sum: return apply<T>(dst, a, b, n, [](T x, T y) { return static_cast<T>(x + y); });
-    case ReduceKind::Product: return apply<T>(dst, a, b, n, [](T x, T y) { return static_cast<T>(x * y); });
-    case ReduceKind::Min: return apply<T>(dst, a, b, n, [](T x, T y) { return y < x ? y : x; });
-    case ReduceKind::Max: return apply<T>(dst, a, b, n, [](T x, T y) { return x < y ? y : x; });
+    case ReduceKind::Sum: return apply<T>(dst, a, b, n, [pre](T x, T y) { return static_cast<T>(pre(x) + y); });
+    case ReduceKind::Product: return apply<T>(dst, a, b, n, [pre](T x, T y) { return static_cast<T>(pre(x) * y); });
+    case ReduceKind::Min: return apply<T>(dst, a, b, n, [pre](T x, T y) { return y < pre(x) ? y : pre(x); });
+    case ReduceKind::Max: return apply<T>(dst, a, b, n, [pre](T x, T y) { return pre(x) < y ? y : pre(x); });
     default: break;
   }
   if constexpr (std::is_integral_v<T>) {
     switch (op) {
-      case ReduceKind::BitAnd: return apply<T>(dst, a, b, n, [](T x, T y) { return static_cast<T>(x & y); });
-      case ReduceKind::BitOr: return apply<T>(dst, a, b, n, [](T x, T y) { return static_cast<T>(x | y); });
-      case ReduceKind::BitXor: return apply<T>(dst, a, b, n, [](T x, T y) { return static_cast<T>(x ^ y); });
+      case ReduceKind::BitAnd: return apply<T>(dst, a, b, n, [pre](T x, T y) { return static_cast<T>(pre(x) & y); });
+      case ReduceKind::BitOr: return apply<T>(dst, a, b, n, [pre](T x, T y) { return static_cast<T>(pre(x) | y); });
+      case ReduceKind::BitXor: return apply<T>(dst, a, b, n, [pre](T x, T y) { return static_cast<T>(pre(x) ^ y); });
       default: break;
     }
   }
+}
+
+template <typename T>
+void combine_typed(ReduceKind op, void* dst, const void* a, const void* b, size_t n) {
+  combine_typed<T>(op, dst, a, b, n, [](T x) { return x; });
 }
 
 bool is_bitwise(ReduceKind op) {
@@ -73,6 +103,16 @@ void combine(c10::ScalarType type, ReduceKind op, void* dst, const void* a, cons
     case c10::kLong: return combine_typed<int64_t>(op, dst, a, b, n);
     default: return;
   }
+}
+
+void combine_scaled(c10::ScalarType type, ReduceKind op, void* dst, const void* a, double scale, const void* b,
+                    size_t n) {
+  // The product is rounded to the type before the op, as a bucket holds it.
+  if (type == c10::kFloat) {
+    const float f = static_cast<float>(scale);
+    return combine_typed<float>(op, dst, a, b, n, [f](float x) { return x * f; });
+  }
+  if (type == c10::kDouble) return combine_typed<double>(op, dst, a, b, n, [scale](double x) { return x * scale; });
 }
 
 void accumulate(c10::ScalarType type, ReduceKind op, void* dst, const void* src, size_t n) {

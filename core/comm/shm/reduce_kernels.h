@@ -18,6 +18,11 @@ bool reduce_supported(c10::ScalarType type, ReduceKind op);
 // dst[i] = a[i] op b[i] for n elements of `type` (dst may be a). As in
 // Gloo, half and bfloat16 are computed in float and rounded after each step.
 void combine(c10::ScalarType type, ReduceKind op, void* dst, const void* a, const void* b, size_t n);
+// dst[i] = (a[i] * scale) op b[i] for float and double: a gradient scaled
+// on its way in (the product rounded to the type, as a bucket holds it)
+// and combined with a peer's value in one pass. dst may be a.
+void combine_scaled(c10::ScalarType type, ReduceKind op, void* dst, const void* a, double scale, const void* b,
+                    size_t n);
 // dst[i] = dst[i] op src[i].
 void accumulate(c10::ScalarType type, ReduceKind op, void* dst, const void* src, size_t n);
 
