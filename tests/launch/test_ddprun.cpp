@@ -262,7 +262,7 @@ ddptest::RankResult two_nodes_then_store_host_stopped(const std::string& tag, co
                     "while [ ! -e " + dir + ".started.0 ] || [ ! -e " + dir + ".started.1 ]; do sleep 0.1; done; " +
                     "kill -STOP $Q; s=$(date +%s%N); " + then + "; wait $P; e=$?; " +
                     "echo node1_exit=$e ms=$(( ($(date +%s%N) - s) / 1000000 )); " +
-                    "kill -CONT $Q; kill -TERM $Q; wait $Q";
+                    "kill -CONT $Q; kill -TERM $Q; wait $Q; rm -f " + script + " " + dir + ".started.*";
   auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 120);
   EXPECT_FALSE(res.timed_out) << res.summary();
   EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived ddprun";
@@ -310,7 +310,7 @@ TEST(Ddprun, AStoppedNodeIsNamedToTheOtherNodesRanksWithinTheHeartbeatWindow) {
                     " node_stops & Q=$!; while [ ! -e " + mark + ".2 ] || [ ! -e " + mark + ".3 ]; do sleep 0.05; done; " +
                     "kill -STOP $P; s=$(date +%s%N); wait $Q; e=$?; " +
                     "echo node0_exit=$e ms=$(( ($(date +%s%N) - s) / 1000000 )); " +
-                    "kill -CONT $P; kill -KILL $P; pkill -KILL -P $P; wait $P";
+                    "kill -CONT $P; kill -KILL $P; pkill -KILL -P $P; wait $P; rm -f " + mark + ".*";
   auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag, "DDP_TEST_IGNORE_SIGTERM=1"}, 120);
   const std::string& out = res.ranks[0].output;
   EXPECT_FALSE(res.timed_out) << res.summary();
@@ -358,7 +358,8 @@ TEST(Ddprun, AnElasticJobAdmitsALateNodeAtTheNextRound) {
   std::string out0 = testing::TempDir() + "/ddprun_elastic0_" + tag + ".out";
   std::string cmd = ddprun() + common + "--node-rank 0 " + script + " >" + out0 + " 2>&1 & Q=$!; " +
                     "while ! grep -q 'WORLD_SIZE=1' " + out0 + "; do sleep 0.1; done; " + ddprun() + common +
-                    "--node-rank 1 " + script + "; echo node1_exit=$?; wait $Q; echo node0_exit=$?; cat " + out0;
+                    "--node-rank 1 " + script + "; echo node1_exit=$?; wait $Q; echo node0_exit=$?; cat " + out0 +
+                    "; rm -f " + script + " " + out0;
   auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 90);
   const std::string& out = res.ranks[0].output;
   EXPECT_FALSE(res.timed_out) << res.summary();
