@@ -17,14 +17,17 @@
 #include "env/environments.h"
 
 namespace {
+std::string rank_file;  // made once per process, removed when it exits
+
 std::string rank_file_path() {
-  static std::string path = [] {
+  if (rank_file.empty()) {
     char p[] = "/tmp/fuzz_rankfile_XXXXXX";
     int fd = mkstemp(p);
     if (fd >= 0) close(fd);
-    return std::string(p);
-  }();
-  return path;
+    rank_file = p;
+    std::atexit([] { unlink(rank_file.c_str()); });
+  }
+  return rank_file;
 }
 }  // namespace
 

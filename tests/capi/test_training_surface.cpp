@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <unistd.h>
 
 #include <cmath>
@@ -227,6 +228,10 @@ class SurfaceModules : public testing::Test {
     dir = testing::TempDir() + "/surface_" + std::to_string(getpid());
     if (std::system((std::string(exporter) + " " + dir + " >/dev/null 2>&1").c_str()) != 0)
       GTEST_SKIP() << "export_surface.py could not run (no torch?)";
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
   }
   ddp_module* load(const char* name) {
     ddp_module* m = nullptr;

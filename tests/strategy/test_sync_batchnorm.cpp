@@ -5,20 +5,26 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "../mp/launcher.h"
 
 namespace {
 
+std::string models_dir;  // exported once per process, removed when it exits
+
 std::string models() {
-  static std::string dir;
-  if (!dir.empty()) return dir;
+  if (!models_dir.empty()) return models_dir;
   const char* exporter = std::getenv("DDP_EXPORT_BN");  // "<python> <export_bn_models.py>", set by CTest
   if (!exporter) return "";
   std::string d = testing::TempDir() + "/sync_bn_models_" + std::to_string(getpid());
+  std::atexit([] {
+    std::error_code ignored;
+    std::filesystem::remove_all(testing::TempDir() + "/sync_bn_models_" + std::to_string(getpid()), ignored);
+  });
   if (std::system((std::string(exporter) + " " + d + " >/dev/null 2>&1").c_str()) != 0) return "";
-  return dir = d;
+  return models_dir = d;
 }
 
 std::string worker() {
