@@ -1,12 +1,21 @@
 // DDP step time from C++: a torch::nn model trained with libddp at 2 ranks
 // (one process per rank, started by ddprun). Rank 0 prints one JSON line.
-//   bench_ddp_step <mlp|conv> <bucket_cap_mb> <overlap|no-overlap|no-comm|sync-only> [steps]
+//   bench_ddp_step <mlp|conv> <bucket_cap_mb> <overlap|no-overlap|no-comm|sync-only|paired|reduce-only> [steps]
 // overlap:    ddp::DistributedDataParallel (autograd hooks: buckets reduce during backward)
 // no-overlap: the same reducer fed after backward (mark all, finish): comm after compute
 // no-comm:    no reduction at all (compute only), to size the communication
 // sync-only:  no reduction, but a barrier after backward: the compute plus
 //             the wait for the slower rank that any collective of the step
 //             pays, with no bytes moved
+// reduce-only: the no-overlap reducer's reduction of the gradients and
+//             nothing else (no forward, backward or optimizer): its cost
+//             with the caches as the reduction leaves them
+// paired:     overlap, no-comm and sync-only steps taken in turn by one
+//             process (no-comm and sync-only under no_sync), `steps` of
+//             each; one JSON line per kind, with "paired": true. The
+//             machine's speed drifts from minute to minute, so kinds timed
+//             in separate runs compare different minutes; taken in turn
+//             they see the same ones.
 // BENCH_BACKEND picks the group's backend (default: libddp's, shm on one host);
 // the JSON's impl names it: libddp-c++ (default) or libddp-c++-<backend>.
 // BENCH_DEVICE=cuda runs on cuda:LOCAL_RANK (NCCL), each timed step ending in
@@ -17,9 +26,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "ddp/torch.hpp"
@@ -113,9 +124,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<ddp::DistributedDataParallel> hooked;
   ddp_reducer* manual = nullptr;
   std::vector<ddp_tensor*> grad_handles;
-  if (mode == "overlap") {
+  const bool paired = mode == "paired";
+  if (mode == "overlap" || paired) {
     hooked = std::make_unique<ddp::DistributedDataParallel>(group, params, opts);
-  } else if (mode == "no-overlap") {
+  } else if (mode == "no-overlap" || mode == "reduce-only") {
     for (auto& p : params) {
       p.mutable_grad() = torch::zeros_like(p);
       ddp_tensor* h = nullptr;
@@ -128,30 +140,55 @@ int main(int argc, char** argv) {
   torch::optim::SGD opt(params, torch::optim::SGDOptions(0.01));
   auto x = torch::randn(in_shape, device);
   auto y = torch::randint(0, 10, {in_shape[0]}, torch::TensorOptions().dtype(torch::kLong).device(device));
-  std::vector<double> ms;
-  for (int s = 0; s < steps + 3; ++s) {
+  // The kinds a step can be; one kind unless paired, which turns through all three.
+  std::vector<std::string> kinds = paired ? std::vector<std::string>{"overlap", "no-comm", "sync-only"}
+                                          : std::vector<std::string>{mode};
+  // Per kind, per phase: the whole step, then forward (with zeroing the
+  // gradients), backward (with the reduction), the rest (optimizer).
+  enum { kStep, kForward, kBackward, kRest, kPhases };
+  std::vector<std::array<std::vector<double>, kPhases>> ms(kinds.size());
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  const int warmup = 3 * static_cast<int>(kinds.size());
+  for (int s = 0; s < (steps + 3) * static_cast<int>(kinds.size()); ++s) {
+    const size_t kind = s % kinds.size();
+    std::optional<ddp::DistributedDataParallel::NoSync> local_only;
+    if (paired && kinds[kind] != "overlap") local_only.emplace(hooked->reducer());
     ddp_barrier(group);  // steps start together
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::now();
     for (auto& p : params)
       if (p.grad().defined()) p.mutable_grad().zero_();
-    auto loss = torch::nn::functional::cross_entropy(forward(x), y);
-    loss.backward();
+    const bool compute = mode != "reduce-only";
+    torch::Tensor loss = compute ? torch::nn::functional::cross_entropy(forward(x), y) : torch::Tensor();
+    const double forward_ms = since(t0);
+    if (compute) loss.backward();
     if (manual) {
       for (size_t i = params.size(); i-- > 0;) ddp::check(ddp_reducer_mark_ready(manual, i), "mark_ready");
       ddp::check(ddp_reducer_finish(manual), "finish");
     }
-    if (mode == "sync-only") ddp::check(ddp_barrier(group), "barrier");
-    opt.step();
+    if (kinds[kind] == "sync-only") ddp::check(ddp_barrier(group), "barrier");
+    const double through_backward_ms = since(t0);
+    if (compute) opt.step();
     if (cuda) torch::cuda::synchronize();
-    double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (s >= 3) ms.push_back(el);
+    const double step_ms = since(t0);
+    if (s < warmup) continue;
+    auto& m = ms[kind];
+    m[kStep].push_back(step_ms);
+    m[kForward].push_back(forward_ms);
+    m[kBackward].push_back(through_backward_ms - forward_ms);
+    m[kRest].push_back(step_ms - through_backward_ms);
   }
-  std::sort(ms.begin(), ms.end());
-  if (rank == 0)
+  for (size_t k = 0; k < kinds.size() && rank == 0; ++k) {
+    auto& m = ms[k];
+    for (auto& v : m) std::sort(v.begin(), v.end());
+    auto p50 = [&](int phase) { return m[phase][m[phase].size() / 2]; };
     std::printf("{\"impl\": \"%s\", \"model\": \"%s\", \"params\": %lld, \"bucket_cap_mb\": %g, \"mode\": \"%s\", "
-                "\"device\": \"%s\", \"batch\": %lld, \"step_ms_p50\": %.3f, \"step_ms_p90\": %.3f}\n",
-                impl.c_str(), model_name.c_str(), (long long)nparams, cap, mode.c_str(), cuda ? "cuda" : "cpu",
-                (long long)batch, ms[ms.size() / 2], ms[ms.size() * 9 / 10]);
+                "\"paired\": %s, \"device\": \"%s\", \"batch\": %lld, \"step_ms_p50\": %.3f, \"step_ms_p90\": %.3f, "
+                "\"forward_ms_p50\": %.3f, \"backward_ms_p50\": %.3f, \"optimizer_ms_p50\": %.3f}\n",
+                impl.c_str(), model_name.c_str(), (long long)nparams, cap, kinds[k].c_str(), paired ? "true" : "false",
+                cuda ? "cuda" : "cpu", (long long)batch, p50(kStep), m[kStep][m[kStep].size() * 9 / 10], p50(kForward),
+                p50(kBackward), p50(kRest));
+  }
   ddp_reducer_free(manual);
   for (auto* h : grad_handles) ddp_tensor_free(h);
   hooked.reset();

@@ -182,11 +182,14 @@ def main(results, mode, seconds):
     steps = read_jsonl(os.path.join(raw, "ddp_step.jsonl"))
     if steps:
         md.append("## DDP step, 2 ranks, 25 MB buckets\n\n| model | implementation | mode | p50 ms | p90 ms |\n|---|---|---|---|---|")
+        # A paired row's kind was timed in turn with the others in one process (bench_ddp_step paired).
+        kind = lambda r: r.get("mode", "") + (" (paired)" if r.get("paired") else "")
         for r in steps:
-            md.append(f"| {r['model']} | {r['impl']} | {r.get('mode', '')} | {r['step_ms_p50']:.1f} | {r['step_ms_p90']:.1f} |")
+            md.append(f"| {r['model']} | {r['impl']} | {kind(r)} | {r['step_ms_p50']:.1f} | {r['step_ms_p90']:.1f} |")
         md.append("")
         get = lambda impl, model, m="overlap": next((r["step_ms_p50"] for r in steps if r["impl"] == impl and
-                                                     r["model"] == model and r.get("mode", "overlap") == m), None)
+                                                     r["model"] == model and r.get("mode", "overlap") == m
+                                                     and not r.get("paired")), None)
         for model in sorted({r["model"] for r in steps}):
             lib, ddp, pl = get("libddp-c++", model), get("pytorch-ddp", model), get("lightning-trainer", model)
             parts = []
@@ -196,7 +199,7 @@ def main(results, mode, seconds):
                 parts.append(f"Lightning / libddp = {pl / lib:.2f}x")
             if parts:
                 headline.append(f"DDP step ({model}): " + ", ".join(parts))
-            labels = [f"{r['impl']} {r.get('mode', '')}" for r in steps if r["model"] == model]
+            labels = [f"{r['impl']} {kind(r)}" for r in steps if r["model"] == model]
             values = [r["step_ms_p50"] for r in steps if r["model"] == model]
             plot_bars(results, f"ddp_step_{model}.png", f"DDP step, {model}, 2 ranks (p50)", labels, values, "ms", plots)
             if f"ddp_step_{model}.png" in plots:

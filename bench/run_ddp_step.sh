@@ -5,7 +5,11 @@
 # parameters) and a small conv net; libddp and PyTorch at bucket caps
 # 1/5/25/100 MB; libddp with overlap, without overlap, and without
 # communication (to size what overlap hides), and with a barrier in place
-# of the reduction (the wait for the slower rank, no bytes moved).
+# of the reduction (the wait for the slower rank, no bytes moved); and
+# "paired": overlap, no-comm and sync-only steps in turn in one process,
+# timed in the same minutes where separate runs see the machine's speed
+# drift (on the Zen 5 VM its overlap steps read 2-3 ms lower than a run of
+# overlap steps alone, not explained yet: both verdicts are printed).
 # MODELS ("mlp conv") and CAPS ("1 5 25 100") narrow the run; the JSON
 # lines are kept in $1 when given (scripts/bench.sh reads them). Where
 # MPICH is installed, its MPI_Allreduce of each model's gradient bytes is
@@ -25,6 +29,7 @@ for model in ${MODELS:-mlp conv}; do
   run "$build/bench/bench_ddp_step" "$model" 25 no-overlap "$steps"
   run "$build/bench/bench_ddp_step" "$model" 25 no-comm "$steps"
   run "$build/bench/bench_ddp_step" "$model" 25 sync-only "$steps"
+  run "$build/bench/bench_ddp_step" "$model" 25 paired "$steps"
   "$py" "$here/bench/bench_ddp_step_lightning.py" "$model" "$steps" 2>/dev/null | grep '^{' >>"$out" || true
 done
 mpi_out=$(mktemp)
@@ -44,13 +49,15 @@ fi
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 mpich = {r["model"]: r for r in map(json.loads, open(sys.argv[2]))}
-def get(impl, model, cap=25, mode="overlap"):
+def get(impl, model, cap=25, mode="overlap", paired=False):
     for r in rows:
-        if r["impl"] == impl and r["model"] == model and float(r["bucket_cap_mb"]) == cap and r["mode"] == mode:
+        if (r["impl"] == impl and r["model"] == model and float(r["bucket_cap_mb"]) == cap and r["mode"] == mode
+                and r.get("paired", False) == paired):
             return r["step_ms_p50"]
-print(f"{'model':6} {'impl':18} {'cap MB':>6} {'mode':11} {'p50 ms':>8} {'p90 ms':>8}")
+print(f"{'model':6} {'impl':18} {'cap MB':>6} {'mode':18} {'p50 ms':>8} {'p90 ms':>8}")
 for r in rows:
-    print(f"{r['model']:6} {r['impl']:18} {float(r['bucket_cap_mb']):6g} {r['mode']:11} {r['step_ms_p50']:8.2f} {r['step_ms_p90']:8.2f}")
+    mode = r["mode"] + (" (paired)" if r.get("paired") else "")
+    print(f"{r['model']:6} {r['impl']:18} {float(r['bucket_cap_mb']):6g} {mode:18} {r['step_ms_p50']:8.2f} {r['step_ms_p90']:8.2f}")
 print()
 for m in sorted({r["model"] for r in rows}):
     lib, ddp, pl = get("libddp-c++", m), get("pytorch-ddp", m), get("lightning-trainer", m)
@@ -62,19 +69,27 @@ for m in sorted({r["model"] for r in rows}):
     if pl:
         line += f"; Lightning / libddp = {pl / lib:.3f}"
     if noov and nocomm and noov > nocomm:
+        hidden = (noov - lib) / (noov - nocomm)
         line += (f"; communication {noov - nocomm:.1f} ms/step, overlap hides "
-                 f"{100 * (noov - lib) / (noov - nocomm):.0f}% of it")
+                 + (f"{100 * hidden:.0f}% of it" if hidden > 0 else "none of it"))
     print(line)
     if m in mpich and nocomm:
         half = mpich[m]["p50_us"] / 2000
         print(f"{m}: MPICH all-reduce of the {mpich[m]['bytes'] / 2**20:.1f} MiB of gradients {2 * half:.2f} ms; "
               f"target no-comm + half of it = {nocomm + half:.2f} ms: libddp {lib:.2f} ms "
               f"({'met' if lib <= nocomm + half else 'not met'})")
+        plib, pnocomm = get("libddp-c++", m, paired=True), get("libddp-c++", m, mode="no-comm", paired=True)
+        if plib and pnocomm:
+            print(f"{m}: paired (the kinds in turn in one process): no-comm {pnocomm:.2f} ms, target "
+                  f"{pnocomm + half:.2f} ms: libddp {plib:.2f} ms ({'met' if plib <= pnocomm + half else 'not met'})")
     sync = get("libddp-c++", m, mode="sync-only")
     if sync and nocomm:
         print(f"{m}: a barrier after backward instead of the reduction (no bytes moved): {sync:.2f} ms, "
               f"{sync - nocomm:.1f} ms of the step is waiting for the slower rank; libddp's step is "
               f"{lib - sync:.1f} ms over that")
+    psync, plib = get("libddp-c++", m, mode="sync-only", paired=True), get("libddp-c++", m, paired=True)
+    if psync and plib:
+        print(f"{m}: paired: sync-only {psync:.2f} ms, libddp's step {plib - psync:.1f} ms over that")
 PY
 rm -f "$mpi_out"
 [ -n "${1:-}" ] || rm -f "$out"
