@@ -8,8 +8,8 @@
 # of the reduction (the wait for the slower rank, no bytes moved); and
 # "paired": overlap, no-comm and sync-only steps in turn in one process,
 # timed in the same minutes where separate runs see the machine's speed
-# drift (on the Zen 5 VM its overlap steps read 2-3 ms lower than a run of
-# overlap steps alone, not explained yet: both verdicts are printed).
+# drift; both verdicts are printed (on the Zen 5 VM the paired overlap
+# step read 1-3 ms under or 1 ms over the separate one).
 # MODELS ("mlp conv") and CAPS ("1 5 25 100") narrow the run; the JSON
 # lines are kept in $1 when given (scripts/bench.sh reads them). Where
 # MPICH is installed, its MPI_Allreduce of each model's gradient bytes is
