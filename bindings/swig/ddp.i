@@ -186,14 +186,14 @@ typedef struct {} DdpEnv;
 %newobject sampler_indices;
 
 %extend DdpTensor {
-  /* A new zero tensor on the CPU. */
+  /** A new zero tensor on the CPU. */
   static DdpTensor *zeros(ddp_dtype dtype, const int64_t *SHAPE, size_t NDIM) {
     DdpTensor *t = NULL;
     ddp_device cpu = DDP_DEVICE_CPU_INIT;
     ddp_swig_check(ddp_tensor_new(&t, dtype, SHAPE, NDIM, cpu));
     return t;
   }
-  /* A view of the caller's memory (no copy); the binding keeps it alive. */
+  /** A view of the caller's memory (no copy); the binding keeps it alive. */
   static DdpTensor *wrap(void *BUFFER, size_t BUFLEN, ddp_dtype dtype, const int64_t *SHAPE, size_t NDIM) {
     DdpTensor *t = NULL;
     int64_t numel = 1;
@@ -205,7 +205,7 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_tensor_from_blob(&t, BUFFER, dtype, SHAPE, NDIM));
     return t;
   }
-  /* A tensor of the caller's own LibTorch binding (JavaCPP's presets:
+  /** A tensor of the caller's own LibTorch binding (JavaCPP's presets:
    * tensor.address()), by the address of its at::Tensor: shared, never
    * copied. Refused (UNSUPPORTED, naming both) unless torch_version has the
    * major.minor of the LibTorch libddp was built against (torch_version()). */
@@ -216,21 +216,21 @@ typedef struct {} DdpEnv;
     return t;
   }
   static const char *torch_version() { return ddp_torch_version(); }
-  /* A tensor over a DLManagedTensor's memory (dlpack.h), which it takes
+  /** A tensor over a DLManagedTensor's memory (dlpack.h), which it takes
    * over; each language's file turns its DLPack objects into the address. */
   static DdpTensor *from_dlpack_address(long long address) {
     DdpTensor *t = NULL;
     ddp_swig_check(ddp_tensor_from_dlpack(&t, (void *)(intptr_t)address));
     return t;
   }
-  /* A new DLManagedTensor sharing this tensor's memory, by address; the
+  /** A new DLManagedTensor sharing this tensor's memory, by address; the
    * consumer owns it. */
   long long to_dlpack_address() {
     void *managed = NULL;
     ddp_swig_check(ddp_tensor_to_dlpack($self, &managed));
     return (long long)(intptr_t)managed;
   }
-  /* The first element's address: the same for a tensor and its views. */
+  /** The first element's address: the same for a tensor and its views. */
   long long data_address() { return (long long)(intptr_t)ddp_tensor_data($self); }
   bool is_cuda() { return ddp_tensor_device($self).type == DDP_DEVICE_CUDA; }
   int device_index() { return ddp_tensor_device($self).index; }
@@ -245,7 +245,7 @@ typedef struct {} DdpEnv;
 }
 
 %extend DdpGroup {
-  /* rank < 0: everything from the environment (torchrun, SLURM, ...). */
+  /** rank < 0: everything from the environment (torchrun, SLURM, ...). */
   DdpGroup(int rank = -1, int world_size = 1, const char *master_addr = "127.0.0.1", int master_port = 0,
             const char *backend = NULL, long long timeout_ms = 0) {
     ddp_env *env = NULL;
@@ -278,11 +278,11 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_all_gather($self, t, &out));
     return out;
   }
-  /* PyTorch's all_gather_into_tensor: into the caller's out (world x numel(t) elements). */
+  /** PyTorch's all_gather_into_tensor: into the caller's out (world x numel(t) elements). */
   void all_gather_into_tensor(const DdpTensor *t, DdpTensor *out) {
     ddp_swig_check(ddp_all_gather_into_tensor($self, t, out));
   }
-  /* Lightning's gather_all_tensors: one tensor per rank, sizes may differ. */
+  /** Lightning's gather_all_tensors: one tensor per rank, sizes may differ. */
   DdpTensorArray all_gather_uneven(const DdpTensor *t) {
     DdpTensorArray out = {NULL, ddp_group_size($self)};
     out.items = (DdpTensor **)calloc(out.n > 0 ? (size_t)out.n : 1, sizeof(DdpTensor *));
@@ -292,7 +292,7 @@ typedef struct {} DdpEnv;
     }
     return out;
   }
-  /* Lightning's broadcast(obj), as bytes. */
+  /** Lightning's broadcast(obj), as bytes. */
   DdpBytes broadcast_bytes(const void *CBUFFER, size_t CBUFLEN, int src = 0) {
     DdpBytes out = {NULL};
     ddp_swig_check(ddp_broadcast_bytes($self, CBUFFER, CBUFLEN, src, &out.buf));
@@ -303,7 +303,7 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_reduce_boolean_decision($self, decision, all, &out));
     return out != 0;
   }
-  /* A group over an Env's values (backend NULL: the default for the CPU). */
+  /** A group over an Env's values (backend NULL: the default for the CPU). */
   static DdpGroup *from_env(const DdpEnv *env, const char *backend = NULL, long long timeout_ms = 0) {
     DdpGroup *g = NULL;
     ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
@@ -312,7 +312,7 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_group_init(&g, env, &o));
     return g;
   }
-  /* The collectives without waiting: each returns a Work to wait on (in the
+  /** The collectives without waiting: each returns a Work to wait on (in the
    * order they were started), the tensor kept alive until then. */
   DdpWork *all_reduce_async(DdpTensor *t, ddp_reduce_op op = DDP_SUM) {
     DdpWork *w = NULL;
@@ -348,7 +348,7 @@ typedef struct {} DdpEnv;
 
 %extend DdpWork {
   ~DdpWork() { ddp_work_free($self); }
-  /* timeout_ms < 0: the group's timeout. Running out of time raises
+  /** timeout_ms < 0: the group's timeout. Running out of time raises
    * E_TIMEOUT and breaks the group (the collective cannot resume). */
   void wait(long long timeout_ms = -1) { ddp_swig_check(ddp_work_wait($self, timeout_ms)); }
   bool is_completed() {
@@ -357,7 +357,7 @@ typedef struct {} DdpEnv;
     return out != 0;
   }
   size_t result_count() { return ddp_work_result_count($self); }
-  /* Result index of a waited all_gather. */
+  /** Result index of a waited all_gather. */
   DdpTensor *result_tensor(size_t index = 0) {
     DdpTensor *t = NULL;
     ddp_swig_check(ddp_work_result_tensor($self, index, &t));
@@ -367,9 +367,9 @@ typedef struct {} DdpEnv;
 
 /* One process's place in a job, as a launcher or cluster gives it. */
 %extend DdpEnv {
-  /* TorchElastic > SLURM > LSF > MPI > Lightning's variables. */
+  /** TorchElastic > SLURM > LSF > MPI > Lightning's variables. */
   static DdpEnv *detect() { DdpEnv *e = NULL; ddp_swig_check(ddp_env_detect(&e)); return e; }
-  /* "torchelastic", "slurm", "lsf", "mpi", "lightning", "kubeflow". */
+  /** "torchelastic", "slurm", "lsf", "mpi", "lightning", "kubeflow". */
   static DdpEnv *from_name(const char *name) { DdpEnv *e = NULL; ddp_swig_check(ddp_env_from_name(&e, name)); return e; }
   DdpEnv(int rank, int world_size, int local_rank, int local_world_size, int node_rank, const char *master_addr = NULL,
          int master_port = 0) {
@@ -399,7 +399,7 @@ typedef struct {} DdpEnv;
   static DdpCommHook *wrap_bf16(const DdpCommHook *inner) {
     DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_wrap_bf16(&h, inner)); return h;
   }
-  /* PyTorch's PowerSGDState arguments and defaults. */
+  /** PyTorch's PowerSGDState arguments and defaults. */
   static DdpCommHook *powersgd(int matrix_approximation_rank = 1, long long start_powersgd_iter = 1000,
                                  double min_compression_rate = 2, bool use_error_feedback = true,
                                  bool warm_start = true, double orthogonalization_epsilon = 0,
@@ -419,7 +419,7 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_comm_hook_powersgd(&h, &o));
     return h;
   }
-  /* subgroup NULL: one per node. */
+  /** subgroup NULL: one per node. */
   static DdpCommHook *post_localsgd(DdpGroup *subgroup, long long start_localsgd_iter,
                                       bool post_local_gradient_allreduce = true) {
     DdpCommHook *h = NULL;
@@ -427,7 +427,7 @@ typedef struct {} DdpEnv;
     return h;
   }
   ~DdpCommHook() { ddp_comm_hook_free($self); }
-  /* (numel before, numel after, iteration) of a PowerSGD hook. */
+  /** (numel before, numel after, iteration) of a PowerSGD hook. */
   void compression_stats(long long *OUT_BEFORE, long long *OUT_AFTER, long long *OUT_ITER) {
     ddp_compression_stats s = {0, 0, 0};
     ddp_swig_check(ddp_comm_hook_compression_stats($self, &s));
@@ -438,7 +438,7 @@ typedef struct {} DdpEnv;
 }
 
 %extend DdpReducer {
-  /* Over caller-owned gradient buffers (tensors from Tensor.wrap). */
+  /** Over caller-owned gradient buffers (tensors from Tensor.wrap). */
   DdpReducer(DdpGroup *group, DdpTensor **TENSORS, size_t NTENSORS, double bucket_cap_mb = 25,
               double first_bucket_mb = 1, bool find_unused_parameters = false) {
     DdpReducer *r = NULL;
@@ -450,7 +450,7 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_reducer_new(&r, group, NULL, TENSORS, NTENSORS, &o));
     return r;
   }
-  /* Every option of ddp_reducer_options (broadcast_parameters, join_enabled, ...). */
+  /** Every option of ddp_reducer_options (broadcast_parameters, join_enabled, ...). */
   static DdpReducer *with_options(DdpGroup *group, DdpTensor **TENSORS, size_t NTENSORS, const ddp_reducer_options *options) {
     DdpReducer *r = NULL;
     ddp_swig_check(ddp_reducer_new(&r, group, NULL, TENSORS, NTENSORS, options));
@@ -463,14 +463,14 @@ typedef struct {} DdpEnv;
   void join() { ddp_swig_check(ddp_reducer_join($self)); }
   void set_comm_hook(const DdpCommHook *hook) { ddp_swig_check(ddp_reducer_set_comm_hook($self, hook)); }
   size_t bucket_count() { return ddp_reducer_bucket_count($self); }
-  /* The gradient buffer of parameter index (with gradient_as_bucket_view:
+  /** The gradient buffer of parameter index (with gradient_as_bucket_view:
    * its view into the bucket's storage). */
   DdpTensor *gradient(size_t index) {
     DdpTensor *t = NULL;
     ddp_swig_check(ddp_reducer_gradient($self, index, &t));
     return t;
   }
-  /* The parameter indices of a bucket, in bucket order (an int64 tensor). */
+  /** The parameter indices of a bucket, in bucket order (an int64 tensor). */
   DdpTensor *bucket_indices(size_t bucket) {
     size_t count = 0;
     DdpTensor *t = NULL;
@@ -502,7 +502,7 @@ typedef struct {} DdpWorker;
   int rank() { return ddp_worker_rank($self); }
   int world_size() { return ddp_worker_world_size($self); }
   int local_rank() { return ddp_worker_local_rank($self); }
-  /* On rank 0: what spawn returns to the launching program. */
+  /** On rank 0: what spawn returns to the launching program. */
   void set_result(const void *CBUFFER, size_t CBUFLEN) { ddp_swig_check(ddp_worker_set_result($self, CBUFFER, CBUFLEN)); }
 }
 
@@ -520,7 +520,7 @@ typedef struct {} DdpWorker;
  * sampler and the strategy (model.h, sampler.h, strategy.h) -------------- */
 
 %extend DdpModule {
-  /* A TorchScript module saved by torch.jit.save. */
+  /** A TorchScript module saved by torch.jit.save. */
   static DdpModule *load(const char *path) { DdpModule *m = NULL; ddp_swig_check(ddp_module_load(&m, path)); return m; }
   ~DdpModule() { ddp_module_free($self); }
   DdpTensor *forward(const DdpTensor *input) {
@@ -530,14 +530,14 @@ typedef struct {} DdpWorker;
   }
   void train(bool on = true) { ddp_swig_check(ddp_module_train($self, on)); }
   size_t num_parameters() { return ddp_module_num_parameters($self); }
-  /* TorchScript, for torch.jit.load. */
+  /** TorchScript, for torch.jit.load. */
   void save(const char *path) { ddp_swig_check(ddp_module_save($self, path)); }
-  /* torch.save(module.state_dict()) format. */
+  /** torch.save(module.state_dict()) format. */
   void save_state_dict(const char *path) { ddp_swig_check(ddp_module_save_state_dict($self, path)); }
   void load_state_dict(const char *path, bool strict = true) {
     ddp_swig_check(ddp_module_load_state_dict($self, path, strict));
   }
-  /* Parameters and buffers, by index: their count, names and kinds. */
+  /** Parameters and buffers, by index: their count, names and kinds. */
   size_t state_count() { return ddp_module_state_count($self); }
   const char *state_name(size_t index) {
     const char *name = NULL;
@@ -551,20 +551,20 @@ typedef struct {} DdpWorker;
     ddp_swig_check(ddp_module_state_name($self, index, &name, &is_parameter));
     return is_parameter != 0;
   }
-  /* The parameter or buffer, sharing the module's memory. */
+  /** The parameter or buffer, sharing the module's memory. */
   DdpTensor *get(const char *name) {
     DdpTensor *t = NULL;
     ddp_swig_check(ddp_module_get($self, name, &t));
     return t;
   }
-  /* Its gradient, sharing memory; None/null when it has none. */
+  /** Its gradient, sharing memory; None/null when it has none. */
   DdpTensor *grad(const char *name) {
     DdpTensor *t = NULL;
     ddp_swig_check(ddp_module_grad($self, name, &t));
     return t;
   }
   void set(const char *name, const DdpTensor *value) { ddp_swig_check(ddp_module_set($self, name, value)); }
-  /* A model made of the caller's tensors by name (ddp_module_from_tensors),
+  /** A model made of the caller's tensors by name (ddp_module_from_tensors),
    * shared: the first tensors are its parameters, the last num_buffers its
    * buffers. The names are as many as the tensors. */
   static DdpModule *from_tensors(char **STRING_ARRAY, DdpTensor **TENSORS, size_t NTENSORS, size_t num_buffers) {
@@ -584,7 +584,7 @@ typedef struct {} DdpWorker;
 }
 
 %extend DdpOptimizer {
-  /* torch.optim.SGD's arguments and defaults (lr aside). */
+  /** torch.optim.SGD's arguments and defaults (lr aside). */
   static DdpOptimizer *sgd(DdpModule *module, double lr = 0.001, double momentum = 0, double dampening = 0,
                            double weight_decay = 0, bool nesterov = false) {
     ddp_sgd_options o = DDP_SGD_OPTIONS_INIT;
@@ -613,7 +613,7 @@ typedef struct {} DdpWorker;
     ddp_swig_check(ddp_optimizer_new_adamw(&opt, module, &o));
     return opt;
   }
-  /* Every option, from an options object. */
+  /** Every option, from an options object. */
   static DdpOptimizer *sgd_with(DdpModule *module, const ddp_sgd_options *options) {
     DdpOptimizer *opt = NULL;
     ddp_swig_check(ddp_optimizer_new_sgd(&opt, module, options));
@@ -649,7 +649,7 @@ typedef struct {} DdpWorker;
   }
   ~DdpLrScheduler() { ddp_lr_scheduler_free($self); }
   void step() { ddp_swig_check(ddp_lr_scheduler_step($self)); }
-  /* ReduceLROnPlateau's step. */
+  /** ReduceLROnPlateau's step. */
   void step_metric(double metric) { ddp_swig_check(ddp_lr_scheduler_step_metric($self, metric)); }
   double last_lr() {
     double lr = 0;
@@ -738,7 +738,7 @@ DdpTensor *sampler_indices_with(long long dataset_size, int num_replicas, int ra
 long long sampler_num_samples(long long dataset_size, int num_replicas, bool drop_last = false);
 
 %extend DdpStrategy {
-  /* Lightning's DDPStrategy options and defaults; devices: processes on
+  /** Lightning's DDPStrategy options and defaults; devices: processes on
    * this node (the program starts the others itself unless a launcher did). */
   DdpStrategy(int devices = 1, const char *backend = NULL, long long timeout_ms = 0, double bucket_cap_mb = 25,
               double first_bucket_mb = 1, bool find_unused_parameters = false, bool broadcast_buffers = true,
@@ -759,7 +759,7 @@ long long sampler_num_samples(long long dataset_size, int num_replicas, bool dro
     ddp_swig_check(ddp_strategy_new(&s, &o));
     return s;
   }
-  /* Every DDPStrategy argument, from a StrategyOptions. */
+  /** Every DDPStrategy argument, from a StrategyOptions. */
   static DdpStrategy *from_options(const ddp_strategy_options *options) {
     DdpStrategy *s = NULL;
     ddp_swig_check(ddp_strategy_new(&s, options));
@@ -770,32 +770,32 @@ long long sampler_num_samples(long long dataset_size, int num_replicas, bool dro
   bool root_device_is_cuda() { return ddp_strategy_root_device($self).type == DDP_DEVICE_CUDA; }
   int root_device_index() { return ddp_strategy_root_device($self).index; }
   const char *precision() { return ddp_strategy_precision($self); }
-  /* Lightning's warning about the precision ("" when none). */
+  /** Lightning's warning about the precision ("" when none). */
   const char *precision_warning() { return ddp_strategy_precision_warning($self); }
   int sync_batchnorm_layers() { return ddp_strategy_sync_batchnorm_layers($self); }
-  /* The module as TorchScript (torch.jit.load), from global rank 0; collective. */
+  /** The module as TorchScript (torch.jit.load), from global rank 0; collective. */
   void save_module(const char *path, const DdpModule *module) { ddp_swig_check(ddp_strategy_save_module($self, path, module)); }
-  /* Lightning's checkpoint with the counters of info; optimizer and
+  /** Lightning's checkpoint with the counters of info; optimizer and
    * scheduler may be None/null. Collective. */
   void save_checkpoint_with(const char *path, const DdpModule *module, DdpOptimizer *optimizer,
                             DdpLrScheduler *scheduler, const ddp_checkpoint_info *info) {
     ddp_swig_check(ddp_strategy_save_checkpoint_v2($self, path, module, optimizer ? &optimizer : NULL, optimizer ? 1 : 0,
                                                    scheduler ? &scheduler : NULL, scheduler ? 1 : 0, info));
   }
-  /* Every rank; the counters go into info. */
+  /** Every rank; the counters go into info. */
   void load_checkpoint_with(const char *path, DdpModule *module, DdpOptimizer *optimizer, DdpLrScheduler *scheduler,
                             ddp_checkpoint_info *info) {
     ddp_swig_check(ddp_strategy_load_checkpoint_v2($self, path, module, optimizer ? &optimizer : NULL, optimizer ? 1 : 0,
                                                    scheduler ? &scheduler : NULL, scheduler ? 1 : 0, info, NULL));
   }
-  /* ModelCheckpoint(dirpath=dir, save_top_k=keep_last): dir/epoch=E-step=S.ckpt. */
+  /** ModelCheckpoint(dirpath=dir, save_top_k=keep_last): dir/epoch=E-step=S.ckpt. */
   void save_checkpoint_to_dir(const char *dir, int keep_last, DdpModule *module, DdpOptimizer *optimizer,
                               DdpLrScheduler *scheduler, const ddp_checkpoint_info *info) {
     ddp_swig_check(ddp_strategy_save_checkpoint_to_dir($self, dir, keep_last, &module, NULL, 1,
                                                        optimizer ? &optimizer : NULL, optimizer ? 1 : 0,
                                                        scheduler ? &scheduler : NULL, scheduler ? 1 : 0, info));
   }
-  /* Trainer.fit(ckpt_path="last"): the newest checkpoint in dir every rank
+  /** Trainer.fit(ckpt_path="last"): the newest checkpoint in dir every rank
    * can load. Returns the report ("resumed from PATH", after a line for each
    * newer file passed over), or None/null on a first start (nothing loaded);
    * info receives the counters to continue from. Collective. */
@@ -819,9 +819,9 @@ long long sampler_num_samples(long long dataset_size, int num_replicas, bool dro
     ddp_buffer_free(report);
     return text;
   }
-  /* PyTorch's Join: this rank is out of batches (options' join_enabled). */
+  /** PyTorch's Join: this rank is out of batches (options' join_enabled). */
   void join() { ddp_swig_check(ddp_strategy_join($self)); }
-  /* Lightning's SLURM auto-requeue: whether the requeue signal came. */
+  /** Lightning's SLURM auto-requeue: whether the requeue signal came. */
   bool requeue_requested() {
     int out = 0;
     ddp_swig_check(ddp_strategy_requeue_requested($self, &out));
@@ -847,12 +847,12 @@ long long sampler_num_samples(long long dataset_size, int num_replicas, bool dro
     ddp_swig_check(ddp_strategy_reduce_boolean_decision($self, decision, all, &out));
     return out != 0;
   }
-  /* On global rank 0, atomically; collective (opt may be None/null). */
+  /** On global rank 0, atomically; collective (opt may be None/null). */
   void save_checkpoint(const char *path, const DdpModule *module, const DdpOptimizer *opt, long long step,
                        long long epoch) {
     ddp_swig_check(ddp_strategy_save_checkpoint($self, path, module, opt, step, epoch, NULL, 0));
   }
-  /* Every rank; returns (step, epoch). */
+  /** Every rank; returns (step, epoch). */
   void load_checkpoint(const char *path, DdpModule *module, DdpOptimizer *opt, long long *OUT_STEP,
                        long long *OUT_EPOCH) {
     int64_t step = 0, epoch = 0;

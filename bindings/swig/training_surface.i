@@ -57,26 +57,26 @@ typedef struct {} DdpParamGroups;
 %newobject loss;
 
 %extend DdpTensor {
-  /* clone().detach(): a copy in new memory, outside the autograd graph. */
+  /** clone().detach(): a copy in new memory, outside the autograd graph. */
   DdpTensor *clone() {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_tensor_clone($self, &out));
     return out;
   }
-  /* A one-element tensor's value (torch's item()). */
+  /** A one-element tensor's value (torch's item()). */
   double item() {
     double v = 0;
     ddp_swig_check(ddp_tensor_item($self, &v));
     return v;
   }
-  /* Over dims (empty: every dimension, a 0-d result; Python: dims=() by default). */
+  /** Over dims (empty: every dimension, a 0-d result; Python: dims=() by default). */
   DdpTensor *sum(const int64_t *dims, size_t ndims, bool keepdim = false) {
     return ddp_swig_reduce(0, $self, dims, ndims, keepdim);
   }
   DdpTensor *mean(const int64_t *dims, size_t ndims, bool keepdim = false) {
     return ddp_swig_reduce(1, $self, dims, ndims, keepdim);
   }
-  /* softmax, or log_softmax with log, along dim (negative: from the end). */
+  /** softmax, or log_softmax with log, along dim (negative: from the end). */
   DdpTensor *softmax(long long dim, bool log = false) {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_tensor_softmax($self, dim, log, &out));
@@ -87,7 +87,7 @@ typedef struct {} DdpParamGroups;
     ddp_swig_check(ddp_tensor_unary(op, $self, &out));
     return out;
   }
-  /* self (op) other, element-wise with broadcasting. */
+  /** self (op) other, element-wise with broadcasting. */
   DdpTensor *binary(ddp_binary_op op, const DdpTensor *other) {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_tensor_binary(op, $self, other, &out));
@@ -98,10 +98,10 @@ typedef struct {} DdpParamGroups;
     ddp_swig_check(ddp_tensor_binary_scalar(op, $self, scalar, &out));
     return out;
   }
-  /* Autograd's backward from this one-element tensor, on this process only
+  /** Autograd's backward from this one-element tensor, on this process only
    * (Strategy.backward is the one that averages over the ranks). */
   void backward() { ddp_swig_check(ddp_tensor_backward($self)); }
-  /* The gradient autograd accumulated into this leaf; None/null when none. */
+  /** The gradient autograd accumulated into this leaf; None/null when none. */
   DdpTensor *grad() {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_tensor_grad($self, &out));
@@ -109,7 +109,7 @@ typedef struct {} DdpParamGroups;
   }
   bool requires_grad() { return ddp_tensor_requires_grad($self) != 0; }
   void set_requires_grad(bool on) { ddp_swig_check(ddp_tensor_set_requires_grad($self, on)); }
-  /* Writes this tensor into the caller's at::Tensor at address (JavaCPP's
+  /** Writes this tensor into the caller's at::Tensor at address (JavaCPP's
    * presets: tensor.address()), sharing memory; see from_aten_address. */
   void to_aten_address(long long address) { ddp_swig_check(ddp_tensor_to_aten($self, (void *)(intptr_t)address)); }
 }
@@ -118,24 +118,24 @@ typedef struct {} DdpParamGroups;
 %extend DdpOutputs {
   ~DdpOutputs() { ddp_outputs_free($self); }
   size_t count() { return ddp_outputs_count($self); }
-  /* Element index (a dict's in its order); it keeps its autograd graph. */
+  /** Element index (a dict's in its order); it keeps its autograd graph. */
   DdpTensor *at(size_t index) {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_outputs_at($self, index, &out));
     return out;
   }
-  /* A dict's entry. */
+  /** A dict's entry. */
   DdpTensor *get(const char *key) {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_outputs_get($self, key, &out));
     return out;
   }
-  /* A dict's key index; None/null when not a dict or out of range. */
+  /** A dict's key index; None/null when not a dict or out of range. */
   const char *key(size_t index) { return ddp_outputs_key($self, index); }
 }
 
 %extend DdpModule {
-  /* The module's method (None/null: forward) on the inputs, with keyword
+  /** The module's method (None/null: forward) on the inputs, with keyword
    * inputs by name (kw_names[i] gets kw_values[i]); without the strategy. */
   DdpOutputs *call(const char *method, DdpTensor **TENSORS, size_t NTENSORS, char **kw_names = NULL,
                    DdpTensor **kw_values = NULL, size_t num_kw = 0) {
@@ -151,7 +151,7 @@ typedef struct {} DdpParamGroups;
                                       &out));
     return out;
   }
-  /* load_state_dict(strict=False): returns what it skipped ("missing: ...",
+  /** load_state_dict(strict=False): returns what it skipped ("missing: ...",
    * "unexpected: ..." lines; empty when nothing was). */
   char *load_state_dict_nonstrict(const char *path) {
     ddp_buffer *skipped = NULL;
@@ -179,7 +179,7 @@ typedef struct {} DdpParamGroups;
     free($self->groups);
     free($self);
   }
-  /* A hyper-parameter left at INHERIT (-1) is the optimizer's. */
+  /** A hyper-parameter left at INHERIT (-1) is the optimizer's. */
   void add(char **patterns, double lr = DDP_INHERIT, double weight_decay = DDP_INHERIT,
            double momentum = DDP_INHERIT) {
     size_t n = 0, count = $self->count;
@@ -207,7 +207,7 @@ typedef struct {} DdpParamGroups;
 }
 
 %extend DdpOptimizer {
-  /* torch.optim.SGD / Adam / AdamW over parameter groups; options give the
+  /** torch.optim.SGD / Adam / AdamW over parameter groups; options give the
    * defaults each group's own values replace. */
   static DdpOptimizer *sgd_groups(DdpModule *module, const ddp_sgd_options *options, const DdpParamGroups *groups) {
     DdpOptimizer *opt = NULL;
@@ -227,7 +227,7 @@ typedef struct {} DdpParamGroups;
                                                   groups ? groups->count : 0));
     return opt;
   }
-  /* The caller's own torch::optim::Optimizer (JavaCPP: optimizer.address()),
+  /** The caller's own torch::optim::Optimizer (JavaCPP: optimizer.address()),
    * shared: steps and checkpoints go through it. */
   static DdpOptimizer *from_torch_address(long long address) {
     DdpOptimizer *opt = NULL;
@@ -251,9 +251,9 @@ typedef struct {} DdpParamGroups;
     return m;
   }
   ~DdpMetric() { ddp_metric_free($self); }
-  /* One batch: its value and its size (the mean's weight). */
+  /** One batch: its value and its size (the mean's weight). */
   void update(double value, long long batch_size = 1) { ddp_swig_check(ddp_metric_update($self, value, batch_size)); }
-  /* The epoch's value: this rank's (strategy None/null), or over every rank
+  /** The epoch's value: this rank's (strategy None/null), or over every rank
    * of a set-up strategy (sync_dist; collective). */
   double compute(DdpStrategy *strategy = NULL) {
     double v = 0;

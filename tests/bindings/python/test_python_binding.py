@@ -37,6 +37,13 @@ def test_errors_raise_with_status_and_message():
         libddp.wrap(np.zeros(3, np.float32)[::2])  # not contiguous: refused before C
 
 
+def test_methods_carry_the_interfaces_doc_comments():
+    # SWIG's -doxygen turns the interface's /** */ comments into docstrings
+    # (and Javadoc); without it a method has none.
+    assert "caller's out" in (libddp.Group.all_gather_into_tensor.__doc__ or "")
+    assert "zero tensor on the CPU" in (libddp.Tensor.zeros.__doc__ or "")
+
+
 def test_one_rank_group_hooks_and_lifetimes():
     with libddp.Group(rank=0, world_size=1, master_addr="127.0.0.1", master_port=0) as g:
         assert (g.rank(), g.size(), g.backend()) == (0, 1, "shm")  # the CPU default
