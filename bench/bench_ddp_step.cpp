@@ -150,6 +150,7 @@ int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   const int warmup = 3 * static_cast<int>(kinds.size());
+  const bool compute = mode != "reduce-only";
   for (int s = 0; s < (steps + 3) * static_cast<int>(kinds.size()); ++s) {
     const size_t kind = s % kinds.size();
     std::optional<ddp::DistributedDataParallel::NoSync> local_only;
@@ -158,7 +159,6 @@ int main(int argc, char** argv) {
     auto t0 = Clock::now();
     for (auto& p : params)
       if (p.grad().defined()) p.mutable_grad().zero_();
-    const bool compute = mode != "reduce-only";
     torch::Tensor loss = compute ? torch::nn::functional::cross_entropy(forward(x), y) : torch::Tensor();
     const double forward_ms = since(t0);
     if (compute) loss.backward();

@@ -45,12 +45,8 @@ void copy_sse2(uint8_t* d, const uint8_t* s, size_t n) {
 }
 
 using CopyFn = void (*)(uint8_t*, const uint8_t*, size_t);
-// Decided once, when the library loads (which may be before libgcc's own
-// constructor filled in the CPU features: hence the init).
-const CopyFn kVectorCopy = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") ? copy_avx2 : copy_sse2;
-}();
+// Decided once, when the library loads.
+const CopyFn kVectorCopy = cpu_has_avx2() ? copy_avx2 : copy_sse2;
 #endif
 
 // dst may be src; the compiler checks other overlaps at run time and vectorises.
@@ -66,21 +62,30 @@ template <typename T>
 __attribute__((target("avx2"))) void scale_loop_avx2(T* dst, const T* src, size_t n, T factor) {
   for (size_t i = 0; i < n; ++i) dst[i] = src[i] * factor;
 }
-const bool kScaleWithAvx2 = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") != 0;
-}();
 #endif
 
 template <typename T>
 void scale(T* dst, const T* src, size_t n, T factor) {
 #if defined(__x86_64__)
-  if (kScaleWithAvx2) return scale_loop_avx2(dst, src, n, factor);
+  if (cpu_has_avx2()) return scale_loop_avx2(dst, src, n, factor);
 #endif
   scale_loop(dst, src, n, factor);
 }
 
 }  // namespace
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__)
+  // The init: this may run before libgcc's own constructor filled in the CPU features.
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
 
 void copy_bytes(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)

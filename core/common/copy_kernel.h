@@ -15,6 +15,10 @@ namespace ddp::core {
 
 void copy_bytes(void* dst, const void* src, size_t n);
 
+// Whether this CPU runs AVX2, asked once: the copy and scale loops here and
+// the shared-memory reductions pick their AVX2 twins by it.
+bool cpu_has_avx2();
+
 // dst[i] = src[i] * factor: how PyTorch's reducer averages a gradient on
 // its way into the bucket (the float factor is 1/world rounded to float),
 // here and wherever libddp does the same, so that the bits agree. dst may

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/copy_kernel.h"
+
 namespace ddp::core::shm {
 namespace {
 
@@ -26,11 +28,6 @@ template <typename T, typename F>
 __attribute__((target("avx2"))) void loop_avx2(T* d, const T* x, const T* __restrict__ y, size_t n, F f) {
   for (size_t i = 0; i < n; ++i) d[i] = f(x[i], y[i]);
 }
-
-const bool kHasAvx2 = [] {
-  __builtin_cpu_init();  // this may run before libgcc's own constructor
-  return __builtin_cpu_supports("avx2") != 0;
-}();
 #endif
 
 template <typename T, typename F>
@@ -39,7 +36,7 @@ void apply(void* dst, const void* a, const void* b, size_t n, F f) {
   const T* x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
 #if defined(__x86_64__)
-  if (kHasAvx2) return loop_avx2(d, x, y, n, f);
+  if (cpu_has_avx2()) return loop_avx2(d, x, y, n, f);
 #endif
   loop(d, x, y, n, f);
 }
