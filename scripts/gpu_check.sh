@@ -5,8 +5,11 @@
 # Usage: scripts/gpu_check.sh [ctest -R regex]
 # With DDP_BUILD_BENCH=1 the benchmarks are built too, and issue 13's CUDA
 # step benchmark (bench/run_ddp_step_cuda.sh) runs after the tests.
+# With --prebuilt it builds nothing: it runs the binaries scripts/gpu_pack.sh
+# packed into .gpu/build (carry .gpu) through gpu_check_prebuilt.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = --prebuilt ]; then exec bash "$here/scripts/gpu_check_prebuilt.sh"; fi
 build="${DDP_BUILD_DIR:-$here/build-gpu}"
 py="${DDP_PYTHON:-$(command -v python3)}"
 nvidia-smi -L || true

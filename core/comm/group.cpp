@@ -22,6 +22,8 @@
 #include "comm/failure.h"
 #include "comm/group_impl.h"
 #include "comm/rendezvous.h"
+#include "comm/store_monitor.h"
+#include "comm/watched_store.h"
 #include "comm/torch_logging.h"
 #include "common/error.h"
 #include "debug/flight_recorder.h"
@@ -110,26 +112,59 @@ bool detail_checks_from_env() {
   return false;
 }
 
+// Every rank's backend up, or every rank told why not: a rank whose backend
+// cannot start publishes its reason, and the others stop waiting for it
+// (in the backend's own store waits, or in the ready check after them, which
+// a backend that connects lazily, NCCL, needs: its first collective would
+// otherwise wait inside NCCL for a rank that is gone).
 void connect_backend(Group::Impl& impl) {
   BackendSpec spec;
-  spec.store = c10::make_intrusive<c10d::PrefixStore>(impl.backend_name, impl.store);
+  auto report = impl.monitor ? impl.monitor->reporter() : WatchedPrefixStore::Report{};
+  spec.store = c10::make_intrusive<WatchedPrefixStore>(impl.backend_name, impl.store, report);
   spec.rank = impl.rank;
   spec.size = impl.size;
   spec.timeout = impl.timeout;
   spec.master_addr = impl.master_addr;
   spec.device = impl.device;
   spec.node = impl.node;
-  if (impl.monitor) spec.peer_report = impl.monitor->reporter();
+  spec.peer_report = report;
+  const std::string who = "rank " + std::to_string(impl.rank) + " of " + std::to_string(impl.size);
   try {
-    impl.backend = make_backend(impl.backend_name, spec);
-    impl.backend_name = impl.backend->getBackendName();  // shm falls back to gloo where it cannot share
-    impl.direct = dynamic_cast<DirectCollectives*>(impl.backend.get());
-  } catch (const Error&) {
+    try {
+      impl.backend = make_backend(impl.backend_name, spec);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(classify_exception(e), impl.backend_name + " backend could not connect " + who + ": " + short_what(e));
+    }
+  } catch (const Error& e) {
+    // A peer's report is the root cause; this rank's own error is the
+    // report when there is none yet.
+    if (report)
+      if (auto r = report()) {
+        auto [status, message] = parse_report(*r);
+        fail(status, "another rank failed, so this one stops too: " + message);
+      }
+    if (impl.monitor) impl.monitor->publish(failure_report(e.status(), "rank " + std::to_string(impl.rank) + ": " +
+                                                                            e.what()),
+                                            kPublishWait);
     throw;
-  } catch (const std::exception& e) {
-    fail(classify_exception(e), impl.backend_name + " backend could not connect rank " +
-                                    std::to_string(impl.rank) + " of " + std::to_string(impl.size) +
-                                    ": " + short_what(e));
+  }
+  impl.backend_name = impl.backend->getBackendName();  // shm falls back to gloo where it cannot share
+  impl.direct = dynamic_cast<DirectCollectives*>(impl.backend.get());
+  if (impl.size > 1) {
+    WatchedPrefixStore ready("backend_ready", impl.store, report);
+    std::vector<std::string> all;
+    for (int r = 0; r < impl.size; ++r) all.push_back(std::to_string(r));
+    try {
+      ready.set(all[impl.rank], std::vector<uint8_t>{1});
+      ready.wait(all, impl.timeout);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(classify_exception(e), "waiting for the other ranks' " + impl.backend_name + " backends (" + who +
+                                      "): " + short_what(e));
+    }
   }
 }
 
@@ -355,24 +390,14 @@ void Group::fail_and_publish(Status status, const std::string& message) {
   // Tell the other ranks, so that those waiting on a peer that is not the
   // dead one stop too. Best effort, and bounded: the store host may be the
   // dead or stopped peer.
-  std::string payload = std::to_string(static_cast<int>(status)) + "|rank " + std::to_string(impl_->rank) + ": " + message;
-  impl_->monitor->publish(payload, kPublishWait);
+  impl_->monitor->publish(failure_report(status, "rank " + std::to_string(impl_->rank) + ": " + message), kPublishWait);
   if (first) flight::dump((std::string(failure_kind(status)) + " on rank " + std::to_string(impl_->rank) + " of group " +
                            std::string(impl_->flight_label) + ": " + message).c_str());
   throw Error(status, message);
 }
 
 void Group::throw_reported(const std::string& reported) {
-  std::string payload = reported;
-  auto bar = payload.find('|');
-  Status status = Status::PeerFailed;
-  if (bar != std::string::npos) {
-    try {
-      status = static_cast<Status>(std::stoi(payload.substr(0, bar)));
-    } catch (...) {
-    }
-    payload = payload.substr(bar + 1);
-  }
+  auto [status, payload] = parse_report(reported);
   bool first;
   {
     std::lock_guard<std::mutex> lock(impl_->state_mutex);

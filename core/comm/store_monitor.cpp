@@ -14,6 +14,21 @@ constexpr Millis kPollInterval{100};
 constexpr Millis kStopWait{500};
 }  // namespace
 
+std::string failure_report(Status status, const std::string& message) {
+  return std::to_string(static_cast<int>(status)) + "|" + message;
+}
+
+std::pair<Status, std::string> parse_report(const std::string& report) {
+  auto bar = report.find('|');
+  if (bar == std::string::npos) return {Status::PeerFailed, report};
+  Status status = Status::PeerFailed;
+  try {
+    status = static_cast<Status>(std::stoi(report.substr(0, bar)));
+  } catch (...) {
+  }
+  return {status, report.substr(bar + 1)};
+}
+
 struct StoreMonitor::State {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Store> job;

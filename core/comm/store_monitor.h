@@ -10,10 +10,17 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "comm/group.h"
 
 namespace ddp::core {
+
+// The abort key's value: a failure's status and its message, which names the
+// rank ("rank R: ..."). What a rank publishes, and what the others read.
+std::string failure_report(Status status, const std::string& message);
+// The status and message of a report; Status::PeerFailed when it has none.
+std::pair<Status, std::string> parse_report(const std::string& report);
 
 class StoreMonitor {
  public:

@@ -156,8 +156,11 @@ struct SyncBatchNormBackward : public torch::autograd::Node {
       return l;
     }
     // One fused pass: dy * invstd * weight, sum(dy * (x - mean)) * invstd and sum(dy).
-    at::Tensor dxhat_sum, dy_sum;
-    std::tie(l.dx, dxhat_sum, dy_sum) = at::native_batch_norm_backward(dy, x, weight, mean_t, var_t, {}, {},
+    // Empty saved statistics (not undefined ones): CUDA's kernel asserts
+    // they are defined, and takes the running ones (here the synchronised
+    // mean and variance) when they are empty; the CPU kernel ignores them.
+    at::Tensor dxhat_sum, dy_sum, none = at::empty({0}, mean_t.options());
+    std::tie(l.dx, dxhat_sum, dy_sum) = at::native_batch_norm_backward(dy, x, weight, mean_t, var_t, none, none,
                                                                        /*train=*/false, eps, {true, true, true});
     auto dy_sum_h = to_host(dy_sum), dxhat_sum_h = to_host(dxhat_sum);
     for (int64_t c = 0; c < channels; ++c) {

@@ -187,12 +187,15 @@ void Reducer::check_layout_matches_across_ranks() {
     mix(static_cast<uint64_t>(g.scalar_type()));
   }
   for (auto& b : buckets_) mix(b.indices.size() + (uint64_t{1} << 40));
-  at::Tensor mine = at::empty({3}, at::TensorOptions().dtype(at::kLong));
-  auto* m = mine.data_ptr<int64_t>();
+  // `host` outlives the comparison below: on CUDA the gathered row is a
+  // device copy, and `m` must not point into a freed host tensor.
+  at::Tensor host = at::empty({3}, at::TensorOptions().dtype(at::kLong));
+  auto* m = host.data_ptr<int64_t>();
   m[0] = static_cast<int64_t>(grads_.size());
   m[1] = static_cast<int64_t>(buckets_.size());
   m[2] = static_cast<int64_t>(h >> 1);
-  if (group_.device().type == DeviceType::CUDA) mine = mine.to(at::Device(at::kCUDA, group_.device().index));
+  at::Tensor mine = host;
+  if (group_.device().type == DeviceType::CUDA) mine = host.to(at::Device(at::kCUDA, group_.device().index));
   auto p = all_gather(group_, mine);
   p->wait();
   at::Tensor all = p->tensors[0].cpu();

@@ -366,16 +366,35 @@ const std::shared_ptr<Group>& DdpStrategy::group_or_own(const std::shared_ptr<Gr
   return group;
 }
 
+namespace {
+// What a script reduces or gathers (a metric, a count) is often a host
+// tensor; on a CUDA group (NCCL) it goes over on the group's device and comes
+// back, as Lightning's logging moves it first. Other tensors go as they are.
+bool staged_on_device(const at::Tensor& t, const Group& g) {
+  return g.device().type == DeviceType::CUDA && t.device().is_cpu();
+}
+}  // namespace
+
 void DdpStrategy::reduce(const at::Tensor& t, ReduceOp op, const std::shared_ptr<Group>& group) {
   require_setup("reduce");
   const auto& g = group_or_own(group, "reduce");
-  naming_failed_rank([&] { all_reduce_blocking(*g, t, op); });
+  naming_failed_rank([&] {
+    if (!staged_on_device(t, *g)) return all_reduce_blocking(*g, t, op);
+    at::Tensor on = t.to(to_aten_device(g->device()), /*non_blocking=*/false, /*copy=*/true);
+    all_reduce_blocking(*g, on, op);
+    t.copy_(on);
+  });
 }
 
 at::Tensor DdpStrategy::all_gather(const at::Tensor& t, bool sync_grads, const std::shared_ptr<Group>& group) {
   require_setup("all_gather");
   const auto& g = group_or_own(group, "all_gather");
-  return naming_failed_rank([&] { return all_gather_with_grad(g, sync_grads ? t : t.detach()); });
+  at::Tensor in = sync_grads ? t : t.detach();
+  return naming_failed_rank([&] {
+    if (!staged_on_device(in, *g)) return all_gather_with_grad(g, in);
+    // .to() on both sides keeps the gradient path of sync_grads.
+    return all_gather_with_grad(g, in.to(to_aten_device(g->device()))).to(in.device());
+  });
 }
 
 at::Tensor DdpStrategy::batch_norm(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,

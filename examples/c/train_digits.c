@@ -181,7 +181,9 @@ static int64_t count_correct(const ddp_tensor *logits, const int64_t *labels, in
  * *is_zero is set.
  */
 static int train_rank(const job_args *a, ddp_strategy_kind kind, int devices, char *result, size_t cap, int *is_zero) {
-  int rank = 0, code = 1;
+  /* Until setup says, the launcher's RANK names this process in messages. */
+  const char *env_rank = getenv("RANK");
+  int rank = env_rank ? atoi(env_rank) : 0, code = 1;
   dataset train_set = {0}, test_set = {0};
   ddp_strategy *s = NULL;
   ddp_module *m = NULL;

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <string>
 #include <thread>
 
 #include "worker_scenarios.h"
@@ -237,9 +239,35 @@ void scenario_size_mismatch_without_detail() {
   ddp_group_free(g);
 }
 
+// One rank's backend cannot start: on rank 1, GLOO_SOCKET_IFNAME names no
+// interface (on a lent GPU machine the same happens to a rank whose
+// cuda:LOCAL_RANK does not exist). Rank 1 gets that error; rank 0, which
+// waits inside Gloo's connect for rank 1's address, must get rank 1's reason
+// within seconds, not at its 30 s timeout.
+void scenario_backend_fails_on_one_rank() {
+  const int rank = env_int("RANK", -1);
+  if (rank == 1) setenv("GLOO_SOCKET_IFNAME", "nosuchif0", 1);
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.timeout_ms = 30000;
+  o.backend = "gloo";
+  ddp_group* g = nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_status st = ddp_group_init(&g, nullptr, &o);
+  double el = seconds_since(t0);
+  std::string msg = ddp_last_error_message();
+  std::fprintf(stderr, "[rank %d] ddp_group_init -> %s after %.2f s: %s\n", rank, ddp_status_string(st), el,
+               msg.c_str());
+  WCHECK(st != DDP_OK, "rank %d: the group started", rank);
+  WCHECK(msg.find("nosuchif0") != std::string::npos, "rank %d: the reason is not rank 1's: %s", rank, msg.c_str());
+  if (rank == 0) WCHECK(msg.find("rank 1") != std::string::npos, "rank 0 does not name rank 1: %s", msg.c_str());
+  WCHECK(el < 10.0, "rank %d took %.2f s with a 30 s timeout", rank, el);
+  if (g) ddp_group_free(g);
+}
+
 }  // namespace
 
 WORKER_SCENARIO("stopped_store_host", scenario_stopped_store_host);
+WORKER_SCENARIO("backend_fails_on_one_rank", scenario_backend_fails_on_one_rank);
 WORKER_SCENARIO("resumed_rank_reports_the_root_cause", scenario_resumed_rank_reports_the_root_cause);
 WORKER_SCENARIO("rejoin_after_breakage", scenario_rejoin_after_breakage);
 WORKER_SCENARIO("reducer_layouts_differ", scenario_reducer_layouts_differ);

@@ -53,6 +53,10 @@ TEST(Hardening, DetailModeRefusesMismatchedCallsOnEveryRank) {
   std::printf("%s", res.ranks[0].output.c_str());
 }
 
+TEST(Hardening, ABackendThatFailsOnOneRankStopsEveryRankWithItsReason) {
+  expect_ok(run(2, "backend_fails_on_one_rank", 60));
+}
+
 TEST(Hardening, MismatchedSizesWithoutDetailAbortNoProcess) { expect_ok(run(2, "size_mismatch_without_detail", 60)); }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "comm/backend_factory.h"
+#include "comm/store_monitor.h"
 #include "comm/direct_collectives.h"
 #include "comm/shm/executor.h"
 #include "comm/shm/local_collectives.h"
@@ -353,7 +354,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
           }
         }
         if (spec_.peer_report)
-          if (auto r = spec_.peer_report()) fail(Status::PeerFailed, r->substr(r->find('|') + 1));
+          if (auto r = spec_.peer_report()) fail(Status::PeerFailed, parse_report(*r).second);
       }
     } catch (const Error& e) {
       stop_the_node(e.status(), e.what());

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The CUDA checks on a lent GPU machine, over the binaries scripts/gpu_pack.sh
+# packed into .gpu/build here (no build there): the C API's NCCL and CUDA
+# tensor cases, the comm hooks on CUDA buffers, the main job on CUDA against
+# its CPU loss curve, the main job's options on CUDA (each must finish and
+# report a held-out accuracy), two ranks asking for a GPU each on a machine
+# with one (a clear error on both, no hang), and the CUDA DDP step benchmark.
+# Every step has a time limit; the summary names each step ok or FAILED, and
+# the exit status is 1 when any failed. Logs go to $OUT (or /tmp/gpu_check).
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build="$here/.gpu/build"
+py="${DDP_PYTHON:-$(command -v python3)}"
+logs="${OUT:-/tmp/gpu_check}"
+mkdir -p "$logs"
+[ -x "$build/tests/capi/test_capi" ] || { echo "no $build: run scripts/gpu_pack.sh here first and carry .gpu"; exit 2; }
+torchlib=$("$py" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+have=$("$py" -c 'import torch; print(torch.__version__)')
+want=$(cat "$here/.gpu/torch_version")
+[ "$have" = "$want" ] || { echo "this machine's torch is $have; .gpu was built for $want: build here instead (scripts/gpu_check.sh)"; exit 2; }
+export LD_LIBRARY_PATH="$build/capi:$torchlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_NUM_THREADS=1
+nvidia-smi -L || true
+"$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.nccl.version())"
+
+summary=() failed=0
+# step NAME LIMIT_S COMMAND...: runs it with its log in $logs/NAME.log and its tail here.
+step() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS rc=0
+  timeout -k 5 "$limit" "$@" >"$logs/$name.log" 2>&1 || rc=$?
+  tail -n 6 "$logs/$name.log" | sed "s/^/  [$name] /"
+  if [ $rc -eq 0 ]; then summary+=("ok      $name ($((SECONDS - t0)) s)")
+  else summary+=("FAILED  $name (rc $rc, $((SECONDS - t0)) s)"); failed=1; fi
+}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$py" "$here/examples/digits/export_digits.py" "$work/plain" >/dev/null
+"$py" "$here/examples/digits/export_digits.py" "$work/bn" --batchnorm >/dev/null
+
+step capi_cuda 120 "$build/tests/capi/test_capi" --gtest_filter='Nccl.*:CApi.VersionStatusAndTensors:Gloo.*'
+step comm_hooks 180 "$build/tests/capi/test_comm_hooks"
+step digits_cuda_follows_cpu 300 bash "$here/tests/strategy/test_digits_job_cuda.sh" "$build" "$here" "$py"
+# The job's options on CUDA: each must train to the end and print its accuracy.
+job() { local name=$1 data=$2; shift 2
+  step "job_$name" 180 bash -c '"$@" | grep "held-out accuracy"' _ "$build/examples/train_digits" "$work/$data" \
+    --world 1 --launcher popen --epochs 1 --accelerator cuda --ckpt "$work/$name.ckpt" "$@"; }
+job precision_16_mixed plain --precision 16-mixed
+job precision_bf16_mixed plain --precision bf16-mixed
+job fp16_hook_bucket_view plain --comm-hook fp16 --gradient-as-bucket-view
+job static_graph_clip plain --static-graph --clip 0.5
+job find_unused_adamw plain --find-unused --optimizer adamw --warmup-cosine 5
+job sync_batchnorm bn --sync-batchnorm
+job spawn_launcher plain --launcher spawn
+job export plain --export "$work/digits.pt"
+step exported_model_loads 60 "$py" -c "import torch, sys; m = torch.jit.load(sys.argv[1], map_location='cuda'); \
+print('exported model output', tuple(m(torch.zeros(2, 64, device='cuda')).shape))" "$work/digits.pt"
+# Two ranks, one GPU: rank 1 asks for cuda:1. Both must end with a message, within the limit.
+step two_ranks_one_gpu_is_refused 120 bash -c '! "$@" 2>&1 | tee /dev/stderr | grep -q "held-out accuracy"' _ \
+  "$build/examples/train_digits" "$work/plain" --world 2 --launcher popen --epochs 1 --accelerator cuda
+step ddp_step_cuda_bench 300 env ROUNDS="${ROUNDS:-1}" STEPS="${STEPS:-30}" DDP_BUILD_DIR="$build" DDP_PYTHON="$py" \
+  bash "$here/bench/run_ddp_step_cuda.sh"
+printf '%s\n' "${summary[@]}"
+exit $failed
