@@ -52,10 +52,14 @@ DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
 // ranks the popen launcher started are finishing the same program, so they
 // get the strategy's timeout to end, as teardown() gives them; stopping them
 // at once lost what they had not flushed yet. Without a group (setup never
-// completed) they are waiting for a rank 0 that gave up: stopped at once.
+// completed) they failed the same setup, told by the group's abort key, and
+// end within moments with their own exit status (the root cause, where it
+// was theirs); or they wait for a rank 0 that gave up: stopped after that
+// short grace.
+constexpr Millis kSetupFailureGrace{2000};
 DdpStrategy::~DdpStrategy() {
   if (!launcher_) return;
-  const Millis wait = group_ ? opts_.timeout : Millis(0);
+  const Millis wait = group_ ? opts_.timeout : std::min(opts_.timeout, kSetupFailureGrace);
   release_group();  // first, so that a rank still waiting on this one sees it leave
   try {
     launcher_->finish(wait);
