@@ -233,10 +233,13 @@ TEST(Ddprun, DeadAgentOfAnotherNodeIsNoticed) {
   std::string script = testing::TempDir() + "/ddprun_rank_sleep.sh";
   std::ofstream(script) << "#!/bin/sh\nif [ \"$GROUP_RANK\" = 1 ]; then exec sleep 600; fi\necho done $RANK\n";
   chmod(script.c_str(), 0755);
-  std::string n1 = ddprun() + " --nnodes 2 --node-rank 1 --master-port " + port + " --nproc-per-node 1 " + script;
+  // The killed agent cannot remove its flight recorder directory: it makes
+  // it under a TMPDIR of its own, removed here.
+  std::string n1 = "K=$(mktemp -d); TMPDIR=$K " + ddprun() + " --nnodes 2 --node-rank 1 --master-port " + port +
+                   " --nproc-per-node 1 " + script;
   std::string cmd = n1 + " & P=$!; " + ddprun() + " --nnodes 2 --node-rank 0 --master-port " + port +
                     " --agent-timeout 2 --nproc-per-node 1 " + script +
-                    " & Q=$!; sleep 3; kill -KILL $P; wait $Q; echo node0_exit=$?";
+                    " & Q=$!; sleep 3; kill -KILL $P; wait $Q; echo node0_exit=$?; rm -rf $K";
   auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 60);
   EXPECT_FALSE(res.timed_out) << res.summary();
   EXPECT_TRUE(has(res.ranks[0].output, "node0_exit=1")) << res.ranks[0].output;
@@ -305,12 +308,13 @@ TEST(Ddprun, AStoppedNodeIsNamedToTheOtherNodesRanksWithinTheHeartbeatWindow) {
   std::string tag = new_tag();
   std::string mark = testing::TempDir() + "/ddprun_node_stops_" + tag;
   std::string common = " --nnodes 2 --master-port " + port + " --nproc-per-node 2 --grace-period 1 --agent-timeout 3 ";
-  std::string cmd = "rm -f " + mark + ".*; DDP_TEST_MARK=" + mark + " " + ddprun() + common + "--node-rank 1 " +
+  // Node 1's agent is killed: its flight recorder directory goes under a TMPDIR removed here.
+  std::string cmd = "rm -f " + mark + ".*; K=$(mktemp -d); TMPDIR=$K DDP_TEST_MARK=" + mark + " " + ddprun() + common + "--node-rank 1 " +
                     worker() + " node_stops & P=$!; " + ddprun() + common + "--node-rank 0 " + worker() +
                     " node_stops & Q=$!; while [ ! -e " + mark + ".2 ] || [ ! -e " + mark + ".3 ]; do sleep 0.05; done; " +
                     "kill -STOP $P; s=$(date +%s%N); wait $Q; e=$?; " +
                     "echo node0_exit=$e ms=$(( ($(date +%s%N) - s) / 1000000 )); " +
-                    "kill -CONT $P; kill -KILL $P; pkill -KILL -P $P; wait $P; rm -f " + mark + ".*";
+                    "kill -CONT $P; kill -KILL $P; pkill -KILL -P $P; wait $P; rm -f " + mark + ".*; rm -rf $K";
   auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag, "DDP_TEST_IGNORE_SIGTERM=1"}, 120);
   const std::string& out = res.ranks[0].output;
   EXPECT_FALSE(res.timed_out) << res.summary();

@@ -37,6 +37,8 @@ done
 "$py" "$src/examples/digits/export_digits.py" "$work" >/dev/null
 cp "$build/examples/train_digits" "$build/tools/ddprun" "$work/"  # "$work/" in every command line: pkill finds them
 export OMP_NUM_THREADS=1 DIGITS_STEP_SLEEP_MS=20
+# Node 1's ddprun is killed below and cannot remove its flight recorder directory: it goes under $work.
+export TMPDIR="$work"
 fail() { echo "FAIL: $*"; for f in "$work"/*.out; do echo "== $f"; cat "$f"; done; exit 1; }
 wait_for() {  # wait_for FILE PATTERN SECONDS
   local i=0
