@@ -215,6 +215,7 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_tensor_from_aten(&t, (const void *)(intptr_t)address));
     return t;
   }
+  /** The version of the LibTorch libddp was built against (major.minor.patch). */
   static const char *torch_version() { return ddp_torch_version(); }
   /** A tensor over a DLManagedTensor's memory (dlpack.h), which it takes
    * over; each language's file turns its DLPack objects into the address. */
@@ -232,15 +233,24 @@ typedef struct {} DdpEnv;
   }
   /** The first element's address: the same for a tensor and its views. */
   long long data_address() { return (long long)(intptr_t)ddp_tensor_data($self); }
+  /** True when the tensor lives on a CUDA device. */
   bool is_cuda() { return ddp_tensor_device($self).type == DDP_DEVICE_CUDA; }
+  /** The CUDA device's index (0 for a CPU tensor). */
   int device_index() { return ddp_tensor_device($self).index; }
   ~DdpTensor() { ddp_tensor_free($self); }
+  /** The element type. */
   ddp_dtype dtype() { return ddp_tensor_dtype($self); }
+  /** The number of dimensions (0 for a scalar). */
   size_t ndim() { return ddp_tensor_ndim($self); }
+  /** The size of dimension i; -1 when i >= ndim(). */
   int64_t dim_size(size_t i) { return i < ddp_tensor_ndim($self) ? ddp_tensor_shape($self)[i] : -1; }
+  /** The number of elements. */
   int64_t numel() { return ddp_tensor_numel($self); }
+  /** The size of the elements in bytes (numel() times the element size). */
   size_t nbytes() { return ddp_tensor_nbytes($self); }
+  /** Copies the tensor's bytes into the caller's buffer, which must hold nbytes() bytes. */
   void copy_to(void *BUFFER, size_t BUFLEN) { ddp_swig_check(ddp_tensor_copy_to($self, BUFFER, BUFLEN)); }
+  /** Copies nbytes() bytes from the caller's buffer into the tensor. */
   void copy_from(const void *CBUFFER, size_t CBUFLEN) { ddp_swig_check(ddp_tensor_copy_from($self, CBUFFER, CBUFLEN)); }
 }
 
@@ -260,19 +270,29 @@ typedef struct {} DdpEnv;
     return g;
   }
   ~DdpGroup() { ddp_group_free($self); }
+  /** This process's rank in the group. */
   int rank() { return ddp_group_rank($self); }
+  /** The number of ranks in the group. */
   int size() { return ddp_group_size($self); }
+  /** The backend the group runs on: "shm", "gloo" or "nccl" (shm falls back to gloo where it cannot share). */
   const char *backend() { return ddp_group_backend($self); }
+  /** The timeout of each collective, in milliseconds. */
   long long timeout_ms() { return ddp_group_timeout_ms($self); }
+  /** torch.distributed's new_subgroups: consecutive ranks in groups of group_size (0: one per node); returns this rank's. Collective. */
   DdpGroup *new_subgroups(int group_size) {
     DdpGroup *sub = NULL;
     ddp_swig_check(ddp_group_new_subgroups($self, group_size, &sub));
     return sub;
   }
+  /** Blocks until every rank of the group has called it. */
   void barrier() { ddp_swig_check(ddp_barrier($self)); }
+  /** In place: every rank's t combined with op (DDP_MEAN averages). */
   void all_reduce(DdpTensor *t, ddp_reduce_op op = DDP_SUM) { ddp_swig_check(ddp_all_reduce($self, t, op)); }
+  /** Rank dst receives every rank's t combined with op; the others' t are left as they were. */
   void reduce(DdpTensor *t, int dst, ddp_reduce_op op = DDP_SUM) { ddp_swig_check(ddp_reduce($self, t, dst, op)); }
+  /** Rank src's t into every rank's t. */
   void broadcast(DdpTensor *t, int src = 0) { ddp_swig_check(ddp_broadcast($self, t, src)); }
+  /** Every rank's t stacked along a new first dimension (world x t's shape), the same on every rank. */
   DdpTensor *all_gather(const DdpTensor *t) {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_all_gather($self, t, &out));
@@ -298,6 +318,7 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_broadcast_bytes($self, CBUFFER, CBUFLEN, src, &out.buf));
     return out;
   }
+  /** Lightning's reduce_boolean_decision: true when every rank (all) or any rank (not all) decided true. */
   bool reduce_boolean_decision(bool decision, bool all = true) {
     int out = 0;
     ddp_swig_check(ddp_reduce_boolean_decision($self, decision, all, &out));
@@ -319,26 +340,31 @@ typedef struct {} DdpEnv;
     ddp_swig_check(ddp_all_reduce_async($self, t, op, &w));
     return w;
   }
+  /** broadcast without waiting. */
   DdpWork *broadcast_async(DdpTensor *t, int src = 0) {
     DdpWork *w = NULL;
     ddp_swig_check(ddp_broadcast_async($self, t, src, &w));
     return w;
   }
+  /** reduce without waiting. */
   DdpWork *reduce_async(DdpTensor *t, int dst, ddp_reduce_op op = DDP_SUM) {
     DdpWork *w = NULL;
     ddp_swig_check(ddp_reduce_async($self, t, dst, op, &w));
     return w;
   }
+  /** all_gather without waiting: Work.result_tensor() after wait. */
   DdpWork *all_gather_async(const DdpTensor *t) {
     DdpWork *w = NULL;
     ddp_swig_check(ddp_all_gather_async($self, t, &w));
     return w;
   }
+  /** all_gather_into_tensor without waiting: out is written by the time wait returns. */
   DdpWork *all_gather_into_tensor_async(const DdpTensor *t, DdpTensor *out) {
     DdpWork *w = NULL;
     ddp_swig_check(ddp_all_gather_into_tensor_async($self, t, out, &w));
     return w;
   }
+  /** barrier without waiting. */
   DdpWork *barrier_async() {
     DdpWork *w = NULL;
     ddp_swig_check(ddp_barrier_async($self, &w));
@@ -351,11 +377,13 @@ typedef struct {} DdpEnv;
   /** timeout_ms < 0: the group's timeout. Running out of time raises
    * E_TIMEOUT and breaks the group (the collective cannot resume). */
   void wait(long long timeout_ms = -1) { ddp_swig_check(ddp_work_wait($self, timeout_ms)); }
+  /** True once the collective finished (successfully or not), without waiting. */
   bool is_completed() {
     int out = 0;
     ddp_swig_check(ddp_work_is_completed($self, &out));
     return out != 0;
   }
+  /** How many result tensors a waited collective has (all_gather: 1, all_gather_uneven: world size). */
   size_t result_count() { return ddp_work_result_count($self); }
   /** Result index of a waited all_gather. */
   DdpTensor *result_tensor(size_t index = 0) {
@@ -378,24 +406,38 @@ typedef struct {} DdpEnv;
     return e;
   }
   ~DdpEnv() { ddp_env_free($self); }
+  /** Which environment the values came from ("torchelastic", "slurm", "lightning", ...). */
   const char *name() { return ddp_env_name($self); }
+  /** The global rank. */
   int rank() { return ddp_env_rank($self); }
+  /** The number of processes in the job. */
   int world_size() { return ddp_env_world_size($self); }
+  /** The rank among the processes of this node. */
   int local_rank() { return ddp_env_local_rank($self); }
+  /** The number of processes on this node. */
   int local_world_size() { return ddp_env_local_world_size($self); }
+  /** This node's index. */
   int node_rank() { return ddp_env_node_rank($self); }
+  /** The address of the rendezvous store (rank 0's host). */
   const char *master_addr() { return ddp_env_master_addr($self); }
+  /** The port of the rendezvous store. */
   int master_port() { return ddp_env_master_port($self); }
 }
 
 %extend DdpCommHook {
+  /** PyTorch's allreduce_hook: the bucket's average. */
   static DdpCommHook *allreduce() { DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_allreduce(&h)); return h; }
+  /** PyTorch's fp16_compress_hook: the bucket all-reduced in float16 and cast back. */
   static DdpCommHook *fp16_compress() { DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_fp16_compress(&h)); return h; }
+  /** PyTorch's bf16_compress_hook: the bucket all-reduced in bfloat16 and cast back. */
   static DdpCommHook *bf16_compress() { DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_bf16_compress(&h)); return h; }
+  /** PyTorch's noop_hook: no communication (the gradients stay each rank's own). */
   static DdpCommHook *noop() { DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_noop(&h)); return h; }
+  /** PyTorch's fp16_compress_wrapper: inner runs on the bucket cast to float16. */
   static DdpCommHook *wrap_fp16(const DdpCommHook *inner) {
     DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_wrap_fp16(&h, inner)); return h;
   }
+  /** PyTorch's bf16_compress_wrapper: inner runs on the bucket cast to bfloat16. */
   static DdpCommHook *wrap_bf16(const DdpCommHook *inner) {
     DdpCommHook *h = NULL; ddp_swig_check(ddp_comm_hook_wrap_bf16(&h, inner)); return h;
   }
@@ -457,11 +499,17 @@ typedef struct {} DdpEnv;
     return r;
   }
   ~DdpReducer() { ddp_reducer_free($self); }
+  /** The gradient at index is final for this step: its bucket is all-reduced once all its gradients are. */
   void mark_ready(size_t index) { ddp_swig_check(ddp_reducer_mark_ready($self, index)); }
+  /** Waits for every bucket of the step and writes the averaged gradients back. */
   void finish() { ddp_swig_check(ddp_reducer_finish($self)); }
+  /** no_sync: while false, gradients accumulate locally and nothing is reduced. */
   void set_sync(bool enabled) { ddp_swig_check(ddp_reducer_set_sync($self, enabled)); }
+  /** PyTorch's Join: this rank is out of inputs; it shadows the others' collectives until all are. */
   void join() { ddp_swig_check(ddp_reducer_join($self)); }
+  /** The hook that reduces each bucket from now on (before the first step). */
   void set_comm_hook(const DdpCommHook *hook) { ddp_swig_check(ddp_reducer_set_comm_hook($self, hook)); }
+  /** The number of gradient buckets. */
   size_t bucket_count() { return ddp_reducer_bucket_count($self); }
   /** The gradient buffer of parameter index (with gradient_as_bucket_view:
    * its view into the bucket's storage). */
@@ -499,8 +547,11 @@ typedef struct {} DdpEnv;
 %rename(Worker) DdpWorker;
 typedef struct {} DdpWorker;
 %extend DdpWorker {
+  /** This worker's global rank. */
   int rank() { return ddp_worker_rank($self); }
+  /** The number of workers spawn started. */
   int world_size() { return ddp_worker_world_size($self); }
+  /** This worker's rank on its node. */
   int local_rank() { return ddp_worker_local_rank($self); }
   /** On rank 0: what spawn returns to the launching program. */
   void set_result(const void *CBUFFER, size_t CBUFLEN) { ddp_swig_check(ddp_worker_set_result($self, CBUFFER, CBUFLEN)); }
@@ -513,6 +564,7 @@ typedef struct {} DdpWorker;
     return a;
   }
   ~DdpModelAverager() { ddp_model_averager_free($self); }
+  /** One optimizer step: every period steps after warmup_steps, the tensors (parameters) are averaged over the group in place. */
   void step(DdpTensor **TENSORS, size_t NTENSORS) { ddp_swig_check(ddp_model_averager_step($self, TENSORS, NTENSORS)); }
 }
 
@@ -523,28 +575,34 @@ typedef struct {} DdpWorker;
   /** A TorchScript module saved by torch.jit.save. */
   static DdpModule *load(const char *path) { DdpModule *m = NULL; ddp_swig_check(ddp_module_load(&m, path)); return m; }
   ~DdpModule() { ddp_module_free($self); }
+  /** The module's forward on one input tensor. */
   DdpTensor *forward(const DdpTensor *input) {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_module_forward($self, input, &out));
     return out;
   }
+  /** Training mode (dropout, batch norm statistics) on or off, as torch.nn.Module.train. */
   void train(bool on = true) { ddp_swig_check(ddp_module_train($self, on)); }
+  /** The number of parameter tensors. */
   size_t num_parameters() { return ddp_module_num_parameters($self); }
   /** TorchScript, for torch.jit.load. */
   void save(const char *path) { ddp_swig_check(ddp_module_save($self, path)); }
   /** torch.save(module.state_dict()) format. */
   void save_state_dict(const char *path) { ddp_swig_check(ddp_module_save_state_dict($self, path)); }
+  /** Loads a state_dict saved by torch.save(module.state_dict()); strict: every key must match. */
   void load_state_dict(const char *path, bool strict = true) {
     ddp_swig_check(ddp_module_load_state_dict($self, path, strict));
   }
   /** Parameters and buffers, by index: their count, names and kinds. */
   size_t state_count() { return ddp_module_state_count($self); }
+  /** The name of the parameter or buffer at index ("layer.weight"). */
   const char *state_name(size_t index) {
     const char *name = NULL;
     int is_parameter = 0;
     ddp_swig_check(ddp_module_state_name($self, index, &name, &is_parameter));
     return name;
   }
+  /** True for a parameter, false for a buffer. */
   bool state_is_parameter(size_t index) {
     const char *name = NULL;
     int is_parameter = 0;
@@ -563,6 +621,7 @@ typedef struct {} DdpWorker;
     ddp_swig_check(ddp_module_grad($self, name, &t));
     return t;
   }
+  /** Replaces the parameter or buffer's values with value's; a different shape or dtype is refused, naming both. */
   void set(const char *name, const DdpTensor *value) { ddp_swig_check(ddp_module_set($self, name, value)); }
   /** A model made of the caller's tensors by name (ddp_module_from_tensors),
    * shared: the first tensors are its parameters, the last num_buffers its
@@ -619,23 +678,28 @@ typedef struct {} DdpWorker;
     ddp_swig_check(ddp_optimizer_new_sgd(&opt, module, options));
     return opt;
   }
+  /** torch.optim.Adam with every option from an options object. */
   static DdpOptimizer *adam_with(DdpModule *module, const ddp_adam_options *options) {
     DdpOptimizer *opt = NULL;
     ddp_swig_check(ddp_optimizer_new_adam(&opt, module, options));
     return opt;
   }
+  /** torch.optim.AdamW with every option from an options object. */
   static DdpOptimizer *adamw_with(DdpModule *module, const ddp_adam_options *options) {
     DdpOptimizer *opt = NULL;
     ddp_swig_check(ddp_optimizer_new_adamw(&opt, module, options));
     return opt;
   }
   ~DdpOptimizer() { ddp_optimizer_free($self); }
+  /** The learning rate in effect (what a scheduler set); with groups, the first group's. */
   double lr() {
     double lr = 0;
     ddp_swig_check(ddp_optimizer_lr($self, &lr));
     return lr;
   }
+  /** Sets the learning rate of every parameter group. */
   void set_lr(double lr) { ddp_swig_check(ddp_optimizer_set_lr($self, lr)); }
+  /** Sets the gradients of the optimizer's parameters to None (PyTorch 2's default). */
   void zero_grad() { ddp_swig_check(ddp_optimizer_zero_grad($self)); }
 }
 
@@ -648,9 +712,11 @@ typedef struct {} DdpWorker;
     return s;
   }
   ~DdpLrScheduler() { ddp_lr_scheduler_free($self); }
+  /** One scheduler step (after the optimizer's step). */
   void step() { ddp_swig_check(ddp_lr_scheduler_step($self)); }
   /** ReduceLROnPlateau's step. */
   void step_metric(double metric) { ddp_swig_check(ddp_lr_scheduler_step_metric($self, metric)); }
+  /** The learning rate the last step set. */
   double last_lr() {
     double lr = 0;
     ddp_swig_check(ddp_lr_scheduler_last_lr($self, &lr));
@@ -766,12 +832,17 @@ long long sampler_num_samples(long long dataset_size, int num_replicas, bool dro
     return s;
   }
   ~DdpStrategy() { ddp_strategy_free($self); }
+  /** The number of processes per node (after setup: what "auto" resolved to). */
   int devices() { return ddp_strategy_devices($self); }
+  /** True when the root device is CUDA (accelerator cuda). */
   bool root_device_is_cuda() { return ddp_strategy_root_device($self).type == DDP_DEVICE_CUDA; }
+  /** The root device's index: this rank's local rank on CUDA, 0 on the CPU. */
   int root_device_index() { return ddp_strategy_root_device($self).index; }
+  /** The precision in use ("32-true", "bf16-mixed", ...), after Lightning's substitutions. */
   const char *precision() { return ddp_strategy_precision($self); }
   /** Lightning's warning about the precision ("" when none). */
   const char *precision_warning() { return ddp_strategy_precision_warning($self); }
+  /** How many batch norm layers sync_batchnorm turned into synchronised ones at setup_module. */
   int sync_batchnorm_layers() { return ddp_strategy_sync_batchnorm_layers($self); }
   /** The module as TorchScript (torch.jit.load), from global rank 0; collective. */
   void save_module(const char *path, const DdpModule *module) { ddp_swig_check(ddp_strategy_save_module($self, path, module)); }
@@ -827,21 +898,33 @@ long long sampler_num_samples(long long dataset_size, int num_replicas, bool dro
     ddp_swig_check(ddp_strategy_requeue_requested($self, &out));
     return out != 0;
   }
+  /** Lightning's setup_environment: launches the other local ranks (popen) when needed and joins the group. */
   void setup_environment() { ddp_swig_check(ddp_strategy_setup_environment($self)); }
+  /** This process's global rank (after setup_environment). */
   int global_rank() { return ddp_strategy_global_rank($self); }
+  /** This process's rank on its node. */
   int local_rank() { return ddp_strategy_local_rank($self); }
+  /** This node's index. */
   int node_rank() { return ddp_strategy_node_rank($self); }
+  /** The number of processes in the job. */
   int world_size() { return ddp_strategy_world_size($self); }
+  /** True on global rank 0. */
   bool is_global_zero() { return ddp_strategy_is_global_zero($self) != 0; }
+  /** Lightning's setup: the module on the root device with rank 0's weights, and DDP's gradient sync attached. */
   void setup_module(DdpModule *module) { ddp_swig_check(ddp_strategy_setup_module($self, module)); }
+  /** The module's forward under the strategy (precision's autocast, DDP's pre-forward); the input goes to the root device. */
   DdpTensor *forward(DdpModule *module, const DdpTensor *input) {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_strategy_forward($self, module, input, &out));
     return out;
   }
+  /** Lightning's backward: the precision's scaling, then autograd, with DDP's gradient sync overlapping it. */
   void backward(const DdpTensor *loss) { ddp_swig_check(ddp_strategy_backward($self, loss)); }
+  /** Lightning's block_backward_sync (no_sync): while on, gradients accumulate locally. */
   void block_backward_sync(bool on) { ddp_swig_check(ddp_strategy_block_backward_sync($self, on)); }
+  /** Lightning's barrier; name is for messages only. */
   void barrier(const char *name = NULL) { ddp_swig_check(ddp_strategy_barrier($self, name)); }
+  /** Lightning's reduce_boolean_decision over the strategy's group. */
   bool reduce_boolean_decision(bool decision, bool all = true) {
     int out = 0;
     ddp_swig_check(ddp_strategy_reduce_boolean_decision($self, decision, all, &out));
@@ -860,6 +943,7 @@ long long sampler_num_samples(long long dataset_size, int num_replicas, bool dro
     *OUT_STEP = (long long)step;
     *OUT_EPOCH = (long long)epoch;
   }
+  /** Undoes setup (the gradient sync, the group, the host cache); a later setup_environment starts again. */
   void teardown() { ddp_swig_check(ddp_strategy_teardown($self)); }
 }
 

@@ -22,6 +22,7 @@
   bool is_broken() { return ddp_group_is_broken($self) != 0; }
   /** The cross-rank call checks (DDP_DEBUG=DETAIL): set on every rank alike. */
   void set_debug_detail(bool enabled) { ddp_swig_check(ddp_group_set_debug_detail($self, enabled)); }
+  /** Whether the cross-rank call checks are on. */
   bool debug_detail() { return ddp_group_debug_detail($self) != 0; }
   /** all_gather_uneven without waiting: Work.result_tensor(rank) after wait. */
   DdpWork *all_gather_uneven_async(const DdpTensor *t) {
@@ -148,6 +149,7 @@
    * framework's parameters) between these two: the strategy prepares and
    * finishes the step's gradient sync around it. */
   void forward_begin(DdpModule *module) { ddp_swig_check(ddp_strategy_forward_begin($self, module)); }
+  /** The end of the caller's own forward (see forward_begin). */
   void forward_end() { ddp_swig_check(ddp_strategy_forward_end($self)); }
   /** The precision's step then the model averager's; false when the gradient
    * scaler skipped the step (an inf or NaN). */

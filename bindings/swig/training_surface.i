@@ -73,6 +73,7 @@ typedef struct {} DdpParamGroups;
   DdpTensor *sum(const int64_t *dims, size_t ndims, bool keepdim = false) {
     return ddp_swig_reduce(0, $self, dims, ndims, keepdim);
   }
+  /** The mean over dims (empty: every dimension, a 0-d result). */
   DdpTensor *mean(const int64_t *dims, size_t ndims, bool keepdim = false) {
     return ddp_swig_reduce(1, $self, dims, ndims, keepdim);
   }
@@ -82,6 +83,7 @@ typedef struct {} DdpParamGroups;
     ddp_swig_check(ddp_tensor_softmax($self, dim, log, &out));
     return out;
   }
+  /** op applied to every element (neg, exp, log, sqrt, relu, sigmoid, tanh, ...). */
   DdpTensor *unary(ddp_unary_op op) {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_tensor_unary(op, $self, &out));
@@ -93,6 +95,7 @@ typedef struct {} DdpParamGroups;
     ddp_swig_check(ddp_tensor_binary(op, $self, other, &out));
     return out;
   }
+  /** self (op) scalar, element-wise. */
   DdpTensor *binary_scalar(ddp_binary_op op, double scalar) {
     DdpTensor *out = NULL;
     ddp_swig_check(ddp_tensor_binary_scalar(op, $self, scalar, &out));
@@ -107,7 +110,9 @@ typedef struct {} DdpParamGroups;
     ddp_swig_check(ddp_tensor_grad($self, &out));
     return out;
   }
+  /** Whether autograd records operations on this tensor. */
   bool requires_grad() { return ddp_tensor_requires_grad($self) != 0; }
+  /** Makes this tensor a leaf that autograd records (or stops recording). */
   void set_requires_grad(bool on) { ddp_swig_check(ddp_tensor_set_requires_grad($self, on)); }
   /** Writes this tensor into the caller's at::Tensor at address (JavaCPP's
    * presets: tensor.address()), sharing memory; see from_aten_address. */
@@ -117,6 +122,7 @@ typedef struct {} DdpParamGroups;
 /* What a module's method returned: a tensor, a tuple or list, or a dict. */
 %extend DdpOutputs {
   ~DdpOutputs() { ddp_outputs_free($self); }
+  /** The number of outputs. */
   size_t count() { return ddp_outputs_count($self); }
   /** Element index (a dict's in its order); it keeps its autograd graph. */
   DdpTensor *at(size_t index) {
@@ -203,6 +209,7 @@ typedef struct {} DdpParamGroups;
     $self->patterns[count] = copy;
     $self->count = count + 1;
   }
+  /** The number of groups added. */
   size_t count() { return $self->count; }
 }
 
@@ -215,12 +222,14 @@ typedef struct {} DdpParamGroups;
                                                   groups ? groups->count : 0));
     return opt;
   }
+  /** torch.optim.Adam over parameter groups (see sgd_groups). */
   static DdpOptimizer *adam_groups(DdpModule *module, const ddp_adam_options *options, const DdpParamGroups *groups) {
     DdpOptimizer *opt = NULL;
     ddp_swig_check(ddp_optimizer_new_adam_groups(&opt, module, options, groups ? groups->groups : NULL,
                                                   groups ? groups->count : 0));
     return opt;
   }
+  /** torch.optim.AdamW over parameter groups (see sgd_groups). */
   static DdpOptimizer *adamw_groups(DdpModule *module, const ddp_adam_options *options, const DdpParamGroups *groups) {
     DdpOptimizer *opt = NULL;
     ddp_swig_check(ddp_optimizer_new_adamw_groups(&opt, module, options, groups ? groups->groups : NULL,
@@ -234,12 +243,15 @@ typedef struct {} DdpParamGroups;
     ddp_swig_check(ddp_optimizer_from_torch(&opt, (void *)(intptr_t)address));
     return opt;
   }
+  /** The number of parameter groups. */
   size_t num_groups() { return ddp_optimizer_num_groups($self); }
+  /** The learning rate of a parameter group. */
   double group_lr(size_t group) {
     double lr = 0;
     ddp_swig_check(ddp_optimizer_group_lr($self, group, &lr));
     return lr;
   }
+  /** Sets the learning rate of one parameter group. */
   void set_group_lr(size_t group, double lr) { ddp_swig_check(ddp_optimizer_set_group_lr($self, group, lr)); }
 }
 
@@ -260,6 +272,7 @@ typedef struct {} DdpParamGroups;
     ddp_swig_check(ddp_metric_compute($self, strategy, &v));
     return v;
   }
+  /** Clears the accumulated values, for the next epoch. */
   void reset() { ddp_swig_check(ddp_metric_reset($self)); }
 }
 
