@@ -130,35 +130,32 @@ void connect_backend(Group::Impl& impl) {
   spec.peer_report = report;
   const std::string who = "rank " + std::to_string(impl.rank) + " of " + std::to_string(impl.size);
   try {
-    try {
-      impl.backend = make_backend(impl.backend_name, spec);
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      fail(classify_exception(e), impl.backend_name + " backend could not connect " + who + ": " + short_what(e));
-    }
-  } catch (const Error& e) {
+    impl.backend = make_backend(impl.backend_name, spec);
+  } catch (const std::exception& e) {
+    const Status status = classify_exception(e);  // a ddp::core::Error keeps its own
+    const std::string message = dynamic_cast<const Error*>(&e)
+                                    ? std::string(e.what())
+                                    : impl.backend_name + " backend could not connect " + who + ": " + short_what(e);
     // A peer's report is the root cause; this rank's own error is the
     // report when there is none yet.
     if (report)
       if (auto r = report()) {
-        auto [status, message] = parse_report(*r);
-        fail(status, "another rank failed, so this one stops too: " + message);
+        auto [peer_status, peer_message] = parse_report(*r);
+        fail(peer_status, "another rank failed, so this one stops too: " + peer_message);
       }
-    if (impl.monitor) impl.monitor->publish(failure_report(e.status(), "rank " + std::to_string(impl.rank) + ": " +
-                                                                            e.what()),
-                                            kPublishWait);
-    throw;
+    if (impl.monitor)
+      impl.monitor->publish(failure_report(status, "rank " + std::to_string(impl.rank) + ": " + message), kPublishWait);
+    fail(status, message);
   }
   impl.backend_name = impl.backend->getBackendName();  // shm falls back to gloo where it cannot share
   impl.direct = dynamic_cast<DirectCollectives*>(impl.backend.get());
   if (impl.size > 1) {
-    WatchedPrefixStore ready("backend_ready", impl.store, report);
+    auto ready = c10::make_intrusive<WatchedPrefixStore>("backend_ready", impl.store, report);
     std::vector<std::string> all;
     for (int r = 0; r < impl.size; ++r) all.push_back(std::to_string(r));
     try {
-      ready.set(all[impl.rank], std::vector<uint8_t>{1});
-      ready.wait(all, impl.timeout);
+      ready->set(all[impl.rank], std::vector<uint8_t>{1});
+      ready->wait(all, impl.timeout);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
