@@ -54,6 +54,20 @@ job spawn_launcher plain --launcher spawn
 job export plain --export "$work/digits.pt"
 step exported_model_loads 60 "$py" -c "import torch, sys; m = torch.jit.load(sys.argv[1], map_location='cuda'); \
 print('exported model output', tuple(m(torch.zeros(2, 64, device='cuda')).shape))" "$work/digits.pt"
+# Checkpoints on CUDA: resumed on CUDA, resumed on the CPU, read by torch.load,
+# and the checkpoint directory every N steps; post-local SGD's averaging on CUDA.
+run_job() { "$build/examples/train_digits" "$work/plain" --world 1 --launcher popen "$@"; }
+step resume_on_cuda 180 bash -c "$(declare -f run_job); build='$build' work='$work'
+  run_job --epochs 2 --stop-after 1 --accelerator cuda --ckpt '$work/r.ckpt' >/dev/null &&
+  run_job --epochs 2 --resume --accelerator cuda --ckpt '$work/r.ckpt' | grep -E 'resumed from|held-out'"
+step cuda_checkpoint_resumes_on_cpu 180 bash -c "$(declare -f run_job); build='$build' work='$work'
+  run_job --epochs 2 --stop-after 1 --accelerator cuda --ckpt '$work/x.ckpt' >/dev/null &&
+  run_job --epochs 2 --resume --accelerator cpu --ckpt '$work/x.ckpt' | grep -E 'resumed from|held-out'"
+step cuda_checkpoint_loads_in_torch 60 "$py" -c "import torch, sys; c = torch.load(sys.argv[1], map_location='cpu', \
+weights_only=False); print('torch.load:', sorted(c)[:6], {k: str(v.device) for k, v in list(c['state_dict'].items())[:1]})" \
+  "$work/r.ckpt"
+job ckpt_dir_every_5_steps plain --ckpt-dir "$work/ckpts" --keep-last 2 --every-n-steps 5
+job post_localsgd plain --epochs 2 --post-localsgd 3 --averaging-period 2
 # Two ranks, one GPU: rank 1 asks for cuda:1. Both must end with a message, within the limit.
 step two_ranks_one_gpu_is_refused 120 bash -c '! "$@" 2>&1 | tee /dev/stderr | grep -q "held-out accuracy"' _ \
   "$build/examples/train_digits" "$work/plain" --world 2 --launcher popen --epochs 1 --accelerator cuda
