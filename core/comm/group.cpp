@@ -139,10 +139,7 @@ void connect_backend(Group::Impl& impl) {
     // A peer's report is the root cause; this rank's own error is the
     // report when there is none yet.
     if (report)
-      if (auto r = report()) {
-        auto [peer_status, peer_message] = parse_report(*r);
-        fail(peer_status, "another rank failed, so this one stops too: " + peer_message);
-      }
+      if (auto r = report()) throw reported_failure(*r);
     if (impl.monitor)
       impl.monitor->publish(failure_report(status, "rank " + std::to_string(impl.rank) + ": " + message), kPublishWait);
     fail(status, message);
@@ -394,7 +391,7 @@ void Group::fail_and_publish(Status status, const std::string& message) {
 }
 
 void Group::throw_reported(const std::string& reported) {
-  auto [status, payload] = parse_report(reported);
+  const std::string payload = parse_report(reported).second;
   bool first;
   {
     std::lock_guard<std::mutex> lock(impl_->state_mutex);
@@ -402,7 +399,7 @@ void Group::throw_reported(const std::string& reported) {
     first = !impl_->broken.exchange(true);
   }
   if (first) flight::dump(("another rank failed (group " + std::string(impl_->flight_label) + "): " + payload).c_str());
-  throw Error(status, "another rank failed, so this one stops too: " + payload);
+  throw reported_failure(reported);
 }
 
 void Group::record_call_mismatch(const std::string& what) {

@@ -29,6 +29,11 @@ std::pair<Status, std::string> parse_report(const std::string& report) {
   return {status, report.substr(bar + 1)};
 }
 
+Error reported_failure(const std::string& report) {
+  auto [status, message] = parse_report(report);
+  return Error(status, "another rank failed, so this one stops too: " + message);
+}
+
 struct StoreMonitor::State {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Store> job;

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "comm/group.h"
+#include "common/error.h"
 
 namespace ddp::core {
 
@@ -21,6 +22,9 @@ namespace ddp::core {
 std::string failure_report(Status status, const std::string& message);
 // The status and message of a report; Status::PeerFailed when it has none.
 std::pair<Status, std::string> parse_report(const std::string& report);
+// The error a rank stops with when another rank's report is the root cause:
+// the report's status, and its message after "another rank failed, ...".
+Error reported_failure(const std::string& report);
 
 class StoreMonitor {
  public:

@@ -38,10 +38,7 @@ void WatchedPrefixStore::wait(const std::vector<std::string>& keys, const std::c
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     if (report_)
-      if (auto r = report_()) {
-        auto [status, message] = parse_report(*r);
-        fail(status, "another rank failed, so this one stops too: " + message);
-      }
+      if (auto r = report_()) throw reported_failure(*r);
     Millis slice = kSlice;
     if (!forever) slice = std::min(slice, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
     if (slice <= Millis(0))
