@@ -412,6 +412,11 @@ PendingPtr all_reduce_parts(Group& g, std::vector<at::Tensor> parts, double scal
   return make(g, "all_reduce", ticket, w);
 }
 
+at::Tensor shared_bucket(Group& g, at::ScalarType type, int64_t numel) {
+  DirectCollectives* direct = g.direct_for("shared bucket");
+  return direct ? direct->shared_bucket(type, numel) : at::Tensor();
+}
+
 PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
   check_tensor(g, t, "reduce");
   check_root(g, dst, "reduce", "dst");

@@ -101,6 +101,11 @@ void broadcast_blocking(Group& g, const at::Tensor& t, int src);
 // all_reduce of that tensor. The parts are written while it runs.
 bool takes_parts(Group& g, at::ScalarType type);
 PendingPtr all_reduce_parts(Group& g, std::vector<at::Tensor> parts, double scale);
+// A bucket the group's backend all-reduces in place with the fewest copies
+// (shm on one host: memory every rank maps; comm/direct_collectives.h), or
+// an undefined tensor where it has none. Collective: every rank asks for
+// the same sizes in the same order.
+at::Tensor shared_bucket(Group& g, at::ScalarType type, int64_t numel);
 PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op);
 // PyTorch's comm hooks average by dividing first, then all-reducing with SUM
 // (the result differs in rounding from SUM-then-divide, so hooks that match

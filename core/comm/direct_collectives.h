@@ -40,6 +40,14 @@ class DirectCollectives {
   virtual bool takes_parts(c10::ScalarType type) const = 0;
   virtual c10::intrusive_ptr<c10d::Work> all_reduce_parts(std::vector<at::Tensor> parts, double scale) = 0;
 
+  // A 1-D tensor of `numel` elements of `type` in memory that every rank of
+  // the host maps (shm/local_collectives.h: a shared bucket), which the
+  // backend all-reduces in place with fewer copies than any other tensor;
+  // undefined where it offers none (several hosts, a dtype it does not
+  // reduce). Collective: every rank of the group asks for the same sizes in
+  // the same order. Contents start as zeros.
+  virtual at::Tensor shared_bucket(c10::ScalarType type, int64_t numel) = 0;
+
  protected:
   ~DirectCollectives() = default;
 };

@@ -50,15 +50,16 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
   // buckets in that order, the first one small so that communication starts early.
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = n - 1 - i;
+  BucketAssignment assignment;
   if (opts.static_graph) {
     // PyTorch's DDP with static_graph: one bucket (per dtype and device)
     // until the rebuild after the second step, listed in reverse.
-    auto one = compute_bucket_assignment(infos_, {SIZE_MAX});
-    std::reverse(one.buckets.begin(), one.buckets.end());
-    assign_buckets(one);
+    assignment = compute_bucket_assignment(infos_, {SIZE_MAX});
+    std::reverse(assignment.buckets.begin(), assignment.buckets.end());
   } else {
-    assign_buckets(compute_bucket_assignment(infos_, bucket_caps(), order));
+    assignment = compute_bucket_assignment(infos_, bucket_caps(), order);
   }
+  assign_buckets(assignment);
   if (opts.static_graph) {
     static_marks_.assign(n, 0);
     static_left_.assign(n, 0);
@@ -71,6 +72,7 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
                       takes_parts(group_, static_cast<at::ScalarType>(infos_[i].dtype));
   reset_step();
   check_layout_matches_across_ranks();
+  move_buckets_to_shared_memory(assignment);
   if (StreamWatch::device_orders(group_)) watch_ = std::make_unique<StreamWatch>(group_);
 
   if (opts.broadcast_parameters && !params.empty()) {
@@ -122,7 +124,11 @@ void Reducer::assign_buckets(const BucketAssignment& assignment) {
       bucket.offsets.push_back(total);
       total += grads_[i].numel();
     }
-    bucket.flat = at::empty({total}, grads_[bucket.indices.front()].options());
+    const auto options = grads_[bucket.indices.front()].options();
+    const at::ScalarType type = options.dtype().toScalarType();
+    if (shared_buckets_) bucket.flat = shared_bucket(group_, type, total);
+    bucket.shared_scalable = bucket.flat.defined() && takes_parts(group_, type);
+    if (!bucket.flat.defined()) bucket.flat = at::empty({total}, options);
     bucket.parts.resize(bucket.indices.size());
     buckets_.push_back(std::move(bucket));
   }
@@ -175,6 +181,17 @@ void Reducer::check_no_aliasing() const {
       fail(Status::InvalidArgument, "reducer: gradients " + std::to_string(std::min(spans[k - 1].index, spans[k].index)) +
                                        " and " + std::to_string(std::max(spans[k - 1].index, spans[k].index)) +
                                        " share memory; every gradient needs a buffer of its own");
+}
+
+void Reducer::move_buckets_to_shared_memory(const BucketAssignment& assignment) {
+  if (!opts_.gradient_as_bucket_view) return;
+  for (const TensorInfo& info : infos_)
+    if (info.device != 0) return;
+  // A group with no shared buckets answers every request alike, on every
+  // rank: then the buckets stay where they are.
+  shared_buckets_ = true;
+  assign_buckets(assignment);
+  reset_step();
 }
 
 void Reducer::check_layout_matches_across_ranks() {
@@ -287,12 +304,21 @@ void Reducer::bind_in(size_t i, at::Tensor view) {
     view.zero_();
     return;
   }
+  const bool scaled_later = hook_ || scaled_by_reduce(bucket_of_[i]);
   if (g.is_alias_of(view)) {
-    if (!hook_) view.div_(divisor_);
+    if (!scaled_later) view.div_(divisor_);
     return;
   }
-  if (hook_) copy_plain(view, g.detach());
+  if (scaled_later) copy_plain(view, g.detach());
   else copy_divided(view, g.detach(), divisor_);
+}
+
+// PyTorch divides a gradient that is its bucket view (x / d) and multiplies
+// one it copies in (x * (1/d)); the reduce multiplies. The two agree bit for
+// bit where 1/d is exact: d a power of two (the joined ranks' count may be
+// any number).
+bool Reducer::scaled_by_reduce(size_t b) const {
+  return buckets_[b].shared_scalable && !hook_ && divisor_ > 0 && (divisor_ & (divisor_ - 1)) == 0;
 }
 
 bool Reducer::in_place_step() {
@@ -355,8 +381,8 @@ void Reducer::copy_in(size_t i) {
     return;
   }
   // Average as PyTorch does: multiply by 1/world on the way in, then SUM.
-  if (opts_.gradient_as_bucket_view) view.mul_(reciprocal_world(divisor_));
-  else copy_divided(view, current_grad(i).detach(), divisor_);
+  if (!opts_.gradient_as_bucket_view) copy_divided(view, current_grad(i).detach(), divisor_);
+  else if (!scaled_by_reduce(bucket_of_[i])) view.mul_(reciprocal_world(divisor_));
 }
 
 const BucketView& Reducer::view_of(size_t b) {
@@ -431,6 +457,8 @@ void Reducer::launch_ready_buckets() {
       b.work = hook_->run(group_, view_of(next_bucket_));
     } else if (in_place_step()) {
       b.work = all_reduce_parts(group_, b.parts, 1.0 / divisor_);
+    } else if (scaled_by_reduce(next_bucket_)) {
+      b.work = all_reduce_parts(group_, {b.flat}, 1.0 / divisor_);
     } else {
       b.work = all_reduce(group_, b.flat, ReduceOp::Sum);
     }

@@ -127,6 +127,8 @@ class Reducer {
     BucketView view;  // what a hook gets, built once (its divisor is set at each launch)
     // In a step reduced in place: each gradient, or its slot in `flat`.
     std::vector<at::Tensor> parts;
+    // `flat` is a shared bucket the backend can all-reduce with a scale.
+    bool shared_scalable = false;
   };
 
   const at::Tensor& slot(size_t i) const;  // gradient i's place in its bucket
@@ -143,6 +145,11 @@ class Reducer {
   void claim_span(const at::Tensor& g, size_t i);  // refuses a gradient over another's bytes
   void finish_in_place_step();
   void bind_in(size_t i, at::Tensor view);  // gradient_as_bucket_view with a source
+  // Whether bucket b's reduce scales the gradients itself (by 1/divisor as
+  // it reads each rank's values): with no hook, in a shared bucket, where
+  // that has PyTorch's bits (below). Then they enter the bucket unscaled,
+  // and the pass that would divide them in place is saved.
+  bool scaled_by_reduce(size_t b) const;
   void launch_ready_buckets();
   void reset_step();
   void begin_step_if_needed();      // the join count, once per synchronised step
@@ -159,6 +166,11 @@ class Reducer {
   std::vector<size_t> bucket_caps() const;
   // Makes buckets_ (and the indices into them) of `assignment`.
   void assign_buckets(const BucketAssignment& assignment);
+  // With gradient_as_bucket_view, once the layouts are known to match:
+  // buckets in the backend's shared memory, where it has them (every
+  // gradient on the CPU), so that backward writes the gradients straight
+  // where the peers read them.
+  void move_buckets_to_shared_memory(const BucketAssignment& assignment);
   // static_graph
   void mark_ready_static(size_t i);
   void mark_static_unused_ready();
@@ -185,6 +197,7 @@ class Reducer {
   std::string abandoned_;  // why the last step was abandoned, until finish() reports it
   std::shared_ptr<CommHook> hook_;
   std::vector<TensorInfo> infos_;  // each gradient's bytes, dtype and device
+  bool shared_buckets_ = false;  // assign_buckets asks the backend for shared buckets
   bool parts_possible_ = false;  // every gradient is of a dtype the backend all-reduces in parts
   int in_place_ = -1;            // in_place_step(): -1 until this step decides
   std::vector<char> via_slot_;   // in such a step: gradient i went through its slot

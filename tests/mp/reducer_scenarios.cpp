@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
@@ -187,13 +188,29 @@ void scenario_join() {
   ddp_group_free(g);
 }
 
+// Whether p lies in a mapping of the shm backend's memfds (/proc/self/maps).
+bool in_shm_memfd(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) != 2) continue;
+    if (at >= begin && at < end) return line.find("memfd:ddp-shm") != std::string::npos;
+  }
+  return false;
+}
+
 // On shm the reducer averages the gradients where they lie (one all-reduce
 // over a bucket's gradients, no copies into the bucket or back); on Gloo it
 // goes through its buckets. Both must give the bucket's bits, PyTorch's: the
 // same floats at every world size, with values whose scaling by 1/world
 // rounds, buckets under 32 KiB (shm combines those whole) and over it,
 // float and double buckets, and unused gradients (through their slots).
+// DDP_TEST_BUCKET_VIEW=1: with gradient_as_bucket_view, where shm keeps the
+// buckets in memory every rank maps and reduces them there (scaling each
+// rank's values as it reads them where the world is a power of two).
 void scenario_reducer_shm_matches_gloo() {
+  const bool bucket_view = env_int("DDP_TEST_BUCKET_VIEW", 0) == 1;
   const std::vector<size_t> sizes = {300000, 5, 70000, 262144, 1, 1000, 500000, 17, 3000};
   const size_t n = sizes.size(), n_double = 2;  // the last two are float64
   const char* names[2] = {"shm", "gloo"};
@@ -216,23 +233,36 @@ void scenario_reducer_shm_matches_gloo() {
     o.bucket_cap_mb = 1.0;
     o.find_unused_parameters = 1;
     o.broadcast_parameters = 0;
+    o.gradient_as_bucket_view = bucket_view;
     ddp_reducer* red = nullptr;
     WOK(ddp_reducer_new(&red, g, nullptr, grads.data(), n, &o));
+    // Where each gradient lives: the caller's buffer, or its bucket view.
+    std::vector<ddp_tensor*> views(n, nullptr);
+    std::vector<uint8_t*> data(n);
+    for (size_t i = 0; i < n; ++i) {
+      data[i] = bufs[i].data();
+      if (!bucket_view) continue;
+      WOK(ddp_reducer_gradient(red, i, &views[i]));
+      data[i] = static_cast<uint8_t*>(ddp_tensor_data(views[i]));
+      WCHECK(in_shm_memfd(data[i]) == (k == 0), "on %s, gradient %zu's bucket is %sin shared memory", names[k], i,
+             k == 0 ? "not " : "");
+    }
     for (int step = 0; step < 3; ++step) {
       std::mt19937 gen(static_cast<uint32_t>(1000 * step + 7 * rank + 1));
       std::uniform_real_distribution<double> value(-3.0, 3.0);
       for (size_t i = 0; i < n; ++i) {
         const bool dbl = i >= n - n_double;
         for (size_t e = 0; e < sizes[i]; ++e) {
-          if (dbl) reinterpret_cast<double*>(bufs[i].data())[e] = value(gen);
-          else reinterpret_cast<float*>(bufs[i].data())[e] = static_cast<float>(value(gen));
+          if (dbl) reinterpret_cast<double*>(data[i])[e] = value(gen);
+          else reinterpret_cast<float*>(data[i])[e] = static_cast<float>(value(gen));
         }
       }
       for (size_t i = n; i-- > 0;)
         if (step != 1 || rank % 2 == 0 || (i != 2 && i != 5)) WOK(ddp_reducer_mark_ready(red, i));
       WOK(ddp_reducer_finish(red));
-      for (size_t i = 0; i < n; ++i) by[k].push_back(bufs[i]);
+      for (size_t i = 0; i < n; ++i) by[k].emplace_back(data[i], data[i] + bufs[i].size());
     }
+    for (auto* v : views) ddp_tensor_free(v);
     ddp_reducer_free(red);
     for (auto* t : grads) ddp_tensor_free(t);
     ddp_group_free(g);

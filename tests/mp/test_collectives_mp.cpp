@@ -98,6 +98,12 @@ TEST_P(ShmWorlds, ReducerInPlaceGivesTheBucketsBits) {
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {}, 120));
 }
 
+// With gradient_as_bucket_view the buckets live in memory every rank maps,
+// reduced where they lie: still the bits Gloo's buckets get.
+TEST_P(ShmWorlds, ReducerWithSharedBucketViewsGivesGloosBits) {
+  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1"}, 120));
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmWorlds, ::testing::Values(2, 3, 4));
 
 // Two simulated nodes of two ranks (NODE_RANK differs): shared memory inside

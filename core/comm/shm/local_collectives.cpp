@@ -18,6 +18,9 @@ namespace {
 // the scheduler, and one barrier up to 32 KiB stays cheaper.
 constexpr size_t kWholeBytesSpinning = size_t{4} << 10;
 constexpr size_t kWholeBytesSleeping = size_t{32} << 10;
+// A shared bucket's chunk is combined and copied to the peers in blocks of
+// this size, so that the copies read the result from the cache.
+constexpr size_t kSharedBlockBytes = size_t{128} << 10;
 
 // dst <- src * scale, for the float and double elements Elements scales.
 void copy_scaled_as(c10::ScalarType type, uint8_t* dst, const uint8_t* src, size_t n, double scale) {
@@ -44,6 +47,11 @@ Elements::Elements(c10::ScalarType type, const std::vector<Run>& runs, double sc
     total_ += r.count;
   }
   if (runs.empty()) runs_ = nullptr;  // no elements: one empty run
+}
+
+uint8_t* Elements::single_run() const {
+  if (!runs_) return one_.data;
+  return runs_->size() == 1 ? (*runs_)[0].data : nullptr;
 }
 
 void Elements::read(uint8_t* dst, size_t first, size_t len) const {
@@ -77,12 +85,13 @@ LocalCollectives::LocalCollectives(std::unique_ptr<Segment> segment)
                                                                           : kWholeBytesSpinning) {}
 
 std::string LocalCollectives::describe(const Segment::Call& c) {
-  static const char* kinds[] = {"?", "all_reduce", "reduce", "broadcast", "all_gather", "barrier"};
+  static const char* kinds[] = {"?", "all_reduce", "reduce", "broadcast", "all_gather", "barrier", "all_reduce"};
   static const char* ops[] = {"sum", "product", "min", "max", "band", "bor", "bxor"};
   uint32_t kind = c.what & 0xff, op = (c.what >> 8) & 0xff, root = c.what >> 16;
-  std::string s = kinds[kind <= 5 ? kind : 0];
+  std::string s = kinds[kind <= 6 ? kind : 0];
   if (op > 0 && op <= 7) s += std::string("(") + ops[op - 1] + ")";
-  if (root > 0) s += " root " + std::to_string(root - 1);
+  if (kind == kAllReduceShared) s += " of shared bucket " + std::to_string(root - 1);
+  else if (root > 0) s += " root " + std::to_string(root - 1);
   if (c.dtype >= 0)
     s += std::string(" ") + c10::toString(static_cast<c10::ScalarType>(c.dtype)) + " x" + std::to_string(c.count);
   return s;
@@ -109,6 +118,12 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, Cloc
   const int me = seg_->rank();
   const size_t esz = x.elem_size(), total = x.total();
   const bool keep = root < 0 || root == me;
+  if (root < 0 && n > 1)
+    if (const uint8_t* p = x.single_run())
+      if (auto shared = shared_holding(p, total * esz)) {
+        announce(kAllReduceShared, static_cast<int>(kind), x.type(), total, shared->second.id);
+        return reduce_shared(*shared->first, static_cast<size_t>(p - shared->second.begin), x, kind, deadline, op);
+      }
   announce(root < 0 ? kAllReduce : kReduce, static_cast<int>(kind), x.type(), total, root);
   if (total * esz <= whole_bytes_) return reduce_whole(x, kind, keep, deadline, op);
 
@@ -157,6 +172,58 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, Cloc
       x.write(first, clen, slot(ring_rank_at_step(c, 0, n), h) + c * part * esz);
     }
   }
+}
+
+void LocalCollectives::add_shared(const std::shared_ptr<Segment>& memory, uint16_t id) {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  shared_.push_back({memory, memory->slot(memory->rank(), 0), memory->slot_bytes(), id});
+}
+
+std::optional<std::pair<std::shared_ptr<Segment>, LocalCollectives::Shared>> LocalCollectives::shared_holding(
+    const uint8_t* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  if (shared_.empty()) return std::nullopt;
+  shared_.erase(std::remove_if(shared_.begin(), shared_.end(), [](const Shared& s) { return s.memory.expired(); }),
+                shared_.end());
+  for (const Shared& s : shared_)
+    if (p >= s.begin && p + bytes <= s.begin + s.bytes)
+      if (auto memory = s.memory.lock()) return std::make_pair(std::move(memory), s);
+  return std::nullopt;
+}
+
+// Every rank's copy is in place once all have arrived (the first barrier,
+// which also compares the calls). Each rank then combines its ring chunk
+// from all copies, in the ring order, into its own copy and writes the
+// result into the others'; no two ranks write the same bytes, and a rank
+// reads another's chunk only before the second barrier, before which no
+// rank writes it. The result is every rank's in every copy.
+void LocalCollectives::reduce_shared(Segment& memory, size_t offset, const Elements& x, ReduceKind kind,
+                                     Clock::time_point deadline, const char* op) {
+  const size_t n = static_cast<size_t>(seg_->size());
+  const int me = seg_->rank();
+  const size_t esz = x.elem_size(), total = x.total();
+  const double scale = x.scale();
+  seg_->barrier(deadline, op);
+  const size_t chunk = ring_chunk_elements(total, esz, n);
+  const size_t mine = (static_cast<size_t>(me) + 1) % n;  // its ring order starts from this rank's value
+  const size_t first = std::min(total, mine * chunk), last = std::min(total, first + chunk);
+  const size_t block = std::max<size_t>(1, kSharedBlockBytes / esz);
+  auto copy_of = [&](size_t r, size_t at) { return memory.slot(static_cast<int>(r), 0) + offset + at * esz; };
+  for (size_t a = first; a < last; a += block) {
+    const size_t len = std::min(block, last - a);
+    uint8_t* out = copy_of(static_cast<size_t>(me), a);  // == the ring order's step 0
+    auto value = [&](size_t step) { return copy_of(ring_rank_at_step(mine, step, n), a); };
+    if (scale == 1) {
+      combine(x.type(), kind, out, out, value(1), len);
+      for (size_t step = 2; step < n; ++step) accumulate(x.type(), kind, out, value(step), len);
+    } else {  // each rank's value scaled as it is read, as into PyTorch's bucket
+      combine_both_scaled(x.type(), kind, out, out, value(1), scale, len);
+      for (size_t step = 2; step < n; ++step) accumulate_scaled(x.type(), kind, out, value(step), scale, len);
+    }
+    for (size_t r = 0; r < n; ++r)
+      if (r != static_cast<size_t>(me)) copy_bytes(copy_of(r, a), out, len * esz);
+  }
+  seg_->barrier(deadline, op);
 }
 
 // One piece, one barrier: every rank combines all of it itself, chunk by

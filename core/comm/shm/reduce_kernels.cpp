@@ -41,14 +41,19 @@ void apply(void* dst, const void* a, const void* b, size_t n, F f) {
   loop(d, x, y, n, f);
 }
 
-// `pre` maps each value of `a` before the op: the identity, or a scaling.
-template <typename T, typename Pre>
-void combine_typed(ReduceKind op, void* dst, const void* a, const void* b, size_t n, Pre pre) {
+// `pre` maps each value of `a`, and `pre_b` each of `b`, before the op:
+// the identity, or a scaling.
+template <typename T, typename Pre, typename PreB>
+void combine_typed(ReduceKind op, void* dst, const void* a, const void* b, size_t n, Pre pre, PreB pre_b) {
   switch (op) {
-    case ReduceKind::Sum: return apply<T>(dst, a, b, n, [pre](T x, T y) { return static_cast<T>(pre(x) + y); });
-    case ReduceKind::Product: return apply<T>(dst, a, b, n, [pre](T x, T y) { return static_cast<T>(pre(x) * y); });
-    case ReduceKind::Min: return apply<T>(dst, a, b, n, [pre](T x, T y) { return y < pre(x) ? y : pre(x); });
-    case ReduceKind::Max: return apply<T>(dst, a, b, n, [pre](T x, T y) { return pre(x) < y ? y : pre(x); });
+    case ReduceKind::Sum:
+      return apply<T>(dst, a, b, n, [pre, pre_b](T x, T y) { return static_cast<T>(pre(x) + pre_b(y)); });
+    case ReduceKind::Product:
+      return apply<T>(dst, a, b, n, [pre, pre_b](T x, T y) { return static_cast<T>(pre(x) * pre_b(y)); });
+    case ReduceKind::Min:
+      return apply<T>(dst, a, b, n, [pre, pre_b](T x, T y) { return pre_b(y) < pre(x) ? pre_b(y) : pre(x); });
+    case ReduceKind::Max:
+      return apply<T>(dst, a, b, n, [pre, pre_b](T x, T y) { return pre(x) < pre_b(y) ? pre_b(y) : pre(x); });
     default: break;
   }
   if constexpr (std::is_integral_v<T>) {
@@ -61,9 +66,21 @@ void combine_typed(ReduceKind op, void* dst, const void* a, const void* b, size_
   }
 }
 
+struct Identity {
+  template <typename T>
+  T operator()(T x) const {
+    return x;
+  }
+};
+
+template <typename T, typename Pre>
+void combine_typed(ReduceKind op, void* dst, const void* a, const void* b, size_t n, Pre pre) {
+  combine_typed<T>(op, dst, a, b, n, pre, Identity{});
+}
+
 template <typename T>
 void combine_typed(ReduceKind op, void* dst, const void* a, const void* b, size_t n) {
-  combine_typed<T>(op, dst, a, b, n, [](T x) { return x; });
+  combine_typed<T>(op, dst, a, b, n, Identity{}, Identity{});
 }
 
 bool is_bitwise(ReduceKind op) {
@@ -110,6 +127,28 @@ void combine_scaled(c10::ScalarType type, ReduceKind op, void* dst, const void* 
     return combine_typed<float>(op, dst, a, b, n, [f](float x) { return x * f; });
   }
   if (type == c10::kDouble) return combine_typed<double>(op, dst, a, b, n, [scale](double x) { return x * scale; });
+}
+
+void combine_both_scaled(c10::ScalarType type, ReduceKind op, void* dst, const void* a, const void* b, double scale,
+                         size_t n) {
+  if (type == c10::kFloat) {
+    const float f = static_cast<float>(scale);
+    auto by = [f](float x) { return x * f; };
+    return combine_typed<float>(op, dst, a, b, n, by, by);
+  }
+  if (type == c10::kDouble) {
+    auto by = [scale](double x) { return x * scale; };
+    return combine_typed<double>(op, dst, a, b, n, by, by);
+  }
+}
+
+void accumulate_scaled(c10::ScalarType type, ReduceKind op, void* dst, const void* src, double scale, size_t n) {
+  if (type == c10::kFloat) {
+    const float f = static_cast<float>(scale);
+    return combine_typed<float>(op, dst, dst, src, n, Identity{}, [f](float x) { return x * f; });
+  }
+  if (type == c10::kDouble)
+    return combine_typed<double>(op, dst, dst, src, n, Identity{}, [scale](double x) { return x * scale; });
 }
 
 void accumulate(c10::ScalarType type, ReduceKind op, void* dst, const void* src, size_t n) {

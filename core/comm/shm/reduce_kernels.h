@@ -23,6 +23,13 @@ void combine(c10::ScalarType type, ReduceKind op, void* dst, const void* a, cons
 // and combined with a peer's value in one pass. dst may be a.
 void combine_scaled(c10::ScalarType type, ReduceKind op, void* dst, const void* a, double scale, const void* b,
                     size_t n);
+// dst[i] = (a[i] * scale) op (b[i] * scale), and dst[i] = dst[i] op
+// (src[i] * scale), for float and double: a reduce that scales every
+// rank's value as it reads it (each product rounded to the type). dst may
+// be a.
+void combine_both_scaled(c10::ScalarType type, ReduceKind op, void* dst, const void* a, const void* b, double scale,
+                         size_t n);
+void accumulate_scaled(c10::ScalarType type, ReduceKind op, void* dst, const void* src, double scale, size_t n);
 // dst[i] = dst[i] op src[i].
 void accumulate(c10::ScalarType type, ReduceKind op, void* dst, const void* src, size_t n);
 

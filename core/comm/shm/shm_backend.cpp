@@ -5,6 +5,7 @@
 // large ones on a worker thread.
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <ATen/ops/from_blob.h>
 
 #include <algorithm>
 #include <atomic>
@@ -204,6 +205,26 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
                   });
   }
 
+  at::Tensor shared_bucket(c10::ScalarType type, int64_t numel) override {
+    if (topo_.nodes > 1 || getSize() < 2 || numel <= 0 || !shm::reduce_supported(type, ReduceKind::Sum)) return {};
+    // Ids wrap below 2^16 - 1: the call a rank announces carries one (plus one) in 16 bits.
+    const uint16_t id = static_cast<uint16_t>(shared_buckets_++ % 65535);
+    const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(type);
+    auto store = c10::make_intrusive<c10d::PrefixStore>("shared_bucket/" + std::to_string(shared_buckets_ - 1),
+                                                        spec_.store);
+    std::string why_not;
+    // Only each rank's first half is used; the second is never touched, so
+    // it takes address space and no memory.
+    std::shared_ptr<shm::Segment> memory =
+        shm::Segment::open(*store, topo_.local_rank, topo_.local_ranks, (bytes + 4095) / 4096 * 4096, spin_time(),
+                           Millis(timeout_ms_.load()), &why_not);
+    if (!memory) return {};  // every rank learns that together: all use ordinary memory
+    local_.add_shared(memory, id);
+    void* data = memory->slot(memory->rank(), 0);
+    return at::from_blob(
+        data, {numel}, [memory](void*) mutable { memory.reset(); }, at::TensorOptions().dtype(type));
+  }
+
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts, const c10d::ReduceOptions& o) override {
     auto kind = reduce_kind(o.reduceOp);
     if (topo_.nodes > 1 || !single_plain(ts) || !kind || !shm::reduce_supported(ts[0].scalar_type(), *kind))
@@ -379,6 +400,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   c10::intrusive_ptr<c10d::Backend> leaders_;  // Gloo between the nodes' local rank 0 (nodes > 1)
   std::mutex gloo_mutex_;
   c10::intrusive_ptr<c10d::Backend> gloo_;  // Gloo over every rank, made on first use
+  uint64_t shared_buckets_ = 0;  // made so far (shared_bucket)
   std::unique_ptr<shm::Executor> executor_;
 };
 
