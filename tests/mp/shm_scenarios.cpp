@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -267,7 +268,79 @@ void scenario_shm_peer_death() {
   ddp_group_free(g);
 }
 
+// Shared buckets (a reducer's gradient_as_bucket_view buckets on shm),
+// attacked: a gradient view all-reduced on its own (a part of its bucket,
+// at an offset); one rank reducing its view while the others reduce an
+// ordinary tensor of the same size, and one a barrier while the others
+// all-reduce (each refused on every rank, nothing combined, the group still
+// usable and its next all-reduce right); then reducer steps until
+// DDP_TEST_VICTIM (when set) kills itself: every survivor gets
+// DDP_E_PEER_FAILED within 10 s.
+void scenario_shm_shared_buckets() {
+  ddp_group* g = join(20000, "shm");
+  const int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  const std::vector<size_t> sizes = {1 << 20, 1000};  // one bucket: gradient 1, then 0 at 4000 bytes
+  FloatArrays params(sizes, 0.0f);
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.gradient_as_bucket_view = 1;
+  ddp_reducer* red = nullptr;
+  WOK(ddp_reducer_new(&red, g, params.tensors(), nullptr, sizes.size(), &o));
+  std::vector<ddp_tensor*> views(sizes.size(), nullptr);
+  for (size_t i = 0; i < sizes.size(); ++i) WOK(ddp_reducer_gradient(red, i, &views[i]));
+  float* v0 = static_cast<float*>(ddp_tensor_data(views[0]));
+
+  std::fill(v0, v0 + sizes[0], static_cast<float>(rank + 1));
+  WOK(ddp_all_reduce(g, views[0], DDP_SUM));
+  const float total = static_cast<float>(world * (world + 1) / 2);
+  WCHECK(v0[0] == total && v0[sizes[0] - 1] == total, "view all-reduce: %g and %g, expected %g", v0[0],
+         v0[sizes[0] - 1], total);
+
+  std::vector<float> plain(sizes[0], 1.0f);
+  int64_t shape[1] = {static_cast<int64_t>(sizes[0])};
+  ddp_tensor* pt = nullptr;
+  WOK(ddp_tensor_from_blob(&pt, plain.data(), DDP_FLOAT32, shape, 1));
+  ddp_status st = ddp_all_reduce(g, rank == 0 ? views[0] : pt, DDP_SUM);
+  WCHECK(st == DDP_E_INVALID_ARGUMENT && std::strstr(ddp_last_error_message(), "shared bucket"),
+         "a shared bucket against an ordinary tensor: %s (%s)", ddp_status_string(st), ddp_last_error_message());
+  WCHECK(v0[1] == total && plain[1] == 1.0f, "the refused call changed data: %g, %g", v0[1], plain[1]);
+  // Values no earlier call left in the slots: a rank reading the wrong half
+  // gets another sum.
+  std::fill(plain.begin(), plain.end(), static_cast<float>(rank + 1));
+  WOK(ddp_all_reduce(g, pt, DDP_SUM));
+  WCHECK(plain[0] == total && plain[sizes[0] - 1] == total, "after the refusal: %g, expected %g", plain[0], total);
+  // The same for a barrier against an all-reduce.
+  st = rank == 0 ? ddp_barrier(g) : ddp_all_reduce(g, pt, DDP_SUM);
+  WCHECK(st == DDP_E_INVALID_ARGUMENT, "a barrier against an all-reduce: %s", ddp_status_string(st));
+  std::fill(plain.begin(), plain.end(), static_cast<float>(10 * (rank + 1)));
+  WOK(ddp_all_reduce(g, pt, DDP_SUM));
+  WCHECK(plain[0] == 10 * total && plain[sizes[0] - 1] == 10 * total, "after the barrier's refusal: %g, expected %g",
+         plain[0], 10 * total);
+
+  const int victim = env_int("DDP_TEST_VICTIM", -1);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int step = 0; step < 50; ++step) {
+    if (rank == victim && step == 5) raise(SIGKILL);
+    std::fill(v0, v0 + sizes[0], 1.0f);
+    for (size_t i = sizes.size(); i-- > 0;) WOK(ddp_reducer_mark_ready(red, i));
+    t0 = std::chrono::steady_clock::now();
+    st = ddp_reducer_finish(red);
+    if (st != DDP_OK) break;
+    WCHECK(v0[0] == 1.0f, "step %d: the average of ones is %g", step, v0[0]);
+  }
+  if (victim >= 0) {
+    WCHECK(st == DDP_E_PEER_FAILED, "expected DDP_E_PEER_FAILED, got %s", ddp_status_string(st));
+    WCHECK(seconds_since(t0) < 10.0, "the failure took %.2f s to notice", seconds_since(t0));
+  } else {
+    WCHECK(st == DDP_OK, "reducer steps: %s (%s)", ddp_status_string(st), ddp_last_error_message());
+  }
+  ddp_tensor_free(pt);
+  for (auto* v : views) ddp_tensor_free(v);
+  ddp_reducer_free(red);
+  ddp_group_free(g);
+}
+
 }  // namespace
 
+WORKER_SCENARIO("shm_shared_buckets", scenario_shm_shared_buckets);
 WORKER_SCENARIO("shm_matches_gloo", scenario_shm_matches_gloo);
 WORKER_SCENARIO("shm_peer_death", scenario_shm_peer_death);

@@ -104,6 +104,18 @@ TEST_P(ShmWorlds, ReducerWithSharedBucketViewsGivesGloosBits) {
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1"}, 120));
 }
 
+// A gradient view reduced on its own, a shared bucket against an ordinary
+// tensor (refused everywhere, the group usable), and a rank killed between
+// reducer steps: a status on every survivor, nothing left in /dev/shm.
+TEST_P(ShmWorlds, SharedBucketsAttacked) {
+  expect_all_ok(run(GetParam(), "shm_shared_buckets", {}, 60));
+  auto before = dev_shm_entries();
+  auto res = run(GetParam(), "shm_shared_buckets", {"DDP_TEST_VICTIM=1"}, 60);
+  EXPECT_EQ(res.ranks[1].signal, 9) << res.summary();
+  expect_all_ok(res, {1});
+  EXPECT_EQ(dev_shm_entries(), before) << "a shared-memory object outlived the job";
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmWorlds, ::testing::Values(2, 3, 4));
 
 // Two simulated nodes of two ranks (NODE_RANK differs): shared memory inside

@@ -203,6 +203,7 @@ void LocalCollectives::reduce_shared(Segment& memory, size_t offset, const Eleme
   const int me = seg_->rank();
   const size_t esz = x.elem_size(), total = x.total();
   const double scale = x.scale();
+  next_half();  // unused: see next_half()
   seg_->barrier(deadline, op);
   const size_t chunk = ring_chunk_elements(total, esz, n);
   const size_t mine = (static_cast<size_t>(me) + 1) % n;  // its ring order starts from this rank's value
@@ -291,6 +292,7 @@ void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_
 
 void LocalCollectives::barrier(Clock::time_point deadline) {
   announce(kBarrier, -1, nullptr, -1);
+  next_half();  // unused: see next_half()
   seg_->barrier(deadline, "barrier");
 }
 

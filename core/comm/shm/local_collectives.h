@@ -128,6 +128,9 @@ class LocalCollectives {
   static std::string describe(const Segment::Call& c);
   void announce(CallKind kind, int reduce_op, const at::Tensor* t, int root);
   void announce(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root);
+  // Every call takes exactly one half before its first barrier, used or
+  // not: where the ranks' calls differ, that barrier throws on all of them,
+  // and they must still agree on the next call's half.
   int next_half() { return static_cast<int>(pieces_++ & 1); }
   void reduce_whole(const Elements& x, ReduceKind kind, bool keep, Clock::time_point deadline, const char* op);
 
