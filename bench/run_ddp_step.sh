@@ -14,7 +14,8 @@
 # lines are kept in $1 when given (scripts/bench.sh reads them). Where
 # MPICH is installed, its MPI_Allreduce of each model's gradient bytes is
 # timed too (2 ranks, bench_mpi_allreduce), for issue 28's target: a step at
-# most the no-communication step plus half of that all-reduce.
+# most the no-communication step plus half of that all-reduce. Both sides
+# also run with gradient_as_bucket_view (libddp paired, PyTorch at 25 MB).
 source "$(dirname "$0")/common.sh"
 steps=${STEPS:-20}
 out=${1:-$(mktemp)}
@@ -30,6 +31,10 @@ for model in ${MODELS:-mlp conv}; do
   run "$build/bench/bench_ddp_step" "$model" 25 no-comm "$steps"
   run "$build/bench/bench_ddp_step" "$model" 25 sync-only "$steps"
   run "$build/bench/bench_ddp_step" "$model" 25 paired "$steps"
+  # gradient_as_bucket_view on both sides: libddp's shm keeps those buckets
+  # in memory every rank maps and reduces them where they lie.
+  BENCH_GRAD_VIEW=1 run "$build/bench/bench_ddp_step" "$model" 25 paired "$steps"
+  BENCH_GRAD_VIEW=1 run "$here/bench/bench_ddp_step_torch.py" "$model" 25 "$steps"
   "$py" "$here/bench/bench_ddp_step_lightning.py" "$model" "$steps" 2>/dev/null | grep '^{' >>"$out" || true
 done
 mpi_out=$(mktemp)
@@ -90,6 +95,19 @@ for m in sorted({r["model"] for r in rows}):
     psync, plib = get("libddp-c++", m, mode="sync-only", paired=True), get("libddp-c++", m, paired=True)
     if psync and plib:
         print(f"{m}: paired: sync-only {psync:.2f} ms, libddp's step {plib - psync:.1f} ms over that")
+    vlib = get("libddp-c++-grad-view", m, paired=True)
+    vnocomm = get("libddp-c++-grad-view", m, mode="no-comm", paired=True)
+    vddp = get("pytorch-ddp-grad-view", m)
+    if vlib and vnocomm:
+        line = (f"{m}: gradient_as_bucket_view, paired: no-comm {vnocomm:.2f} ms, libddp {vlib:.2f} ms "
+                f"(+{vlib - vnocomm:.1f})")
+        if vddp:
+            line += f"; PyTorch DDP {vddp:.2f} ms, libddp / PyTorch DDP = {vlib / vddp:.3f}"
+        if m in mpich:
+            half = mpich[m]["p50_us"] / 2000
+            line += (f"; target no-comm + half of MPICH = {vnocomm + half:.2f} ms "
+                     f"({'met' if vlib <= vnocomm + half else 'not met'})")
+        print(line)
 PY
 rm -f "$mpi_out"
 [ -n "${1:-}" ] || rm -f "$out"
