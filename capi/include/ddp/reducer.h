@@ -48,7 +48,7 @@ typedef struct ddp_reducer_options {
   double bucket_cap_mb;          /**< 25 */
   double first_bucket_mb;        /**< 1 */
   int find_unused_parameters;    /**< 0: every gradient must be marked ready each step; 1: unmarked ones count as zeros */
-  int gradient_as_bucket_view;   /**< 1: gradients live in the bucket storage (see ddp_reducer_gradient) */
+  int gradient_as_bucket_view;   /**< 1: gradients live in the bucket storage (see ddp_reducer_gradient); on the shm backend (one host, CPU) that storage is memory every rank maps, reduced where it lies: the fastest path there */
   int broadcast_parameters;      /**< 1: rank 0's parameters are broadcast at creation */
   /**
    * 1: @p params are LibTorch leaf tensors that require grad (wrapped with

@@ -137,7 +137,7 @@ typedef struct ddp_strategy_options {
   int sync_batchnorm;            /**< 0; 1: setup_module makes every batch norm of the module synchronised over the group
                                       (torch.nn.SyncBatchNorm's statistics, on CPU and CUDA; see ddp_strategy_setup_module) */
   int static_graph;              /**< 0; 1 is refused for now (DDP_E_UNSUPPORTED) */
-  int gradient_as_bucket_view;   /**< 0; 1: each parameter's gradient is a view of its bucket, so nothing is copied out (version 2) */
+  int gradient_as_bucket_view;   /**< 0; 1: each parameter's gradient is a view of its bucket, so nothing is copied out; on shm the buckets are memory every rank of the host maps, reduced where they lie (version 2) */
   /* version 3 */
   const char *precision;         /**< NULL: "32-true". Lightning's names: "bf16-mixed" (autocast to bfloat16), "16-mixed"
                                       (CUDA: autocast to float16 with a gradient scaler; on the CPU it becomes "bf16-mixed",

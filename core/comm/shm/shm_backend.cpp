@@ -51,6 +51,9 @@ std::optional<long> env_within(const char* name, long lo, long hi, const char* u
 size_t slot_bytes() {
   return static_cast<size_t>(env_within("DDP_SHM_SLOT_KIB", 64, 256 << 10, "KiB").value_or(kSlotBytes >> 10)) << 10;
 }
+// DDP_SHM_SHARED_BUCKETS=0: no shared buckets (shared_bucket answers none),
+// for measuring what they save; every rank of a host must use the same value.
+bool shared_buckets_enabled() { return env_within("DDP_SHM_SHARED_BUCKETS", 0, 1, "0 or 1").value_or(1) == 1; }
 // DDP_SHM_SPIN_US: how long a wait spins before it sleeps (0 to 1 s), for measuring and tuning.
 std::optional<shm::Nanos> spin_time() {
   auto us = env_within("DDP_SHM_SPIN_US", 0, 1000000, "microseconds");
@@ -206,7 +209,9 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   }
 
   at::Tensor shared_bucket(c10::ScalarType type, int64_t numel) override {
-    if (topo_.nodes > 1 || getSize() < 2 || numel <= 0 || !shm::reduce_supported(type, ReduceKind::Sum)) return {};
+    if (topo_.nodes > 1 || getSize() < 2 || numel <= 0 || !shm::reduce_supported(type, ReduceKind::Sum) ||
+        !shared_buckets_enabled())
+      return {};
     // Ids wrap below 2^16 - 1: the call a rank announces carries one (plus one) in 16 bits.
     const uint16_t id = static_cast<uint16_t>(shared_buckets_++ % 65535);
     const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(type);
