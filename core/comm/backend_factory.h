@@ -24,6 +24,11 @@ struct BackendSpec {
   // monitor), for a backend that waits by itself: the shm backend's leaders
   // check it while they wait for the other nodes. Empty: nothing to check.
   std::function<std::optional<std::string>()> peer_report;
+  // Tells the other ranks why this rank's backend failed (the group's
+  // monitor), so that their waits for it end with this reason; for a
+  // backend that connects more later (the shm backend's Gloo). Empty:
+  // nobody to tell.
+  std::function<void(Status, const std::string&)> publish_failure;
 };
 
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec);

@@ -128,6 +128,11 @@ void connect_backend(Group::Impl& impl) {
   spec.device = impl.device;
   spec.node = impl.node;
   spec.peer_report = report;
+  if (impl.monitor)
+    spec.publish_failure = [publish = impl.monitor->publisher(), rank = impl.rank](Status status,
+                                                                                 const std::string& message) {
+      publish(failure_report(status, "rank " + std::to_string(rank) + ": " + message), kPublishWait);
+    };
   const std::string who = "rank " + std::to_string(impl.rank) + " of " + std::to_string(impl.size);
   try {
     impl.backend = make_backend(impl.backend_name, spec);
@@ -140,8 +145,7 @@ void connect_backend(Group::Impl& impl) {
     // report when there is none yet.
     if (report)
       if (auto r = report()) throw reported_failure(*r);
-    if (impl.monitor)
-      impl.monitor->publish(failure_report(status, "rank " + std::to_string(impl.rank) + ": " + message), kPublishWait);
+    if (spec.publish_failure) spec.publish_failure(status, message);
     fail(status, message);
   }
   impl.backend_name = impl.backend->getBackendName();  // shm falls back to gloo where it cannot share

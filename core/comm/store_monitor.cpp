@@ -130,13 +130,21 @@ std::optional<std::string> StoreMonitor::refresh(Millis bound) {
   return s_->reported;
 }
 
-void StoreMonitor::publish(const std::string& payload, Millis bound) {
-  std::unique_lock<std::mutex> lock(s_->m);
-  if (s_->exited) return;
-  s_->to_publish = payload;
-  uint64_t request = ++s_->publish_requests;
-  s_->cv.notify_all();
-  s_->cv.wait_for(lock, bound, [&] { return s_->published >= request || s_->exited; });
+namespace {
+void publish_through(StoreMonitor::State& s, const std::string& payload, Millis bound) {
+  std::unique_lock<std::mutex> lock(s.m);
+  if (s.exited) return;
+  s.to_publish = payload;
+  uint64_t request = ++s.publish_requests;
+  s.cv.notify_all();
+  s.cv.wait_for(lock, bound, [&] { return s.published >= request || s.exited; });
+}
+}  // namespace
+
+void StoreMonitor::publish(const std::string& payload, Millis bound) { publish_through(*s_, payload, bound); }
+
+std::function<void(const std::string&, Millis)> StoreMonitor::publisher() const {
+  return [s = s_](const std::string& payload, Millis bound) { publish_through(*s, payload, bound); };
 }
 
 }  // namespace ddp::core

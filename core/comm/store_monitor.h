@@ -50,6 +50,9 @@ class StoreMonitor {
   std::optional<std::string> refresh(Millis bound);
   // Writes `payload` to the abort key, waiting up to `bound` for the write.
   void publish(const std::string& payload, Millis bound);
+  // publish() as a function that stays valid after the monitor is gone
+  // (then it does nothing), for a backend that fails by itself.
+  std::function<void(const std::string&, Millis)> publisher() const;
 
   struct State;
 

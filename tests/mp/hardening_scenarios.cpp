@@ -264,8 +264,46 @@ void scenario_backend_fails_on_one_rank() {
   if (g) ddp_group_free(g);
 }
 
+// The same for the Gloo that the shm backend makes on first use, for what
+// it does not do itself (here a bool all-reduce): the group starts on every
+// rank; the first such call fails on rank 1 and must end rank 0's within
+// seconds, with rank 1's reason.
+void scenario_shm_gloo_fails_on_one_rank() {
+  const int rank = env_int("RANK", -1);
+  if (rank == 1) setenv("GLOO_SOCKET_IFNAME", "nosuchif0", 1);
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.timeout_ms = 30000;
+  o.backend = "shm";
+  ddp_group* g = nullptr;
+  WOK(ddp_group_init(&g, nullptr, &o));
+  WCHECK(std::string(ddp_group_backend(g)) == "shm", "backend %s", ddp_group_backend(g));
+  bool flag[4] = {true, false, true, true};
+  int64_t shape[1] = {4};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, flag, DDP_BOOL, shape, 1));
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_status st = ddp_all_reduce(g, t, DDP_MAX);
+  double el = seconds_since(t0);
+  std::string msg = ddp_last_error_message();
+  std::fprintf(stderr, "[rank %d] bool all_reduce -> %s after %.2f s: %s\n", rank, ddp_status_string(st), el,
+               msg.c_str());
+  WCHECK(st != DDP_OK, "rank %d: the all-reduce succeeded", rank);
+  WCHECK(msg.find("nosuchif0") != std::string::npos, "rank %d: the reason is not rank 1's: %s", rank, msg.c_str());
+  if (rank == 0) WCHECK(msg.find("rank 1") != std::string::npos, "rank 0 does not name rank 1: %s", msg.c_str());
+  WCHECK(el < 10.0, "rank %d took %.2f s with a 30 s timeout", rank, el);
+  // A second call needing Gloo fails at once, on every rank (rank 1 does
+  // not try to connect again, which would leave it waiting for rank 0).
+  t0 = std::chrono::steady_clock::now();
+  st = ddp_all_reduce(g, t, DDP_MAX);
+  WCHECK(st != DDP_OK && seconds_since(t0) < 1.0, "rank %d: the second call -> %s after %.2f s", rank,
+         ddp_status_string(st), seconds_since(t0));
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
 }  // namespace
 
+WORKER_SCENARIO("shm_gloo_fails_on_one_rank", scenario_shm_gloo_fails_on_one_rank);
 WORKER_SCENARIO("stopped_store_host", scenario_stopped_store_host);
 WORKER_SCENARIO("backend_fails_on_one_rank", scenario_backend_fails_on_one_rank);
 WORKER_SCENARIO("resumed_rank_reports_the_root_cause", scenario_resumed_rank_reports_the_root_cause);

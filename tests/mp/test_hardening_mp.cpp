@@ -57,6 +57,10 @@ TEST(Hardening, ABackendThatFailsOnOneRankStopsEveryRankWithItsReason) {
   expect_ok(run(2, "backend_fails_on_one_rank", 60));
 }
 
+TEST(Hardening, TheShmBackendsGlooFailingOnOneRankStopsEveryRankWithItsReason) {
+  expect_ok(run(2, "shm_gloo_fails_on_one_rank", 60));
+}
+
 TEST(Hardening, MismatchedSizesWithoutDetailAbortNoProcess) { expect_ok(run(2, "size_mismatch_without_detail", 60)); }
 
 }  // namespace

@@ -15,8 +15,9 @@
 #include <optional>
 
 #include "comm/backend_factory.h"
-#include "comm/store_monitor.h"
 #include "comm/direct_collectives.h"
+#include "comm/failure.h"
+#include "comm/store_monitor.h"
 #include "comm/shm/executor.h"
 #include "comm/shm/local_collectives.h"
 #include "comm/shm/reduce_kernels.h"
@@ -344,13 +345,38 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   template <typename Call>
   c10::intrusive_ptr<c10d::Work> gloo_op(Call call) {
     std::lock_guard<std::mutex> lock(gloo_mutex_);
-    if (!gloo_) {
-      BackendSpec all = spec_;
-      all.timeout = Millis(timeout_ms_.load());
-      all.store = c10::make_intrusive<c10d::PrefixStore>("gloo", spec_.store);
-      gloo_ = make_gloo_backend(all);
-    }
+    if (!gloo_) connect_gloo();
     return call(*gloo_);
+  }
+
+  // Gloo over every rank, on first use. Where it cannot connect this rank,
+  // the others learn why at once (their waits for it read the group's
+  // reports), as when a backend fails at the group's start; and every later
+  // call that needs it gets the same error instead of a new attempt.
+  void connect_gloo() {
+    if (gloo_failure_) throw *gloo_failure_;
+    BackendSpec all = spec_;
+    all.timeout = Millis(timeout_ms_.load());
+    all.store = c10::make_intrusive<c10d::PrefixStore>("gloo", spec_.store);
+    try {
+      gloo_ = make_gloo_backend(all);
+    } catch (const std::exception& e) {
+      // A peer's report is the root cause (this rank's wait ended on it).
+      if (spec_.peer_report)
+        if (auto r = spec_.peer_report()) {
+          gloo_failure_ = reported_failure(*r);
+          throw *gloo_failure_;
+        }
+      const Status status = classify_exception(e);
+      const std::string message =
+          dynamic_cast<const Error*>(&e)
+              ? std::string(e.what())
+              : "the Gloo backend that shm uses for what it does not do itself could not connect rank " +
+                    std::to_string(getRank()) + " of " + std::to_string(getSize()) + ": " + short_what(e);
+      if (spec_.publish_failure) spec_.publish_failure(status, message);
+      gloo_failure_ = Error(status, message);
+      throw *gloo_failure_;
+    }
   }
 
   // A leader's step between nodes; a failure there stops the node's other
@@ -405,6 +431,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   c10::intrusive_ptr<c10d::Backend> leaders_;  // Gloo between the nodes' local rank 0 (nodes > 1)
   std::mutex gloo_mutex_;
   c10::intrusive_ptr<c10d::Backend> gloo_;  // Gloo over every rank, made on first use
+  std::optional<Error> gloo_failure_;        // why it could not be made
   uint64_t shared_buckets_ = 0;  // made so far (shared_bucket)
   std::unique_ptr<shm::Executor> executor_;
 };
