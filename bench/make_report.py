@@ -199,6 +199,12 @@ def main(results, mode, seconds):
                 parts.append(f"Lightning / libddp = {pl / lib:.2f}x")
             if parts:
                 headline.append(f"DDP step ({model}): " + ", ".join(parts))
+            # With gradient_as_bucket_view on both sides (libddp's shm keeps those buckets in shared memory).
+            vlib = next((r["step_ms_p50"] for r in steps if r["impl"] == "libddp-c++-grad-view" and
+                         r["model"] == model and r.get("mode") == "overlap"), None)
+            vddp = get("pytorch-ddp-grad-view", model)
+            if vlib and vddp:
+                headline.append(f"DDP step ({model}, gradient_as_bucket_view): PyTorch DDP / libddp = {vddp / vlib:.2f}x")
             labels = [f"{r['impl']} {kind(r)}" for r in steps if r["model"] == model]
             values = [r["step_ms_p50"] for r in steps if r["model"] == model]
             plot_bars(results, f"ddp_step_{model}.png", f"DDP step, {model}, 2 ranks (p50)", labels, values, "ms", plots)
