@@ -417,6 +417,11 @@ at::Tensor shared_bucket(Group& g, at::ScalarType type, int64_t numel) {
   return direct ? direct->shared_bucket(type, numel) : at::Tensor();
 }
 
+bool offers_shared_buckets(Group& g) {
+  DirectCollectives* direct = g.direct_for("shared bucket");
+  return direct && direct->offers_shared_buckets();
+}
+
 PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
   check_tensor(g, t, "reduce");
   check_root(g, dst, "reduce", "dst");

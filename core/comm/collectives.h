@@ -104,8 +104,10 @@ PendingPtr all_reduce_parts(Group& g, std::vector<at::Tensor> parts, double scal
 // A bucket the group's backend all-reduces in place with the fewest copies
 // (shm on one host: memory every rank maps; comm/direct_collectives.h), or
 // an undefined tensor where it has none. Collective: every rank asks for
-// the same sizes in the same order.
+// the same sizes in the same order. offers_shared_buckets: whether it has
+// any (the same answer on every rank; no communication).
 at::Tensor shared_bucket(Group& g, at::ScalarType type, int64_t numel);
+bool offers_shared_buckets(Group& g);
 PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op);
 // PyTorch's comm hooks average by dividing first, then all-reducing with SUM
 // (the result differs in rounding from SUM-then-divide, so hooks that match

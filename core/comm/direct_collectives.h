@@ -47,6 +47,8 @@ class DirectCollectives {
   // reduce). Collective: every rank of the group asks for the same sizes in
   // the same order. Contents start as zeros.
   virtual at::Tensor shared_bucket(c10::ScalarType type, int64_t numel) = 0;
+  // Whether shared_bucket can answer anything but undefined (the same on every rank).
+  virtual bool offers_shared_buckets() const = 0;
 
  protected:
   ~DirectCollectives() = default;

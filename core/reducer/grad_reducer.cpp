@@ -59,6 +59,8 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
   } else {
     assignment = compute_bucket_assignment(infos_, bucket_caps(), order);
   }
+  check_layout_matches_across_ranks(assignment);
+  shared_buckets_ = wants_shared_buckets();
   assign_buckets(assignment);
   if (opts.static_graph) {
     static_marks_.assign(n, 0);
@@ -71,8 +73,6 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
     parts_possible_ = parts_possible_ && infos_[i].device == 0 &&
                       takes_parts(group_, static_cast<at::ScalarType>(infos_[i].dtype));
   reset_step();
-  check_layout_matches_across_ranks();
-  move_buckets_to_shared_memory(assignment);
   if (StreamWatch::device_orders(group_)) watch_ = std::make_unique<StreamWatch>(group_);
 
   if (opts.broadcast_parameters && !params.empty()) {
@@ -183,18 +183,14 @@ void Reducer::check_no_aliasing() const {
                                        " share memory; every gradient needs a buffer of its own");
 }
 
-void Reducer::move_buckets_to_shared_memory(const BucketAssignment& assignment) {
-  if (!opts_.gradient_as_bucket_view) return;
+bool Reducer::wants_shared_buckets() {
+  if (!opts_.gradient_as_bucket_view || !offers_shared_buckets(group_)) return false;
   for (const TensorInfo& info : infos_)
-    if (info.device != 0) return;
-  // A group with no shared buckets answers every request alike, on every
-  // rank: then the buckets stay where they are.
-  shared_buckets_ = true;
-  assign_buckets(assignment);
-  reset_step();
+    if (info.device != 0) return false;
+  return true;
 }
 
-void Reducer::check_layout_matches_across_ranks() {
+void Reducer::check_layout_matches_across_ranks(const BucketAssignment& assignment) {
   // A fingerprint of what the buckets' collectives depend on: the count,
   // each gradient's size and dtype, and the bucket boundaries.
   uint64_t h = 1469598103934665603ull;
@@ -203,13 +199,13 @@ void Reducer::check_layout_matches_across_ranks() {
     mix(static_cast<uint64_t>(g.numel()));
     mix(static_cast<uint64_t>(g.scalar_type()));
   }
-  for (auto& b : buckets_) mix(b.indices.size() + (uint64_t{1} << 40));
+  for (auto& b : assignment.buckets) mix(b.size() + (uint64_t{1} << 40));
   // `host` outlives the comparison below: on CUDA the gathered row is a
   // device copy, and `m` must not point into a freed host tensor.
   at::Tensor host = at::empty({3}, at::TensorOptions().dtype(at::kLong));
   auto* m = host.data_ptr<int64_t>();
   m[0] = static_cast<int64_t>(grads_.size());
-  m[1] = static_cast<int64_t>(buckets_.size());
+  m[1] = static_cast<int64_t>(assignment.buckets.size());
   m[2] = static_cast<int64_t>(h >> 1);
   at::Tensor mine = host;
   if (group_.device().type == DeviceType::CUDA) mine = host.to(at::Device(at::kCUDA, group_.device().index));

@@ -159,18 +159,18 @@ class Reducer {
   void finish_step();
   template <typename F> void abandon_on_failure(const char* op, F&& body);
   void check_no_aliasing() const;
-  // Every rank must have built the same buckets, or their all-reduces pair
-  // up different gradients: compared once, here, over the group.
-  void check_layout_matches_across_ranks();
+  // Every rank must build the same buckets, or their all-reduces pair up
+  // different gradients: compared once, here, over the group, before any
+  // bucket exists (shared buckets are made by every rank together).
+  void check_layout_matches_across_ranks(const BucketAssignment& assignment);
   // [first_bucket_mb, bucket_cap_mb] in bytes.
   std::vector<size_t> bucket_caps() const;
   // Makes buckets_ (and the indices into them) of `assignment`.
   void assign_buckets(const BucketAssignment& assignment);
-  // With gradient_as_bucket_view, once the layouts are known to match:
-  // buckets in the backend's shared memory, where it has them (every
-  // gradient on the CPU), so that backward writes the gradients straight
-  // where the peers read them.
-  void move_buckets_to_shared_memory(const BucketAssignment& assignment);
+  // With gradient_as_bucket_view: whether the buckets go to the backend's
+  // shared memory (it has some, every gradient is on the CPU), so that
+  // backward writes the gradients straight where the peers read them.
+  bool wants_shared_buckets();
   // static_graph
   void mark_ready_static(size_t i);
   void mark_static_unused_ready();

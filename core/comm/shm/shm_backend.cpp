@@ -209,10 +209,11 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
                   });
   }
 
+  bool offers_shared_buckets() const override {
+    return topo_.nodes == 1 && getSize() > 1 && shared_buckets_enabled();
+  }
   at::Tensor shared_bucket(c10::ScalarType type, int64_t numel) override {
-    if (topo_.nodes > 1 || getSize() < 2 || numel <= 0 || !shm::reduce_supported(type, ReduceKind::Sum) ||
-        !shared_buckets_enabled())
-      return {};
+    if (!offers_shared_buckets() || numel <= 0 || !shm::reduce_supported(type, ReduceKind::Sum)) return {};
     // Ids wrap below 2^16 - 1: the call a rank announces carries one (plus one) in 16 bits.
     const uint16_t id = static_cast<uint16_t>(shared_buckets_++ % 65535);
     const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(type);
