@@ -209,8 +209,12 @@ bool in_shm_memfd(const void* p) {
 // DDP_TEST_BUCKET_VIEW=1: with gradient_as_bucket_view, where shm keeps the
 // buckets in memory every rank maps and reduces them there (scaling each
 // rank's values as it reads them where the world is a power of two).
+// DDP_TEST_STATIC_GRAPH=1: with static_graph, every gradient marked in every
+// step: its buckets are rebuilt after the second step (new shared buckets,
+// made by every rank inside finish), and the views are looked up anew.
 void scenario_reducer_shm_matches_gloo() {
   const bool bucket_view = env_int("DDP_TEST_BUCKET_VIEW", 0) == 1;
+  const bool static_graph = env_int("DDP_TEST_STATIC_GRAPH", 0) == 1;
   const std::vector<size_t> sizes = {300000, 5, 70000, 262144, 1, 1000, 500000, 17, 3000};
   const size_t n = sizes.size(), n_double = 2;  // the last two are float64
   const char* names[2] = {"shm", "gloo"};
@@ -231,7 +235,8 @@ void scenario_reducer_shm_matches_gloo() {
     ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
     o.first_bucket_mb = 0.01;
     o.bucket_cap_mb = 1.0;
-    o.find_unused_parameters = 1;
+    o.find_unused_parameters = !static_graph;
+    o.static_graph = static_graph;
     o.broadcast_parameters = 0;
     o.gradient_as_bucket_view = bucket_view;
     ddp_reducer* red = nullptr;
@@ -239,15 +244,16 @@ void scenario_reducer_shm_matches_gloo() {
     // Where each gradient lives: the caller's buffer, or its bucket view.
     std::vector<ddp_tensor*> views(n, nullptr);
     std::vector<uint8_t*> data(n);
-    for (size_t i = 0; i < n; ++i) {
-      data[i] = bufs[i].data();
-      if (!bucket_view) continue;
-      WOK(ddp_reducer_gradient(red, i, &views[i]));
-      data[i] = static_cast<uint8_t*>(ddp_tensor_data(views[i]));
-      WCHECK(in_shm_memfd(data[i]) == (k == 0), "on %s, gradient %zu's bucket is %sin shared memory", names[k], i,
-             k == 0 ? "not " : "");
-    }
-    for (int step = 0; step < 3; ++step) {
+    for (int step = 0; step < (static_graph ? 4 : 3); ++step) {
+      for (size_t i = 0; i < n; ++i) {
+        data[i] = bufs[i].data();
+        if (!bucket_view) continue;
+        ddp_tensor_free(views[i]);
+        WOK(ddp_reducer_gradient(red, i, &views[i]));
+        data[i] = static_cast<uint8_t*>(ddp_tensor_data(views[i]));
+        WCHECK(in_shm_memfd(data[i]) == (k == 0), "on %s, step %d: gradient %zu's bucket is %sin shared memory",
+               names[k], step, i, k == 0 ? "not " : "");
+      }
       std::mt19937 gen(static_cast<uint32_t>(1000 * step + 7 * rank + 1));
       std::uniform_real_distribution<double> value(-3.0, 3.0);
       for (size_t i = 0; i < n; ++i) {
@@ -258,7 +264,7 @@ void scenario_reducer_shm_matches_gloo() {
         }
       }
       for (size_t i = n; i-- > 0;)
-        if (step != 1 || rank % 2 == 0 || (i != 2 && i != 5)) WOK(ddp_reducer_mark_ready(red, i));
+        if (static_graph || step != 1 || rank % 2 == 0 || (i != 2 && i != 5)) WOK(ddp_reducer_mark_ready(red, i));
       WOK(ddp_reducer_finish(red));
       for (size_t i = 0; i < n; ++i) by[k].emplace_back(data[i], data[i] + bufs[i].size());
     }

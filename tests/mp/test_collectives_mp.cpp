@@ -102,6 +102,8 @@ TEST_P(ShmWorlds, ReducerInPlaceGivesTheBucketsBits) {
 // reduced where they lie: still the bits Gloo's buckets get.
 TEST_P(ShmWorlds, ReducerWithSharedBucketViewsGivesGloosBits) {
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1"}, 120));
+  // static_graph rebuilds the buckets after the second step: new shared ones.
+  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1", "DDP_TEST_STATIC_GRAPH=1"}, 120));
 }
 
 // A gradient view reduced on its own, a shared bucket against an ordinary
