@@ -188,11 +188,12 @@ int cpus_available() {
 
 std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const std::vector<int>& global_ranks,
                                        size_t slot_bytes, std::optional<Nanos> spin, Millis timeout,
-                                       std::string* why_not) {
+                                       std::string* why_not, int halves) {
   static_assert(sizeof(Header) <= kControlOffset, "the header fits before the rank lines");
   const int size = static_cast<int>(global_ranks.size());
-  const size_t bytes = data_offset(size) + static_cast<size_t>(size) * 2 * slot_bytes;
+  const size_t bytes = data_offset(size) + static_cast<size_t>(size) * static_cast<size_t>(halves) * slot_bytes;
   std::unique_ptr<Segment> seg(new Segment());
+  seg->halves_ = static_cast<size_t>(halves);
   seg->rank_ = local_rank;
   seg->size_ = size;
   seg->slot_bytes_ = slot_bytes;
@@ -247,7 +248,7 @@ Segment::~Segment() {
 }
 
 uint8_t* Segment::slot(int r, int h) const {
-  return base_ + data_offset(size_) + (static_cast<size_t>(r) * 2 + h) * slot_bytes_;
+  return base_ + data_offset(size_) + (static_cast<size_t>(r) * halves_ + h) * slot_bytes_;
 }
 
 uint8_t* Segment::inline_data(int r, int h) const { return lines(base_)[r].payload[h]; }

@@ -1,6 +1,7 @@
 // One shared-memory segment for the ranks of a group that share a host: a
 // control block (one cache line of phase counters per rank, an abort word)
-// followed by two data halves per rank.
+// followed by two data halves per rank (one where the segment is plain
+// memory: a shared bucket).
 //
 // The segment is an anonymous memfd: local rank 0 creates it, the others
 // open it through /proc/<pid>/fd of rank 0, and once all have mapped it
@@ -46,9 +47,11 @@ class Segment {
   // `global_ranks[i]` is local rank i's rank in the group (for messages).
   // `spin`: how long a wait spins before it sleeps; none: the default (see
   // spin_for_).
+  // `halves`: 2, or 1 for a segment used as plain memory (a shared bucket),
+  // which has only half 0.
   static std::unique_ptr<Segment> open(c10d::Store& store, int local_rank, const std::vector<int>& global_ranks,
                                        size_t slot_bytes, std::optional<Nanos> spin, Millis timeout,
-                                       std::string* why_not);
+                                       std::string* why_not, int halves = 2);
   ~Segment();
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
@@ -103,6 +106,7 @@ class Segment {
   uint8_t* base_ = nullptr;
   size_t mapped_ = 0;
   size_t slot_bytes_ = 0;
+  size_t halves_ = 2;
   int rank_ = 0;
   int size_ = 1;
   uint32_t phase_ = 0;

@@ -220,11 +220,9 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     auto store = c10::make_intrusive<c10d::PrefixStore>("shared_bucket/" + std::to_string(shared_buckets_ - 1),
                                                         spec_.store);
     std::string why_not;
-    // Only each rank's first half is used; the second is never touched, so
-    // it takes address space and no memory.
     std::shared_ptr<shm::Segment> memory =
         shm::Segment::open(*store, topo_.local_rank, topo_.local_ranks, (bytes + 4095) / 4096 * 4096, spin_time(),
-                           Millis(timeout_ms_.load()), &why_not);
+                           Millis(timeout_ms_.load()), &why_not, /*halves=*/1);
     if (!memory) return {};  // every rank learns that together: all use ordinary memory
     local_.add_shared(memory, id);
     void* data = memory->slot(memory->rank(), 0);
