@@ -104,6 +104,8 @@ TEST_P(ShmWorlds, ReducerWithSharedBucketViewsGivesGloosBits) {
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1"}, 120));
   // static_graph rebuilds the buckets after the second step: new shared ones.
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1", "DDP_TEST_STATIC_GRAPH=1"}, 120));
+  // The switch for measuring keeps them in private memory, with the same bits.
+  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1", "DDP_SHM_SHARED_BUCKETS=0"}, 120));
 }
 
 // A gradient view reduced on its own, a shared bucket against an ordinary
