@@ -239,6 +239,28 @@ void scenario_size_mismatch_without_detail() {
   ddp_group_free(g);
 }
 
+// Options for `backend` with a 30 s timeout; on rank 1, Gloo is told to use
+// an interface that does not exist.
+ddp_group_options rank_one_without_interface(int rank, const char* backend) {
+  if (rank == 1) setenv("GLOO_SOCKET_IFNAME", "nosuchif0", 1);
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.timeout_ms = 30000;
+  o.backend = backend;
+  return o;
+}
+
+// `call` failed on every rank with rank 1's reason ("nosuchif0", its
+// GLOO_SOCKET_IFNAME), rank 0's naming rank 1, within 10 s of a 30 s timeout.
+void expect_rank_ones_failure(const char* call, int rank, ddp_status st, double seconds) {
+  std::string msg = ddp_last_error_message();
+  std::fprintf(stderr, "[rank %d] %s -> %s after %.2f s: %s\n", rank, call, ddp_status_string(st), seconds,
+               msg.c_str());
+  WCHECK(st != DDP_OK, "rank %d: %s succeeded", rank, call);
+  WCHECK(msg.find("nosuchif0") != std::string::npos, "rank %d: the reason is not rank 1's: %s", rank, msg.c_str());
+  if (rank == 0) WCHECK(msg.find("rank 1") != std::string::npos, "rank 0 does not name rank 1: %s", msg.c_str());
+  WCHECK(seconds < 10.0, "rank %d took %.2f s with a 30 s timeout", rank, seconds);
+}
+
 // One rank's backend cannot start: on rank 1, GLOO_SOCKET_IFNAME names no
 // interface (on a lent GPU machine the same happens to a rank whose
 // cuda:LOCAL_RANK does not exist). Rank 1 gets that error; rank 0, which
@@ -246,21 +268,11 @@ void scenario_size_mismatch_without_detail() {
 // within seconds, not at its 30 s timeout.
 void scenario_backend_fails_on_one_rank() {
   const int rank = env_int("RANK", -1);
-  if (rank == 1) setenv("GLOO_SOCKET_IFNAME", "nosuchif0", 1);
-  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
-  o.timeout_ms = 30000;
-  o.backend = "gloo";
+  ddp_group_options o = rank_one_without_interface(rank, "gloo");
   ddp_group* g = nullptr;
   auto t0 = std::chrono::steady_clock::now();
   ddp_status st = ddp_group_init(&g, nullptr, &o);
-  double el = seconds_since(t0);
-  std::string msg = ddp_last_error_message();
-  std::fprintf(stderr, "[rank %d] ddp_group_init -> %s after %.2f s: %s\n", rank, ddp_status_string(st), el,
-               msg.c_str());
-  WCHECK(st != DDP_OK, "rank %d: the group started", rank);
-  WCHECK(msg.find("nosuchif0") != std::string::npos, "rank %d: the reason is not rank 1's: %s", rank, msg.c_str());
-  if (rank == 0) WCHECK(msg.find("rank 1") != std::string::npos, "rank 0 does not name rank 1: %s", msg.c_str());
-  WCHECK(el < 10.0, "rank %d took %.2f s with a 30 s timeout", rank, el);
+  expect_rank_ones_failure("ddp_group_init", rank, st, seconds_since(t0));
   if (g) ddp_group_free(g);
 }
 
@@ -270,10 +282,7 @@ void scenario_backend_fails_on_one_rank() {
 // seconds, with rank 1's reason.
 void scenario_shm_gloo_fails_on_one_rank() {
   const int rank = env_int("RANK", -1);
-  if (rank == 1) setenv("GLOO_SOCKET_IFNAME", "nosuchif0", 1);
-  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
-  o.timeout_ms = 30000;
-  o.backend = "shm";
+  ddp_group_options o = rank_one_without_interface(rank, "shm");
   ddp_group* g = nullptr;
   WOK(ddp_group_init(&g, nullptr, &o));
   WCHECK(std::string(ddp_group_backend(g)) == "shm", "backend %s", ddp_group_backend(g));
@@ -283,14 +292,7 @@ void scenario_shm_gloo_fails_on_one_rank() {
   WOK(ddp_tensor_from_blob(&t, flag, DDP_BOOL, shape, 1));
   auto t0 = std::chrono::steady_clock::now();
   ddp_status st = ddp_all_reduce(g, t, DDP_MAX);
-  double el = seconds_since(t0);
-  std::string msg = ddp_last_error_message();
-  std::fprintf(stderr, "[rank %d] bool all_reduce -> %s after %.2f s: %s\n", rank, ddp_status_string(st), el,
-               msg.c_str());
-  WCHECK(st != DDP_OK, "rank %d: the all-reduce succeeded", rank);
-  WCHECK(msg.find("nosuchif0") != std::string::npos, "rank %d: the reason is not rank 1's: %s", rank, msg.c_str());
-  if (rank == 0) WCHECK(msg.find("rank 1") != std::string::npos, "rank 0 does not name rank 1: %s", msg.c_str());
-  WCHECK(el < 10.0, "rank %d took %.2f s with a 30 s timeout", rank, el);
+  expect_rank_ones_failure("bool all_reduce", rank, st, seconds_since(t0));
   // A second call needing Gloo fails at once, on every rank (rank 1 does
   // not try to connect again, which would leave it waiting for rank 0).
   t0 = std::chrono::steady_clock::now();
