@@ -9,6 +9,7 @@
 #include <string>
 
 #include "comm/group.h"
+#include "common/error.h"
 
 namespace ddp::core {
 
@@ -30,6 +31,12 @@ struct BackendSpec {
   // nobody to tell.
   std::function<void(Status, const std::string&)> publish_failure;
 };
+
+// The error a rank stops with when its backend (`what`: "<name> backend",
+// or a part of one) could not connect it: another rank's report when there
+// is one (the root cause, which also ended this rank's waits), else its own
+// error, which it publishes to the others (spec.publish_failure).
+Error backend_connect_failure(const BackendSpec& spec, const std::exception& e, const std::string& what);
 
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec);
 // Status::Unsupported when built without NCCL or run without a CUDA device.

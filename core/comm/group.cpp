@@ -137,16 +137,7 @@ void connect_backend(Group::Impl& impl) {
   try {
     impl.backend = make_backend(impl.backend_name, spec);
   } catch (const std::exception& e) {
-    const Status status = classify_exception(e);  // a ddp::core::Error keeps its own
-    const std::string message = dynamic_cast<const Error*>(&e)
-                                    ? std::string(e.what())
-                                    : impl.backend_name + " backend could not connect " + who + ": " + short_what(e);
-    // A peer's report is the root cause; this rank's own error is the
-    // report when there is none yet.
-    if (report)
-      if (auto r = report()) throw reported_failure(*r);
-    if (spec.publish_failure) spec.publish_failure(status, message);
-    fail(status, message);
+    throw backend_connect_failure(spec, e, impl.backend_name + " backend");
   }
   impl.backend_name = impl.backend->getBackendName();  // shm falls back to gloo where it cannot share
   impl.direct = dynamic_cast<DirectCollectives*>(impl.backend.get());
@@ -216,6 +207,18 @@ class BackendReaper {
 constexpr Millis kReapMargin{2000};
 
 }  // namespace
+
+Error backend_connect_failure(const BackendSpec& spec, const std::exception& e, const std::string& what) {
+  if (spec.peer_report)
+    if (auto r = spec.peer_report()) return reported_failure(*r);
+  const Status status = classify_exception(e);  // a ddp::core::Error keeps its own
+  const std::string message = dynamic_cast<const Error*>(&e)
+                                  ? std::string(e.what())
+                                  : what + " could not connect rank " + std::to_string(spec.rank) + " of " +
+                                        std::to_string(spec.size) + ": " + short_what(e);
+  if (spec.publish_failure) spec.publish_failure(status, message);
+  return Error(status, message);
+}
 
 void check_timeout(Millis timeout, const std::string& what) {
   check_arg(timeout.count() > 0, what + " " + std::to_string(timeout.count()) + " ms must be positive");

@@ -177,12 +177,13 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, Cloc
 void LocalCollectives::add_shared(const std::shared_ptr<Segment>& memory, uint16_t id) {
   std::lock_guard<std::mutex> lock(shared_mutex_);
   shared_.push_back({memory, memory->slot(memory->rank(), 0), memory->slot_bytes(), id});
+  any_shared_.store(true, std::memory_order_release);
 }
 
 std::optional<std::pair<std::shared_ptr<Segment>, LocalCollectives::Shared>> LocalCollectives::shared_holding(
     const uint8_t* p, size_t bytes) {
+  if (!any_shared_.load(std::memory_order_acquire)) return std::nullopt;
   std::lock_guard<std::mutex> lock(shared_mutex_);
-  if (shared_.empty()) return std::nullopt;
   shared_.erase(std::remove_if(shared_.begin(), shared_.end(), [](const Shared& s) { return s.memory.expired(); }),
                 shared_.end());
   for (const Shared& s : shared_)

@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -139,6 +140,7 @@ class LocalCollectives {
   size_t whole_bytes_;  // up to this size, reduce_whole
   std::mutex shared_mutex_;  // buckets are added on the caller's thread, used on the executor's
   std::vector<Shared> shared_;
+  std::atomic<bool> any_shared_{false};  // lets every reduce of a group without them skip the lock
 };
 
 }  // namespace ddp::core::shm

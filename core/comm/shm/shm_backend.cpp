@@ -16,7 +16,6 @@
 
 #include "comm/backend_factory.h"
 #include "comm/direct_collectives.h"
-#include "comm/failure.h"
 #include "comm/store_monitor.h"
 #include "comm/shm/executor.h"
 #include "comm/shm/local_collectives.h"
@@ -360,20 +359,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     try {
       gloo_ = make_gloo_backend(all);
     } catch (const std::exception& e) {
-      // A peer's report is the root cause (this rank's wait ended on it).
-      if (spec_.peer_report)
-        if (auto r = spec_.peer_report()) {
-          gloo_failure_ = reported_failure(*r);
-          throw *gloo_failure_;
-        }
-      const Status status = classify_exception(e);
-      const std::string message =
-          dynamic_cast<const Error*>(&e)
-              ? std::string(e.what())
-              : "the Gloo backend that shm uses for what it does not do itself could not connect rank " +
-                    std::to_string(getRank()) + " of " + std::to_string(getSize()) + ": " + short_what(e);
-      if (spec_.publish_failure) spec_.publish_failure(status, message);
-      gloo_failure_ = Error(status, message);
+      gloo_failure_ = backend_connect_failure(spec_, e, "the Gloo backend that shm uses for what it does not do itself");
       throw *gloo_failure_;
     }
   }
