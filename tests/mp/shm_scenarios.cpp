@@ -339,8 +339,85 @@ void scenario_shm_shared_buckets() {
   ddp_group_free(g);
 }
 
+// A broadcast of at most 1 KiB returns on its root once posted. Attacked:
+// roots taking turns with other collectives between them, each value new,
+// so that a rank reading a stale half gets a wrong one; every rank calling
+// itself the root, and the root's broadcast against the others'
+// all-reduce: the root returns, and its next call fails on every rank
+// (DDP_E_INVALID_ARGUMENT naming the posted broadcast), the group usable
+// after; then DDP_TEST_VICTIM (when set) kills itself while rank 0 posts
+// broadcasts: every survivor gets DDP_E_PEER_FAILED within 10 s.
+void scenario_shm_posted_broadcast() {
+  ddp_group* g = join(20000, "shm");
+  const int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  float word = 0;
+  std::vector<float> row(256, 0.0f);  // 1 KiB: posted, in the slot
+  int64_t n256[1] = {256};
+  ddp_tensor *w = nullptr, *r = nullptr;
+  WOK(ddp_tensor_from_blob(&w, &word, DDP_FLOAT32, nullptr, 0));
+  WOK(ddp_tensor_from_blob(&r, row.data(), DDP_FLOAT32, n256, 1));
+  for (int k = 0; k < 300; ++k) {
+    const int root = (k / 3) % world;  // each root posts three in a row
+    const float v = static_cast<float>(1000 * k + root);
+    word = rank == root ? v : -1.0f;
+    std::fill(row.begin(), row.end(), rank == root ? v + 0.5f : -1.0f);
+    WOK(ddp_broadcast(g, w, root));
+    WOK(ddp_broadcast(g, r, root));
+    WCHECK(word == v && row[0] == v + 0.5f && row[255] == v + 0.5f, "call %d: got %g and %g from root %d, sent %g", k,
+           word, row[255], root, v);
+    if (k % 3 == 2) {
+      word = static_cast<float>(rank + k);
+      ddp_tensor* all = nullptr;
+      WOK(ddp_all_gather(g, w, &all));
+      const float* got = static_cast<const float*>(ddp_tensor_data(all));
+      for (int j = 0; j < world; ++j)
+        WCHECK(got[j] == static_cast<float>(j + k), "call %d: rank %d gathered %g", k, j, got[j]);
+      ddp_tensor_free(all);
+    }
+  }
+  auto expect_refused = [&](ddp_status st, const char* what, const char* mention) {
+    WCHECK(st == DDP_E_INVALID_ARGUMENT, "%s: got %s: %s", what, ddp_status_string(st), ddp_last_error_message());
+    WCHECK(std::strstr(ddp_last_error_message(), mention) != nullptr, "%s: message lacks '%s': %s", what, mention,
+           ddp_last_error_message());
+  };
+  auto expect_sum_works = [&](const char* after) {
+    word = static_cast<float>(rank + 1);
+    ddp_status st = ddp_all_reduce(g, w, DDP_SUM);
+    WCHECK(st == DDP_OK && word == static_cast<float>(world * (world + 1) / 2), "all_reduce after %s: %s, %g", after,
+           ddp_status_string(st), word);
+  };
+  // Every rank the root: each posts, nobody waits.
+  WOK(ddp_broadcast(g, w, rank));
+  expect_refused(ddp_all_reduce(g, w, DDP_SUM), "the call after every rank's own broadcast", "posted as broadcast");
+  expect_sum_works("the roots' refusal");
+  // Rank 0's broadcast against the others' all-reduce: they fail at once.
+  ddp_status st = rank == 0 ? ddp_broadcast(g, w, 0) : ddp_all_reduce(g, w, DDP_SUM);
+  if (rank == 0) WCHECK(st == DDP_OK, "the posting root: %s", ddp_status_string(st));
+  else expect_refused(st, "an all-reduce against a broadcast", "broadcast root 0");
+  expect_refused(ddp_all_reduce(g, w, DDP_SUM), "the call after the refused broadcast",
+                 rank == 0 ? "posted as broadcast" : "no call");
+  expect_sum_works("the kinds' refusal");
+
+  const int victim = env_int("DDP_TEST_VICTIM", -1);
+  auto t0 = std::chrono::steady_clock::now();
+  st = DDP_OK;
+  for (int k = 0; k < 100000 && st == DDP_OK; ++k) {
+    if (rank == victim && k == 50) raise(SIGKILL);
+    if (k == 50) t0 = std::chrono::steady_clock::now();
+    st = ddp_broadcast(g, w, 0);
+  }
+  if (victim >= 0) {
+    WCHECK(st == DDP_E_PEER_FAILED, "expected DDP_E_PEER_FAILED, got %s", ddp_status_string(st));
+    WCHECK(seconds_since(t0) < 10.0, "the failure took %.2f s to notice", seconds_since(t0));
+  }
+  ddp_tensor_free(w);
+  ddp_tensor_free(r);
+  ddp_group_free(g);
+}
+
 }  // namespace
 
 WORKER_SCENARIO("shm_shared_buckets", scenario_shm_shared_buckets);
+WORKER_SCENARIO("shm_posted_broadcast", scenario_shm_posted_broadcast);
 WORKER_SCENARIO("shm_matches_gloo", scenario_shm_matches_gloo);
 WORKER_SCENARIO("shm_peer_death", scenario_shm_peer_death);

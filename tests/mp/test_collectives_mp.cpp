@@ -120,6 +120,15 @@ TEST_P(ShmWorlds, SharedBucketsAttacked) {
   EXPECT_EQ(dev_shm_entries(), before) << "a shared-memory object outlived the job";
 }
 
+TEST_P(ShmWorlds, PostedBroadcastsAttacked) {
+  expect_all_ok(run(GetParam(), "shm_posted_broadcast", {}, 60));
+  auto before = dev_shm_entries();
+  auto res = run(GetParam(), "shm_posted_broadcast", {"DDP_TEST_VICTIM=1"}, 60);
+  EXPECT_EQ(res.ranks[1].signal, 9) << res.summary();
+  expect_all_ok(res, {1});
+  EXPECT_EQ(dev_shm_entries(), before) << "a shared-memory object outlived the job";
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmWorlds, ::testing::Values(2, 3, 4));
 
 // Two simulated nodes of two ranks (NODE_RANK differs): shared memory inside

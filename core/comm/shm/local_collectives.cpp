@@ -79,10 +79,11 @@ void Elements::combine_with(ReduceKind kind, uint8_t* acc, size_t first, size_t 
   });
 }
 
-LocalCollectives::LocalCollectives(std::unique_ptr<Segment> segment)
+LocalCollectives::LocalCollectives(std::unique_ptr<Segment> segment, size_t post_bytes)
     : seg_(std::move(segment)),
       whole_bytes_(cpus_available() > 0 && seg_->size() > cpus_available() ? kWholeBytesSleeping
-                                                                          : kWholeBytesSpinning) {}
+                                                                          : kWholeBytesSpinning),
+      post_bytes_(std::min(post_bytes, seg_->slot_bytes())) {}
 
 std::string LocalCollectives::describe(const Segment::Call& c) {
   static const char* kinds[] = {"?", "all_reduce", "reduce", "broadcast", "all_gather", "barrier", "all_reduce"};
@@ -97,19 +98,30 @@ std::string LocalCollectives::describe(const Segment::Call& c) {
   return s;
 }
 
-void LocalCollectives::announce(CallKind kind, int reduce_op, const at::Tensor* t, int root) {
-  if (t) return announce(kind, reduce_op, t->scalar_type(), static_cast<size_t>(t->numel()), root);
+void LocalCollectives::announce(CallKind kind, int reduce_op, const at::Tensor* t, int root,
+                                Clock::time_point deadline, const char* op) {
+  if (t) return announce(kind, reduce_op, t->scalar_type(), static_cast<size_t>(t->numel()), root, deadline, op);
   Segment::Call c;
   c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
-  seg_->announce(c, &LocalCollectives::describe);
+  announce(c, deadline, op);
 }
 
-void LocalCollectives::announce(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root) {
+void LocalCollectives::announce(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root,
+                                Clock::time_point deadline, const char* op) {
   Segment::Call c;
   c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
   c.dtype = static_cast<int32_t>(type);
   c.count = static_cast<int64_t>(count);
-  seg_->announce(c, &LocalCollectives::describe);
+  announce(c, deadline, op);
+}
+
+void LocalCollectives::announce(const Segment::Call& c, Clock::time_point deadline, const char* op) {
+  try {
+    seg_->announce(c, &LocalCollectives::describe, deadline, op);
+  } catch (const CallMismatch&) {
+    next_half();
+    throw;
+  }
 }
 
 void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, Clock::time_point deadline,
@@ -121,10 +133,10 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, Cloc
   if (root < 0 && n > 1)
     if (const uint8_t* p = x.single_run())
       if (auto shared = shared_holding(p, total * esz)) {
-        announce(kAllReduceShared, static_cast<int>(kind), x.type(), total, shared->second.id);
+        announce(kAllReduceShared, static_cast<int>(kind), x.type(), total, shared->second.id, deadline, op);
         return reduce_shared(*shared->first, static_cast<size_t>(p - shared->second.begin), x, kind, deadline, op);
       }
-  announce(root < 0 ? kAllReduce : kReduce, static_cast<int>(kind), x.type(), total, root);
+  announce(root < 0 ? kAllReduce : kReduce, static_cast<int>(kind), x.type(), total, root, deadline, op);
   if (total * esz <= whole_bytes_) return reduce_whole(x, kind, keep, deadline, op);
 
   if (n == 1) {  // the elements are the result, once scaled
@@ -255,9 +267,16 @@ void LocalCollectives::reduce_whole(const Elements& x, ReduceKind kind, bool kee
 
 void LocalCollectives::broadcast(const at::Tensor& t, int root, Clock::time_point deadline, const char* op) {
   const int me = seg_->rank();
-  announce(kBroadcast, -1, &t, root);
+  announce(kBroadcast, -1, &t, root, deadline, op);
   const size_t bytes = t.nbytes();
   auto* data = static_cast<uint8_t*>(t.data_ptr());
+  if (me == root && seg_->size() > 1 && bytes <= post_bytes_) {
+    // One piece: the root posts it and returns; the peers copy it after
+    // their barrier of this phase. A mismatch reaches the root at its next
+    // call (Segment::post).
+    copy_bytes(seg_->slot_for(root, next_half(), bytes), data, bytes);
+    return seg_->post(op);
+  }
   size_t off = 0;
   do {  // a tensor of no bytes still makes the barrier its peers make
     const size_t len = std::min(seg_->slot_bytes(), bytes - off);
@@ -272,7 +291,7 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, Clock::time_poin
 void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_t*>& dst,
                                   Clock::time_point deadline) {
   const int n = seg_->size(), me = seg_->rank();
-  announce(kAllGather, -1, &in, -1);
+  announce(kAllGather, -1, &in, -1, deadline, "all_gather");
   const size_t bytes = in.nbytes();
   auto* src = static_cast<const uint8_t*>(in.data_ptr());
   size_t off = 0;
@@ -292,7 +311,7 @@ void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_
 }
 
 void LocalCollectives::barrier(Clock::time_point deadline) {
-  announce(kBarrier, -1, nullptr, -1);
+  announce(kBarrier, -1, nullptr, -1, deadline, "barrier");
   next_half();  // unused: see next_half()
   seg_->barrier(deadline, "barrier");
 }

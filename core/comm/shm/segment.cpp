@@ -281,36 +281,79 @@ void Segment::fail_peer_gone(int peer, const char* op) {
   fail(Status::PeerFailed, msg);
 }
 
-void Segment::announce(const Call& call, std::string (*describe)(const Call&)) {
+void Segment::announce(const Call& call, std::string (*describe)(const Call&), Clock::time_point deadline,
+                       const char* op) {
+  if (posted_) catch_up(deadline, op);
   lines(base_)[rank_].calls[calls_ & 1] = pack(call);
   describe_ = describe;
   compare_pending_ = true;
 }
 
-void Segment::compare_calls() {
-  compare_pending_ = false;
-  const int k = static_cast<int>(calls_++ & 1);
-  const Call mine = unpack(lines(base_)[rank_].calls[k]);
+std::string Segment::differences(int k, Call* mine) const {
+  *mine = unpack(lines(base_)[rank_].calls[k]);
   std::string differ;
   for (int j = 0; j < size_; ++j) {
     const Call theirs = unpack(lines(base_)[j].calls[k]);
-    if (theirs.what != mine.what || theirs.dtype != mine.dtype || theirs.count != mine.count)
-      differ += "; rank " + std::to_string(global_ranks_[j]) + ": " + describe_(theirs);
+    if (theirs.what == mine->what && theirs.dtype == mine->dtype && theirs.count == mine->count) continue;
+    differ += "; rank " + std::to_string(global_ranks_[j]) + ": " +
+              (theirs.what == kNoCall ? std::string("no call (it reported that its previous one, which it posted, "
+                                                    "did not match)")
+                                      : describe_(theirs));
   }
+  return differ;
+}
+
+void Segment::compare_calls() {
+  compare_pending_ = false;
+  const int k = static_cast<int>(calls_++ & 1);
+  Call mine;
+  const std::string differ = differences(k, &mine);
   if (differ.empty()) return;
   throw CallMismatch("the ranks did not call the same collective (rank " + std::to_string(global_ranks_[rank_]) +
                      ": " + describe_(mine) + differ + "); nothing was combined and the group stays usable");
 }
 
-void Segment::barrier(Clock::time_point deadline, const char* op) {
-  check_abort(op);
+void Segment::catch_up(Clock::time_point deadline, const char* op) {
+  posted_ = false;
+  for (int j = 0; j < size_; ++j)
+    if (j != rank_) wait_for(j, phase_, deadline, op);
+  Call mine;
+  const std::string differ = differences(static_cast<int>((calls_ - 1) & 1), &mine);
+  if (differ.empty()) return;
+  // The peers' calls of this phase wait in their barrier: this rank makes
+  // one too, announcing no call, which fails theirs.
+  lines(base_)[rank_].calls[calls_++ & 1] = pack(Call{kNoCall, -1, 0});
+  compare_pending_ = false;
+  raise_phase();
+  for (int j = 0; j < size_; ++j)
+    if (j != rank_) wait_for(j, phase_, deadline, op);
+  throw CallMismatch(std::string(op) + " was not run: the call before it, which this rank (rank " +
+                     std::to_string(global_ranks_[rank_]) + ") posted as " + describe_(mine) +
+                     ", did not match the other ranks' calls" + differ +
+                     "); every rank's call here fails, nothing was combined and the group stays usable");
+}
+
+void Segment::raise_phase() {
   const uint32_t p = ++phase_;
   RankLine& me = lines(base_)[rank_];
   me.phase.store(p, std::memory_order_seq_cst);
   if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&me.phase);
+}
+
+void Segment::barrier(Clock::time_point deadline, const char* op) {
+  check_abort(op);
+  raise_phase();
   for (int j = 0; j < size_; ++j)
-    if (j != rank_) wait_for(j, p, deadline, op);
+    if (j != rank_) wait_for(j, phase_, deadline, op);
   if (compare_pending_) compare_calls();
+}
+
+void Segment::post(const char* op) {
+  check_abort(op);
+  raise_phase();
+  compare_pending_ = false;
+  ++calls_;
+  posted_ = true;
 }
 
 void Segment::wait_for(int peer, uint32_t phase, Clock::time_point deadline, const char* op) {

@@ -74,17 +74,34 @@ class Segment {
   // or root) is Status::InvalidArgument on every rank, before any data is
   // combined, with the segment still usable. `describe` names a call in
   // that message.
+  // `what` 0 is no call: a rank that catches up with a posted call that
+  // did not match announces it (the callers' kinds start at 1).
+  static constexpr uint32_t kNoCall = 0;
   struct Call {
-    uint32_t what = 0;
+    uint32_t what = kNoCall;
     int32_t dtype = -1;
     int64_t count = 0;
   };
-  void announce(const Call& call, std::string (*describe)(const Call&));
+  // Where this rank posted its previous call (post()), announce() first
+  // catches up with it: waits, within `deadline`, until every rank has
+  // reached it and compares the ranks' calls. If they differed, this call
+  // is not run: every rank's fails in its barrier (this one's names the
+  // posted call and the others'), so that all stay in step.
+  void announce(const Call& call, std::string (*describe)(const Call&), Clock::time_point deadline, const char* op);
 
   // Raises this rank's phase and waits until every rank reached it. Throws
   // Status::Timeout at the deadline, Status::PeerFailed when a peer's
   // process is gone or another rank aborted the segment.
   void barrier(Clock::time_point deadline, const char* op);
+
+  // The root of a one-piece broadcast: raises this rank's phase without
+  // waiting for the peers, which read what it wrote after their barrier of
+  // this phase. It writes the half it writes only after every rank reached
+  // its previous phase (announce() caught up), so a peer is done reading
+  // the same half's last contents. The calls are compared at this rank's
+  // next announce(): a broadcast whose peers made another call returns on
+  // its root, which learns of it at its next call (see announce()).
+  void post(const char* op);
 
   // Marks the segment unusable for every rank: their waits end with
   // `status` (the root cause's, as a published failure) naming this rank and
@@ -97,6 +114,11 @@ class Segment {
   [[noreturn]] void fail_peer_gone(int peer, const char* op);
   void check_abort(const char* op);
   void compare_calls();
+  // "; rank r: <its call>" for each rank whose call of parity k differs
+  // from this rank's.
+  std::string differences(int k, Call* mine) const;
+  void catch_up(Clock::time_point deadline, const char* op);
+  void raise_phase();
   std::string map(int fd, size_t bytes);
   std::string create(size_t bytes, uint64_t token, int* fd);
   std::string attach(const std::string& where, size_t bytes);
@@ -120,6 +142,7 @@ class Segment {
   Nanos spin_for_ = std::chrono::microseconds(50);
   uint64_t calls_ = 0;          // announced so far; its parity picks the rank line's call slot
   bool compare_pending_ = false;
+  bool posted_ = false;  // the last call was a post(): its calls are compared at the next announce()
   std::string (*describe_)(const Call&) = nullptr;
   std::vector<int> global_ranks_;
 };

@@ -54,6 +54,12 @@ size_t slot_bytes() {
 // DDP_SHM_SHARED_BUCKETS=0: no shared buckets (shared_bucket answers none),
 // for measuring what they save; every rank of a host must use the same value.
 bool shared_buckets_enabled() { return env_within("DDP_SHM_SHARED_BUCKETS", 0, 1, "0 or 1").value_or(1) == 1; }
+// DDP_SHM_POSTED_BROADCAST=0: a broadcast's root waits in the barrier as
+// its peers do (see LocalCollectives), for measuring what posting saves;
+// every rank of a host must use the same value.
+bool posted_broadcast_enabled() {
+  return env_within("DDP_SHM_POSTED_BROADCAST", 0, 1, "0 or 1").value_or(1) == 1;
+}
 // DDP_SHM_SPIN_US: how long a wait spins before it sleeps (0 to 1 s), for measuring and tuning.
 std::optional<shm::Nanos> spin_time() {
   auto us = env_within("DDP_SHM_SPIN_US", 0, 1000000, "microseconds");
@@ -137,7 +143,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
         spec_(spec),
         timeout_ms_(spec.timeout.count()),
         topo_(std::move(topo)),
-        local_(std::move(segment)),
+        local_(std::move(segment), posted_broadcast_enabled() ? shm::LocalCollectives::kPostBytes : 0),
         leaders_(std::move(leaders)),
         executor_(std::make_unique<shm::Executor>(inline_always(topo_))) {}
 
