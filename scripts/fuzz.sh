@@ -62,7 +62,10 @@ for t in "${targets[@]}"; do
   if [ "$rc" -ne 0 ] || [ "$after" -ne "$before" ]; then
     failed=1
     echo "  $t failed (exit $rc); see $log and $out/findings/" >&2
-    grep -E "ERROR|SUMMARY|runtime error" "$log" | head -5 >&2 || true
+    # The whole end of the log: a harness's own abort (a server that stopped
+    # answering) says why only in its last lines, and the log is overwritten
+    # by the next run.
+    grep -v '^#[0-9]' "$log" | tail -n 25 >&2 || true
   fi
 done
 exit $failed
