@@ -339,8 +339,9 @@ void scenario_shm_shared_buckets() {
   ddp_group_free(g);
 }
 
-// A broadcast of at most 1 KiB returns on its root once posted. Attacked:
-// roots taking turns with other collectives between them, each value new,
+// A broadcast of at most 256 B returns on its root once posted. Attacked:
+// roots taking turns, posted broadcasts (in the phase line and in the slot)
+// between broadcasts through the barrier and gathers, each value new,
 // so that a rank reading a stale half gets a wrong one; every rank calling
 // itself the root, and the root's broadcast against the others'
 // all-reduce: the root returns, and its next call fails on every rank
@@ -351,20 +352,24 @@ void scenario_shm_posted_broadcast() {
   ddp_group* g = join(20000, "shm");
   const int rank = ddp_group_rank(g), world = ddp_group_size(g);
   float word = 0;
-  std::vector<float> row(256, 0.0f);  // 1 KiB: posted, in the slot
-  int64_t n256[1] = {256};
-  ddp_tensor *w = nullptr, *r = nullptr;
+  std::vector<float> row(64, 0.0f), wide(256, 0.0f);  // 256 B: posted, in the slot; 1 KiB: a barrier
+  int64_t n64[1] = {64}, n256[1] = {256};
+  ddp_tensor *w = nullptr, *r = nullptr, *wt = nullptr;
   WOK(ddp_tensor_from_blob(&w, &word, DDP_FLOAT32, nullptr, 0));
-  WOK(ddp_tensor_from_blob(&r, row.data(), DDP_FLOAT32, n256, 1));
+  WOK(ddp_tensor_from_blob(&r, row.data(), DDP_FLOAT32, n64, 1));
+  WOK(ddp_tensor_from_blob(&wt, wide.data(), DDP_FLOAT32, n256, 1));
   for (int k = 0; k < 300; ++k) {
     const int root = (k / 3) % world;  // each root posts three in a row
     const float v = static_cast<float>(1000 * k + root);
     word = rank == root ? v : -1.0f;
     std::fill(row.begin(), row.end(), rank == root ? v + 0.5f : -1.0f);
+    std::fill(wide.begin(), wide.end(), rank == root ? v + 0.25f : -1.0f);
     WOK(ddp_broadcast(g, w, root));
     WOK(ddp_broadcast(g, r, root));
-    WCHECK(word == v && row[0] == v + 0.5f && row[255] == v + 0.5f, "call %d: got %g and %g from root %d, sent %g", k,
-           word, row[255], root, v);
+    if (k % 2) WOK(ddp_broadcast(g, wt, root));
+    WCHECK(word == v && row[0] == v + 0.5f && row[63] == v + 0.5f, "call %d: got %g and %g from root %d, sent %g", k,
+           word, row[63], root, v);
+    if (k % 2) WCHECK(wide[0] == v + 0.25f && wide[255] == v + 0.25f, "call %d: the 1 KiB broadcast got %g", k, wide[255]);
     if (k % 3 == 2) {
       word = static_cast<float>(rank + k);
       ddp_tensor* all = nullptr;
@@ -412,6 +417,7 @@ void scenario_shm_posted_broadcast() {
   }
   ddp_tensor_free(w);
   ddp_tensor_free(r);
+  ddp_tensor_free(wt);
   ddp_group_free(g);
 }
 

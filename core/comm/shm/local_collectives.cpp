@@ -270,7 +270,7 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, Clock::time_poin
   announce(kBroadcast, -1, &t, root, deadline, op);
   const size_t bytes = t.nbytes();
   auto* data = static_cast<uint8_t*>(t.data_ptr());
-  if (me == root && seg_->size() > 1 && bytes <= post_bytes_) {
+  if (me == root && seg_->size() > 1 && post_bytes_ > 0 && bytes <= post_bytes_) {
     // One piece: the root posts it and returns; the peers copy it after
     // their barrier of this phase. A mismatch reaches the root at its next
     // call (Segment::post).

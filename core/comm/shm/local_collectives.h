@@ -86,12 +86,14 @@ class Elements {
 
 class LocalCollectives {
  public:
-  // A broadcast of at most `post_bytes` is posted by its root: the root
+  // A broadcast of at most `post_bytes` (none where 0) is posted by its root: the root
   // writes it and returns without waiting for the peers (Segment::post), as
-  // MPI's eager sends do. Above this size, posting ran slower than the
-  // barrier (2 ranks, Zen 5 VM: 4 KiB 1.0 us against 0.9, 16 KiB 2.6
-  // against 2.3), below it faster (4 B to 1 KiB: 0.4 us against 0.6).
-  static constexpr size_t kPostBytes = 1024;
+  // MPI's eager sends do. On 2 ranks of a Zen 5 VM posting took 4 B to
+  // 256 B from 0.56-0.58 us to 0.42-0.44 (p50); from 1 KiB up it gained
+  // nothing or lost (1 KiB: 0.43-0.67 against 0.58-0.59; 16 KiB: 2.6
+  // against 2.3). On 4 ranks sharing 2 cores it changed nothing: there the
+  // root waits for the slowest peer to reach its previous call.
+  static constexpr size_t kPostBytes = 256;
   LocalCollectives(std::unique_ptr<Segment> segment, size_t post_bytes = kPostBytes);
 
   Segment& segment() { return *seg_; }
