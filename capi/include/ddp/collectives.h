@@ -91,7 +91,15 @@ DDP_API ddp_status ddp_barrier(ddp_group *g);
 /** @param[out] out new reference. */
 DDP_API ddp_status ddp_barrier_async(ddp_group *g, ddp_work **out);
 
-/** Copies rank @p src's tensor into @p t on every rank (same shape and dtype everywhere). */
+/**
+ * Copies rank @p src's tensor into @p t on every rank (same shape and dtype everywhere).
+ *
+ * On the shm backend, @p src returns from a broadcast of at most 256 bytes
+ * once its data is written, without waiting for the others (as an MPI
+ * eager send). Where the other ranks made another call, they get
+ * DDP_E_INVALID_ARGUMENT at once and @p src at its next collective, which
+ * then fails on every rank and combines nothing.
+ */
 DDP_API ddp_status ddp_broadcast(ddp_group *g, ddp_tensor *t, int src);
 /** @param[out] out new reference. */
 DDP_API ddp_status ddp_broadcast_async(ddp_group *g, ddp_tensor *t, int src, ddp_work **out);
