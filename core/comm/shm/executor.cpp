@@ -83,13 +83,13 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
                                                 std::function<void()> body) {
   auto work = c10::make_intrusive<ShmWork>(type, std::move(result));
   std::unique_lock<std::mutex> lock(mutex_);
-  if ((bytes <= kInlineBytes || inline_always_) && queue_.empty() && !running_) {
-    running_ = true;
+  if ((bytes <= kInlineBytes || inline_always_) && claim_idle()) {
     lock.unlock();
     perform(*work, body);
     finish_inline();
     return work;
   }
+  state_.fetch_add(kQueued);
   queue_.push_back(std::make_unique<Job>(Job{work, std::move(body)}));
   if (!worker_.joinable()) worker_ = std::thread([this] { work_loop(); });
   lock.unlock();
@@ -98,27 +98,30 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
 }
 
 void Executor::finish_inline() {
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    running_ = false;
-    wake = !queue_.empty();  // only a queued job waits for this one (the worker, or ~Executor with nothing queued)
-  }
-  if (wake) changed_.notify_all();
+  // Only a queued job waits for this one (the worker, or ~Executor with
+  // nothing queued). Taking the mutex before the notify means the worker
+  // either has not yet read state_ or already waits.
+  if (state_.fetch_and(~kRunning) == kRunning) return;
+  { std::lock_guard<std::mutex> lock(mutex_); }
+  changed_.notify_all();
 }
 
 void Executor::work_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return (!queue_.empty() && !running_) || (stopping_ && queue_.empty()); });
+    changed_.wait(lock, [&] {
+      return (!queue_.empty() && !(state_.load() & kRunning)) || (stopping_ && queue_.empty());
+    });
     if (queue_.empty()) return;  // stopping
     std::unique_ptr<Job> job = std::move(queue_.front());
     queue_.pop_front();
-    running_ = true;
+    // Nobody else sets kRunning while a job is counted (claim_idle needs
+    // state_ at 0): one queued job becomes the running one.
+    state_.fetch_sub(kQueued - kRunning);
     lock.unlock();
     perform(*job->work, job->body);
     lock.lock();
-    running_ = false;
+    state_.fetch_sub(kRunning);
     changed_.notify_all();
   }
 }

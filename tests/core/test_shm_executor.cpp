@@ -1,0 +1,76 @@
+// The shm backend's executor: collectives run one at a time, in call order,
+// whether a blocking call performs its own on the caller's thread
+// (run_now) or the worker performs a queued one.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "comm/shm/executor.h"
+
+using ddp::core::shm::Executor;
+
+namespace {
+
+constexpr size_t kQueuedBytes = size_t{64} << 20;  // above the inline limit: the worker performs it
+
+// Counts the bodies performed and fails when two overlap.
+struct Exclusive {
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  long performed = 0;  // deliberately not atomic: only one body at a time touches it
+  void body() {
+    if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+    ++performed;
+    for (volatile int spin = 0; spin < 200; spin = spin + 1) {
+    }  // a body long enough for another to start beside it, were that allowed
+    if (inside.load() != 1) overlaps.fetch_add(1);
+    inside.fetch_sub(1);
+  }
+};
+
+}  // namespace
+
+TEST(ShmExecutor, RunNowRefusesWhileAQueuedCollectiveIsAheadAndKeepsCallOrder) {
+  Executor ex;
+  std::vector<int> order;
+  std::atomic<bool> release{false};
+  auto work = ex.submit(c10d::OpType::ALLREDUCE, {}, kQueuedBytes, [&] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    order.push_back(1);
+  });
+  EXPECT_FALSE(ex.run_now([&] { order.push_back(99); })) << "ran ahead of the queued collective";
+  auto second = ex.submit(c10d::OpType::ALLREDUCE, {}, 4, [&] { order.push_back(2); });  // small, still queued behind
+  release = true;
+  work->wait();
+  second->wait();
+  EXPECT_TRUE(ex.run_now([&] { order.push_back(3); }));
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+}
+
+// A thread of blocking calls (run_now, falling back to submit and wait as
+// the backend does) beside a thread of queued ones: no two bodies overlap
+// and none is lost.
+TEST(ShmExecutor, BlockingAndQueuedCallsFromTwoThreadsNeverOverlap) {
+  Executor ex;
+  Exclusive x;
+  constexpr int kEach = 100000;
+  std::thread queued([&] {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int i = 0; i < kEach; ++i) {
+      works.push_back(ex.submit(c10d::OpType::ALLREDUCE, {}, (i % 7 == 0) ? kQueuedBytes : 4, [&] { x.body(); }));
+      if (works.size() > 64) {
+        for (auto& w : works) w->wait();
+        works.clear();
+      }
+    }
+    for (auto& w : works) w->wait();
+  });
+  for (int i = 0; i < kEach; ++i)
+    if (!ex.run_now([&] { x.body(); })) ex.submit(c10d::OpType::ALLREDUCE, {}, 4, [&] { x.body(); })->wait();
+  queued.join();
+  EXPECT_EQ(x.overlaps.load(), 0);
+  EXPECT_EQ(x.performed, 2L * kEach);
+}
