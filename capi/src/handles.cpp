@@ -1,5 +1,6 @@
 #include "handles.h"
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <shared_mutex>
@@ -25,6 +26,24 @@ Registry& registry() {
 // Tokens are multiples of 16, so they look (and align) like the pointers the
 // bindings take them for; 2^60 of them outlast any process.
 constexpr int kTokenShift = 4;
+
+// What each thread found last: a 4-byte collective looks up two handles
+// (group and tensor), and the map's lookup under the read lock was about
+// 120 instructions each, a quarter of the call. An entry holds only while
+// no handle has been taken out since it was filled: every take counts in
+// g_takes (under the registry's write lock, before its object can be
+// freed), and an entry filled at another count is ignored. Tokens are never
+// reused, so an add cannot make an entry wrong.
+std::atomic<uint64_t> g_takes{0};
+struct Found {
+  std::uintptr_t token = 0;
+  Kind kind{};
+  void* object = nullptr;
+  uint64_t takes = 0;
+};
+constexpr unsigned kFoundSlots = 4;
+thread_local Found t_found[kFoundSlots];
+thread_local unsigned t_next_found = 0;
 }  // namespace
 
 void* registry_add(void* object, Kind k) {
@@ -37,10 +56,18 @@ void* registry_add(void* object, Kind k) {
 
 void* registry_find(const void* token, Kind k) {
   if (!token) return nullptr;
+  const auto key = reinterpret_cast<std::uintptr_t>(token);
+  const uint64_t takes = g_takes.load(std::memory_order_acquire);
+  for (const Found& f : t_found)
+    if (f.token == key && f.takes == takes && f.kind == k) return f.object;
   auto& r = registry();
   std::shared_lock<std::shared_mutex> lock(r.mutex);
-  auto it = r.live.find(reinterpret_cast<std::uintptr_t>(token));
-  return it != r.live.end() && it->second.kind == k ? it->second.object : nullptr;
+  auto it = r.live.find(key);
+  if (it == r.live.end() || it->second.kind != k) return nullptr;
+  // Filled with the count read before the lookup: a take in between makes
+  // the entry stale at once (conservative, never wrong).
+  t_found[t_next_found++ % kFoundSlots] = {key, k, it->second.object, takes};
+  return it->second.object;
 }
 
 void* registry_take(const void* token, Kind k) {
@@ -51,6 +78,7 @@ void* registry_take(const void* token, Kind k) {
   if (it == r.live.end() || it->second.kind != k) return nullptr;
   void* object = it->second.object;
   r.live.erase(it);
+  g_takes.fetch_add(1, std::memory_order_release);
   return object;
 }
 

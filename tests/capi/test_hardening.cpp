@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <cstdint>
 #include <thread>
 #include <string>
@@ -75,6 +77,43 @@ TEST(Hardening, AFreedHandleStaysFreedWhenItsMemoryIsReused) {
     EXPECT_EQ(ddp_tensor_numel(fresh), 5);
     ddp_tensor_free(fresh);
     EXPECT_EQ(ddp_tensor_numel(fresh), 0);
+  }
+}
+
+// Handle lookups are remembered per thread (capi/src/handles.cpp): a handle
+// each thread has just used, then freed on one of them, is refused on both.
+TEST(Hardening, AHandleUsedThenFreedIsRefusedOnEveryThreadThatUsedIt) {
+  float v[3] = {1, 2, 3};
+  int64_t three[1] = {3};
+  for (int i = 0; i < 20; ++i) {
+    ddp_tensor* t = nullptr;
+    ASSERT_EQ(ddp_tensor_from_blob(&t, v, DDP_FLOAT32, three, 1), DDP_OK) << last();
+    int64_t seen_there = -1, after_there = -1;
+    bool freed = false;
+    std::mutex m;
+    std::condition_variable cv;
+    std::thread other([&] {
+      const int64_t n = ddp_tensor_numel(t);
+      std::unique_lock<std::mutex> lock(m);
+      seen_there = n;
+      cv.wait(lock, [&] { return freed; });
+      after_there = ddp_tensor_numel(t);
+    });
+    EXPECT_EQ(ddp_tensor_numel(t), 3);
+    while (true) {  // the other thread has looked it up
+      std::lock_guard<std::mutex> lock(m);
+      if (seen_there != -1) break;
+    }
+    ddp_tensor_free(t);
+    {
+      std::lock_guard<std::mutex> lock(m);
+      freed = true;
+    }
+    cv.notify_all();
+    other.join();
+    EXPECT_EQ(seen_there, 3);
+    EXPECT_EQ(ddp_tensor_numel(t), 0) << "the freeing thread still answered for its freed handle";
+    EXPECT_EQ(after_there, 0) << "another thread still answered for a freed handle";
   }
 }
 
