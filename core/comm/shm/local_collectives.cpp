@@ -99,7 +99,7 @@ std::string LocalCollectives::describe(const Segment::Call& c) {
 }
 
 void LocalCollectives::announce(CallKind kind, int reduce_op, const at::Tensor* t, int root,
-                                Clock::time_point deadline, const char* op) {
+                                const Deadline& deadline, const char* op) {
   if (t) return announce(kind, reduce_op, t->scalar_type(), static_cast<size_t>(t->numel()), root, deadline, op);
   Segment::Call c;
   c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
@@ -107,7 +107,7 @@ void LocalCollectives::announce(CallKind kind, int reduce_op, const at::Tensor* 
 }
 
 void LocalCollectives::announce(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root,
-                                Clock::time_point deadline, const char* op) {
+                                const Deadline& deadline, const char* op) {
   Segment::Call c;
   c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
   c.dtype = static_cast<int32_t>(type);
@@ -115,7 +115,7 @@ void LocalCollectives::announce(CallKind kind, int reduce_op, c10::ScalarType ty
   announce(c, deadline, op);
 }
 
-void LocalCollectives::announce(const Segment::Call& c, Clock::time_point deadline, const char* op) {
+void LocalCollectives::announce(const Segment::Call& c, const Deadline& deadline, const char* op) {
   try {
     seg_->announce(c, &LocalCollectives::describe, deadline, op);
   } catch (const CallMismatch&) {
@@ -124,7 +124,7 @@ void LocalCollectives::announce(const Segment::Call& c, Clock::time_point deadli
   }
 }
 
-void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, Clock::time_point deadline,
+void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, const Deadline& deadline,
                               const char* op) {
   const size_t n = static_cast<size_t>(seg_->size());
   const int me = seg_->rank();
@@ -211,7 +211,7 @@ std::optional<std::pair<std::shared_ptr<Segment>, LocalCollectives::Shared>> Loc
 // reads another's chunk only before the second barrier, before which no
 // rank writes it. The result is every rank's in every copy.
 void LocalCollectives::reduce_shared(Segment& memory, size_t offset, const Elements& x, ReduceKind kind,
-                                     Clock::time_point deadline, const char* op) {
+                                     const Deadline& deadline, const char* op) {
   const size_t n = static_cast<size_t>(seg_->size());
   const int me = seg_->rank();
   const size_t esz = x.elem_size(), total = x.total();
@@ -242,7 +242,7 @@ void LocalCollectives::reduce_shared(Segment& memory, size_t offset, const Eleme
 
 // One piece, one barrier: every rank combines all of it itself, chunk by
 // chunk in ring order.
-void LocalCollectives::reduce_whole(const Elements& x, ReduceKind kind, bool keep, Clock::time_point deadline,
+void LocalCollectives::reduce_whole(const Elements& x, ReduceKind kind, bool keep, const Deadline& deadline,
                                     const char* op) {
   const size_t n = static_cast<size_t>(seg_->size());
   const size_t esz = x.elem_size(), total = x.total();
@@ -265,7 +265,7 @@ void LocalCollectives::reduce_whole(const Elements& x, ReduceKind kind, bool kee
   }
 }
 
-void LocalCollectives::broadcast(const at::Tensor& t, int root, Clock::time_point deadline, const char* op) {
+void LocalCollectives::broadcast(const at::Tensor& t, int root, const Deadline& deadline, const char* op) {
   const int me = seg_->rank();
   announce(kBroadcast, -1, &t, root, deadline, op);
   const size_t bytes = t.nbytes();
@@ -289,7 +289,7 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, Clock::time_poin
 }
 
 void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_t*>& dst,
-                                  Clock::time_point deadline) {
+                                  const Deadline& deadline) {
   const int n = seg_->size(), me = seg_->rank();
   announce(kAllGather, -1, &in, -1, deadline, "all_gather");
   const size_t bytes = in.nbytes();
@@ -310,7 +310,7 @@ void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_
   } while (off < bytes);
 }
 
-void LocalCollectives::barrier(Clock::time_point deadline) {
+void LocalCollectives::barrier(const Deadline& deadline) {
   announce(kBarrier, -1, nullptr, -1, deadline, "barrier");
   next_half();  // unused: see next_half()
   seg_->barrier(deadline, "barrier");

@@ -112,15 +112,15 @@ class LocalCollectives {
   // All-reduce (root < 0) or reduce to local rank `root`, in place, with
   // the same bits as Gloo's all-reduce (ring_order.h). Non-root ranks of a
   // reduce keep their input.
-  void reduce(const Elements& x, ReduceKind kind, int root, Clock::time_point deadline, const char* op);
-  void reduce(const at::Tensor& t, ReduceKind kind, int root, Clock::time_point deadline, const char* op) {
+  void reduce(const Elements& x, ReduceKind kind, int root, const Deadline& deadline, const char* op);
+  void reduce(const at::Tensor& t, ReduceKind kind, int root, const Deadline& deadline, const char* op) {
     reduce(Elements(t), kind, root, deadline, op);
   }
   // A root of at most post_bytes returns once its data is posted.
-  void broadcast(const at::Tensor& t, int root, Clock::time_point deadline, const char* op);
+  void broadcast(const at::Tensor& t, int root, const Deadline& deadline, const char* op);
   // Rank r's `in` lands at dst[r] (in.nbytes() bytes each).
-  void all_gather(const at::Tensor& in, const std::vector<uint8_t*>& dst, Clock::time_point deadline);
-  void barrier(Clock::time_point deadline);
+  void all_gather(const at::Tensor& in, const std::vector<uint8_t*>& dst, const Deadline& deadline);
+  void barrier(const Deadline& deadline);
 
  private:
   enum CallKind : uint32_t { kAllReduce = 1, kReduce, kBroadcast, kAllGather, kBarrier, kAllReduceShared };
@@ -133,22 +133,22 @@ class LocalCollectives {
   // The shared bucket that holds `bytes` bytes from `p` (pruning dropped
   // ones), or none.
   std::optional<std::pair<std::shared_ptr<Segment>, Shared>> shared_holding(const uint8_t* p, size_t bytes);
-  void reduce_shared(Segment& memory, size_t offset, const Elements& x, ReduceKind kind, Clock::time_point deadline,
+  void reduce_shared(Segment& memory, size_t offset, const Elements& x, ReduceKind kind, const Deadline& deadline,
                      const char* op);
   static std::string describe(const Segment::Call& c);
   // Publishes this rank's call (Segment::announce). Where that throws (the
   // rank's posted call before it did not match), the call still takes its
   // half, as the peers' calls, failing in their barrier, did.
-  void announce(CallKind kind, int reduce_op, const at::Tensor* t, int root, Clock::time_point deadline,
+  void announce(CallKind kind, int reduce_op, const at::Tensor* t, int root, const Deadline& deadline,
                 const char* op);
   void announce(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root,
-                Clock::time_point deadline, const char* op);
-  void announce(const Segment::Call& c, Clock::time_point deadline, const char* op);
+                const Deadline& deadline, const char* op);
+  void announce(const Segment::Call& c, const Deadline& deadline, const char* op);
   // Every call takes exactly one half before its first barrier, used or
   // not: where the ranks' calls differ, that barrier throws on all of them,
   // and they must still agree on the next call's half.
   int next_half() { return static_cast<int>(pieces_++ & 1); }
-  void reduce_whole(const Elements& x, ReduceKind kind, bool keep, Clock::time_point deadline, const char* op);
+  void reduce_whole(const Elements& x, ReduceKind kind, bool keep, const Deadline& deadline, const char* op);
 
   std::unique_ptr<Segment> seg_;
   uint64_t pieces_ = 0;

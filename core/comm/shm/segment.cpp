@@ -281,7 +281,7 @@ void Segment::fail_peer_gone(int peer, const char* op) {
   fail(Status::PeerFailed, msg);
 }
 
-void Segment::announce(const Call& call, std::string (*describe)(const Call&), Clock::time_point deadline,
+void Segment::announce(const Call& call, std::string (*describe)(const Call&), const Deadline& deadline,
                        const char* op) {
   if (posted_) catch_up(deadline, op);
   lines(base_)[rank_].calls[calls_ & 1] = pack(call);
@@ -313,7 +313,7 @@ void Segment::compare_calls() {
                      ": " + describe_(mine) + differ + "); nothing was combined and the group stays usable");
 }
 
-void Segment::catch_up(Clock::time_point deadline, const char* op) {
+void Segment::catch_up(const Deadline& deadline, const char* op) {
   posted_ = false;
   for (int j = 0; j < size_; ++j)
     if (j != rank_) wait_for(j, phase_, deadline, op);
@@ -340,7 +340,7 @@ void Segment::raise_phase() {
   if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&me.phase);
 }
 
-void Segment::barrier(Clock::time_point deadline, const char* op) {
+void Segment::barrier(const Deadline& deadline, const char* op) {
   check_abort(op);
   raise_phase();
   for (int j = 0; j < size_; ++j)
@@ -356,13 +356,15 @@ void Segment::post(const char* op) {
   posted_ = true;
 }
 
-void Segment::wait_for(int peer, uint32_t phase, Clock::time_point deadline, const char* op) {
+void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const char* op) {
   RankLine& line = lines(base_)[peer];
   // Phases wrap at 2^32: compare by difference.
   auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - phase) >= 0; };
   if (reached(line.phase.load(std::memory_order_acquire))) return;
   if (spin_for_.count() > 0) {
-    const auto spin_until = Clock::now() + spin_for_;
+    const auto now = Clock::now();
+    deadline.at(now);
+    const auto spin_until = now + spin_for_;
     for (;;) {
       for (int i = 0; i < 64; ++i) {  // about 2-4 us of pauses between clock reads
         if (reached(line.phase.load(std::memory_order_acquire))) return;
@@ -379,7 +381,7 @@ void Segment::wait_for(int peer, uint32_t phase, Clock::time_point deadline, con
   for (;;) {
     check_abort(op);
     auto now = Clock::now();
-    if (now >= deadline) {
+    if (now >= deadline.at(now)) {
       std::string msg = std::string(op) + " timed out on shared memory: rank " + std::to_string(global_ranks_[rank_]) +
                         " waited for rank " + std::to_string(global_ranks_[peer]) +
                         " (slow, stopped, or not calling the same collective)";
@@ -394,7 +396,7 @@ void Segment::wait_for(int peer, uint32_t phase, Clock::time_point deadline, con
     line.sleepers.fetch_add(1, std::memory_order_seq_cst);
     uint32_t v = line.phase.load(std::memory_order_seq_cst);
     if (!reached(v)) {
-      auto left = std::chrono::duration_cast<Millis>(deadline - now) + Millis(1);
+      auto left = std::chrono::duration_cast<Millis>(deadline.at() - now) + Millis(1);
       futex_wait(&line.phase, v, std::min(kSleepSlice, left));
     }
     line.sleepers.fetch_sub(1, std::memory_order_seq_cst);

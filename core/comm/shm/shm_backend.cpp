@@ -167,7 +167,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     at::Tensor t = ts[0];
     c10d::ReduceOp op = o.reduceOp;
     ReduceKind k = *kind;
-    return submit(c10d::OpType::ALLREDUCE, ts, t.nbytes(), [this, t, op, k](Clock::time_point deadline) {
+    return submit(c10d::OpType::ALLREDUCE, ts, t.nbytes(), [this, t, op, k](const shm::Deadline& deadline) {
       all_reduce_body(t, k, op, deadline);
     });
   }
@@ -209,7 +209,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     }
     const c10::ScalarType type = parts[0].scalar_type();
     return submit(c10d::OpType::ALLREDUCE, std::move(parts), bytes,
-                  [this, runs = std::move(runs), type, scale](Clock::time_point deadline) {
+                  [this, runs = std::move(runs), type, scale](const shm::Deadline& deadline) {
                     local_.reduce(shm::Elements(type, runs, scale), ReduceKind::Sum, -1, deadline, "all_reduce");
                   });
   }
@@ -242,7 +242,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     at::Tensor t = ts[0];
     int root = static_cast<int>(o.rootRank);
     ReduceKind k = *kind;
-    return submit(c10d::OpType::REDUCE, ts, t.nbytes(), [this, t, root, k](Clock::time_point deadline) {
+    return submit(c10d::OpType::REDUCE, ts, t.nbytes(), [this, t, root, k](const shm::Deadline& deadline) {
       local_.reduce(t, k, root, deadline, "reduce");
     });
   }
@@ -252,7 +252,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
       return gloo_op([&](c10d::Backend& b) { return b.broadcast(ts, o); });
     at::Tensor t = ts[0];
     int root = static_cast<int>(o.rootRank);
-    return submit(c10d::OpType::BROADCAST, ts, t.nbytes(), [this, t, root](Clock::time_point deadline) {
+    return submit(c10d::OpType::BROADCAST, ts, t.nbytes(), [this, t, root](const shm::Deadline& deadline) {
       local_.broadcast(t, root, deadline, "broadcast");
     });
   }
@@ -265,7 +265,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     std::vector<at::Tensor> out = outs[0];  // held by the work: the pointers below stay valid
     std::vector<uint8_t*> dst;
     for (auto& t : out) dst.push_back(static_cast<uint8_t*>(t.data_ptr()));
-    return submit(c10d::OpType::ALLGATHER, out, in.nbytes() * getSize(), [this, in, dst](Clock::time_point deadline) {
+    return submit(c10d::OpType::ALLGATHER, out, in.nbytes() * getSize(), [this, in, dst](const shm::Deadline& deadline) {
       local_.all_gather(in, dst, deadline);
     });
   }
@@ -278,14 +278,14 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
       return gloo_op([&](c10d::Backend& b) { return b._allgather_base(out, in, o); });
     std::vector<uint8_t*> dst = rank_parts(out, in.nbytes(), getSize());
     at::Tensor input = in;
-    return submit(c10d::OpType::_ALLGATHER_BASE, {out}, out.nbytes(), [this, input, dst](Clock::time_point deadline) {
+    return submit(c10d::OpType::_ALLGATHER_BASE, {out}, out.nbytes(), [this, input, dst](const shm::Deadline& deadline) {
       local_.all_gather(input, dst, deadline);
     });
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& o) override {
     if (topo_.nodes > 1) return gloo_op([&](c10d::Backend& b) { return b.barrier(o); });
-    return submit(c10d::OpType::BARRIER, {}, 0, [this](Clock::time_point deadline) { local_.barrier(deadline); });
+    return submit(c10d::OpType::BARRIER, {}, 0, [this](const shm::Deadline& deadline) { local_.barrier(deadline); });
   }
 
   // Not done on shared memory: Gloo does them, over the same ranks.
@@ -324,10 +324,10 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   }
 
  private:
-  // A collective's deadline, counted from when it starts.
-  Clock::time_point deadline() const { return Clock::now() + Millis(timeout_ms_.load()); }
+  // A collective's deadline (shm::Deadline: counted from its first wait).
+  shm::Deadline deadline() const { return shm::Deadline(Millis(timeout_ms_.load())); }
 
-  void all_reduce_body(const at::Tensor& t, ReduceKind k, const c10d::ReduceOp& op, Clock::time_point deadline) {
+  void all_reduce_body(const at::Tensor& t, ReduceKind k, const c10d::ReduceOp& op, const shm::Deadline& deadline) {
     local_.reduce(t, k, -1, deadline, "all_reduce");
     if (topo_.nodes == 1) return;
     across_nodes(deadline, "all_reduce", [&]() {
@@ -340,7 +340,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   }
 
   // `body(deadline)` performs the collective on the executor; the deadline
-  // counts from when it starts.
+  // counts from its first wait.
   template <typename Body>
   c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, std::vector<at::Tensor> result, size_t bytes, Body body) {
     return executor_->submit(type, std::move(result), bytes, [this, body = std::move(body)]() { body(deadline()); });
@@ -373,7 +373,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   // A leader's step between nodes; a failure there stops the node's other
   // ranks (waiting for the leader's broadcast) at once.
   template <typename Call>
-  void across_nodes(Clock::time_point deadline, const char* op, Call call) {
+  void across_nodes(const shm::Deadline& deadline, const char* op, Call call) {
     if (topo_.local_rank != 0) return;
     auto stop_the_node = [&](Status status, const char* what) {
       local_.segment().abort(static_cast<int>(status), std::string(op) + " between nodes failed on rank " +
@@ -385,12 +385,12 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
       // monitor) ends the wait within its heartbeat window, not at the
       // collective's timeout: a stopped node's sockets stay open.
       for (;;) {
-        auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+        auto left = std::chrono::duration_cast<Millis>(deadline.at() - Clock::now());
         try {
           work->wait(std::max(Millis(1), std::min(kLeaderWaitSlice, left)));
           break;
         } catch (...) {
-          if (Clock::now() >= deadline) throw;
+          if (Clock::now() >= deadline.at()) throw;
           if (work->isCompleted()) {
             work->wait(Millis(1));  // done in the meantime: its own answer counts
             break;
