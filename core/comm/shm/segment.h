@@ -141,6 +141,9 @@ class Segment {
   [[noreturn]] void fail_peer_gone(int peer, const char* op);
   void check_abort(const char* op);
   void compare_calls();
+  // Whether every rank's call of parity k is this rank's (no strings: the
+  // common case of every call).
+  bool same_calls(int k) const;
   // "; rank r: <its call>" for each rank whose call of parity k differs
   // from this rank's.
   std::string differences(int k, Call* mine) const;
