@@ -341,7 +341,7 @@ void Segment::catch_up(const Deadline& deadline, const char* op) {
     if (j != rank_) wait_for(j, phase_, deadline, op);
   throw CallMismatch(std::string(op) + " was not run: the call before it, which this rank (rank " +
                      std::to_string(global_ranks_[rank_]) + ") posted as " + describe_(mine) +
-                     ", did not match the other ranks' calls" + differ +
+                     ", did not match the other ranks' calls (" + differ.substr(2) +
                      "); every rank's call here fails, nothing was combined and the group stays usable");
 }
 
