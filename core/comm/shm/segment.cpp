@@ -327,18 +327,17 @@ void Segment::compare_calls() {
 
 void Segment::catch_up(const Deadline& deadline, const char* op) {
   posted_ = false;
-  for (int j = 0; j < size_; ++j)
-    if (j != rank_) wait_for(j, phase_, deadline, op);
-  if (same_calls(static_cast<int>((calls_ - 1) & 1))) return;
+  wait_all(deadline, op);
+  const int posted = static_cast<int>((calls_ - 1) & 1);
+  if (same_calls(posted)) return;
   Call mine;
-  const std::string differ = differences(static_cast<int>((calls_ - 1) & 1), &mine);
+  const std::string differ = differences(posted, &mine);
   // The peers' calls of this phase wait in their barrier: this rank makes
   // one too, announcing no call, which fails theirs.
   lines(base_)[rank_].calls[calls_++ & 1] = pack(Call{kNoCall, -1, 0});
   compare_pending_ = false;
   raise_phase();
-  for (int j = 0; j < size_; ++j)
-    if (j != rank_) wait_for(j, phase_, deadline, op);
+  wait_all(deadline, op);
   throw CallMismatch(std::string(op) + " was not run: the call before it, which this rank (rank " +
                      std::to_string(global_ranks_[rank_]) + ") posted as " + describe_(mine) +
                      ", did not match the other ranks' calls (" + differ.substr(2) +
@@ -352,11 +351,15 @@ void Segment::raise_phase() {
   if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&me.phase);
 }
 
+void Segment::wait_all(const Deadline& deadline, const char* op) {
+  for (int j = 0; j < size_; ++j)
+    if (j != rank_) wait_for(j, phase_, deadline, op);
+}
+
 void Segment::barrier(const Deadline& deadline, const char* op) {
   check_abort(op);
   raise_phase();
-  for (int j = 0; j < size_; ++j)
-    if (j != rank_) wait_for(j, phase_, deadline, op);
+  wait_all(deadline, op);
   if (compare_pending_) compare_calls();
 }
 

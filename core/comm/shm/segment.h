@@ -45,7 +45,6 @@ int cpus_available();
 class Deadline {
  public:
   explicit Deadline(Millis timeout) : timeout_(timeout) {}
-  explicit Deadline(Clock::time_point at) : at_(at), fixed_(true) {}
   Deadline(const Deadline&) = delete;
   Deadline& operator=(const Deadline&) = delete;
   // The deadline, fixed from `now` where nothing fixed it before.
@@ -149,6 +148,8 @@ class Segment {
   std::string differences(int k, Call* mine) const;
   void catch_up(const Deadline& deadline, const char* op);
   void raise_phase();
+  // Waits until every other rank reached this rank's phase.
+  void wait_all(const Deadline& deadline, const char* op);
   std::string map(int fd, size_t bytes);
   std::string create(size_t bytes, uint64_t token, int* fd);
   std::string attach(const std::string& where, size_t bytes);

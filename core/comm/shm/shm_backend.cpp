@@ -55,8 +55,8 @@ size_t slot_bytes() {
 // for measuring what they save; every rank of a host must use the same value.
 bool shared_buckets_enabled() { return env_within("DDP_SHM_SHARED_BUCKETS", 0, 1, "0 or 1").value_or(1) == 1; }
 // DDP_SHM_POSTED_BROADCAST=0: a broadcast's root waits in the barrier as
-// its peers do (see LocalCollectives), for measuring what posting saves;
-// every rank of a host must use the same value.
+// its peers do (see LocalCollectives), for measuring what posting saves.
+// Only the root's side differs, so ranks with different values still agree.
 bool posted_broadcast_enabled() {
   return env_within("DDP_SHM_POSTED_BROADCAST", 0, 1, "0 or 1").value_or(1) == 1;
 }
