@@ -15,11 +15,13 @@ source "$(dirname "$0")/common.sh"
 results=${1:-$(mktemp)}
 : >"$results"
 mpi="$build/bench/bench_mpi_allreduce"
-if command -v mpicc >/dev/null && [ ! -x "$mpi" ]; then
-  cmake "$build" -UMPI_* >/dev/null
-  cmake --build "$build" -j 2 --target bench_mpi_allreduce >/dev/null || true
+if [ -z "${DDP_PYTHON:-}" ]; then  # with DDP_PYTHON the build is made already (a lent machine's .gpu/build)
+  if command -v mpicc >/dev/null && [ ! -x "$mpi" ]; then
+    cmake "$build" -UMPI_* >/dev/null
+    cmake --build "$build" -j 2 --target bench_mpi_allreduce >/dev/null || true
+  fi
+  cmake --build "$build" -j 2 --target bench_allreduce >/dev/null
 fi
-cmake --build "$build" -j 2 --target bench_allreduce >/dev/null
 export MASTER_ADDR=127.0.0.1 BENCH_ROUNDS=1 BENCH_MAX_MB=${BENCH_MAX_MB:-256}
 run_ranks() {  # run_ranks <world> <cmd...>: one process per rank; rank 0's JSON lines, tagged with the world
   local world=$1 pids=() r

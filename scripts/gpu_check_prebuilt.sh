@@ -73,5 +73,19 @@ step two_ranks_one_gpu_is_refused 120 bash -c '! "$@" 2>&1 | tee /dev/stderr | g
   "$build/examples/train_digits" "$work/plain" --world 2 --launcher popen --epochs 1 --accelerator cuda
 step ddp_step_cuda_bench 300 env ROUNDS="${ROUNDS:-1}" STEPS="${STEPS:-30}" DDP_BUILD_DIR="$build" DDP_PYTHON="$py" \
   bash "$here/bench/run_ddp_step_cuda.sh"
+# Issue 28 on this machine's CPUs: shm against MPICH (packed by gpu_pack.sh
+# where this machine has none) and Gloo, 2 and 4 ranks, all-reduce to 256 MiB,
+# then broadcast and all_gather to 64 KiB. SHM_BENCH=0 skips them.
+if [ "${SHM_BENCH:-1}" != 0 ] && [ -x "$build/bench/bench_allreduce" ]; then
+  [ -d "$here/.gpu/mpich" ] && export PATH="$here/.gpu/mpich/bin:$PATH" \
+    LD_LIBRARY_PATH="$here/.gpu/mpich/lib:$LD_LIBRARY_PATH"
+  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|L[23])' >"$logs/cpu.txt" || true
+  shm_bench() { local name=$1 limit=$2; shift 2
+    step "$name" "$limit" env DDP_BUILD_DIR="$build" DDP_PYTHON="$py" WORLDS="2 4" "$@" \
+      bash "$here/bench/run_shm_vs_mpi.sh" "$logs/$name.jsonl"; }
+  shm_bench shm_vs_mpich_allreduce 330 BENCH_REPEATS="${BENCH_REPEATS:-3}"
+  shm_bench shm_vs_mpich_broadcast 90 BENCH_OP=broadcast BENCH_MAX_BYTES=65536
+  shm_bench shm_vs_mpich_all_gather 90 BENCH_OP=all_gather BENCH_MAX_BYTES=65536
+fi
 printf '%s\n' "${summary[@]}"
 exit $failed
