@@ -29,9 +29,9 @@ row() { printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4"; }
 echo "| Area | What was done | Bound checked | Observed |"
 echo "|---|---|---|---|"
 row "Killed and stopped ranks, killed store host" \
-  "real ranks over Gloo and shm: SIGKILL, SIGSTOP, store host killed or stopped (Collectives, Failures, Shm, Hardening tests)" \
+  "real ranks over Gloo and shm: SIGKILL, SIGSTOP, store host killed or stopped, also at random moments of shared-bucket work (Collectives, Failures, Shm, ShmFaults, Hardening tests)" \
   "every rank returns a status within its timeout; nothing left in /dev/shm" \
-  "$(run_ctest faults 'Collectives\.|Failures|ShmWorlds|Hardening\.')"
+  "$(run_ctest faults 'Collectives\.|Failures|ShmWorlds|ShmFaults|Hardening\.')"
 row "Link cuts, lost nodes" \
   "ddprun nodes in network namespaces, links cut, agents killed (Ddprun, elastic tests)" \
   "the job ends with the lost node named within the heartbeat window" \

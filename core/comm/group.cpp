@@ -279,7 +279,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
     const auto joined_at = Clock::now();
     const Millis left = std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - joined_at));
     try {
-      client = connect_store(env.master_addr, port, left, who, "rank 0");
+      client = connect_store(env.master_addr, port, left, who, "rank 0", opts.timeout);
       auto job = keys_of(c10::make_intrusive<c10d::PrefixStore>(base, client));
       announce_joining(*job, impl->rank);
       gen = join_generation(job, impl->size, left, where);
@@ -297,6 +297,9 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
       std::this_thread::sleep_for(Millis(50));
     }
   }
+  // Joined within what was left of the timeout; the group's store calls
+  // from here on have all of it.
+  client->setTimeout(opts.timeout);
   impl->prefix = base + "/g" + std::to_string(gen);
   impl->flight_label = flight::intern_label("g" + std::to_string(gen));
   impl->store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, client);

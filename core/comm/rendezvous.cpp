@@ -1,6 +1,15 @@
 // c10d's TCPStore, hosted or connected to, and seen as a KeyStore.
 #include "comm/rendezvous.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <set>
+
 #include "comm/failure.h"
 #include "common/error.h"
 #include "launch/supervisor.h"
@@ -26,8 +35,54 @@ c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port,
   }
 }
 
+namespace {
+
+// The sockets of this process connected to `port` on some host: a store
+// client's (a server's accepted sockets have the clients' ports as peers).
+std::set<int> sockets_connected_to(int port) {
+  std::set<int> fds;
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return fds;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const int fd = std::atoi(e->d_name);
+    struct stat st {};
+    if (fd == dirfd(dir) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
+    int peer_port = -1;
+    if (peer.ss_family == AF_INET) peer_port = ntohs(reinterpret_cast<const sockaddr_in*>(&peer)->sin_port);
+    if (peer.ss_family == AF_INET6) peer_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_port);
+    if (peer_port == port) fds.insert(fd);
+  }
+  closedir(dir);
+  return fds;
+}
+
+// c10d's client reads some answers with no bound: after a wait's own
+// timeout it cancels the wait and reads the host's reply to that, and a
+// check or a set's answer is read the same way. A host that is stopped
+// (SIGSTOP, a debugger, a frozen VM), not gone, never replies, and its
+// clients would wait forever, inside every rank's collective or setup. A
+// receive timeout on the client's socket ends such a read with c10d's
+// DistNetworkError ("Socket Timeout"); the connection is out of step after
+// that, and is treated as lost (StoreMonitor, WatchedPrefixStore).
+void bound_reads(const std::set<int>& before, int port, Millis bound) {
+  if (bound <= Millis(0)) return;
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(bound.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((bound.count() % 1000) * 1000);
+  for (int fd : sockets_connected_to(port))
+    if (!before.count(fd)) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int port, Millis timeout,
-                                                 const std::string& who, const std::string& host) {
+                                                 const std::string& who, const std::string& host,
+                                                 std::optional<Millis> read_bound) {
+  const std::set<int> before = sockets_connected_to(port);
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(port);
   so.isServer = false;
@@ -35,7 +90,9 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int po
   so.timeout = timeout;
   std::string where = addr + ":" + std::to_string(port);
   try {
-    return c10::make_intrusive<c10d::TCPStore>(addr, so);
+    auto store = c10::make_intrusive<c10d::TCPStore>(addr, so);
+    bound_reads(before, port, read_bound.value_or(timeout));
+    return store;
   } catch (const std::exception& e) {
     std::string what = short_what(e);
     Status s = classify_exception(e);

@@ -26,9 +26,13 @@ c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port,
 
 // Connects to the store at addr:port, retrying until `timeout`. When nobody
 // answers in time: Status::Timeout, naming `who` ("rank 3", "node 1") and the
-// party that should be hosting it (`host`: "rank 0", "node 0").
+// party that should be hosting it (`host`: "rank 0", "node 0"). Every read
+// of an answer then waits at most `read_bound` (default: `timeout`), so that
+// a stopped host ends its clients' calls with c10d's DistNetworkError
+// ("Socket Timeout") instead of holding them forever.
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int port, Millis timeout,
-                                                 const std::string& who, const std::string& host);
+                                                 const std::string& who, const std::string& host,
+                                                 std::optional<Millis> read_bound = std::nullopt);
 
 // The same store as a KeyStore (store/key_store.h), for the meeting
 // protocol of store/meeting.h; what c10d throws arrives as ddp::core::Error,

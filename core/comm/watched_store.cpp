@@ -19,14 +19,28 @@ constexpr Millis kSlice{100};
 WatchedPrefixStore::WatchedPrefixStore(std::string prefix, c10::intrusive_ptr<c10d::Store> store, Report report)
     : c10d::PrefixStore(std::move(prefix), std::move(store)), report_(std::move(report)) {}
 
+template <typename Call>
+auto WatchedPrefixStore::answered(const std::vector<std::string>& keys, const Call& call) -> decltype(call()) {
+  try {
+    return call();
+  } catch (const c10::DistNetworkError& e) {
+    // No answer within the socket's bound (connect_store): the host is
+    // stopped or stalled, not gone, and the connection is out of step.
+    if (classify_exception(e) != Status::Timeout) throw;
+    fail(Status::Timeout, "the rendezvous store did not answer within " + std::to_string(getTimeout().count()) +
+                              " ms while this rank waited for " + joinKeys(keys).front() +
+                              " (is its host, rank 0 or the launcher, stopped?): " + short_what(e));
+  }
+}
+
 std::vector<uint8_t> WatchedPrefixStore::get(const std::string& key) {
   wait({key});
-  return c10d::PrefixStore::get(key);
+  return answered({key}, [&] { return c10d::PrefixStore::get(key); });
 }
 
 std::vector<std::vector<uint8_t>> WatchedPrefixStore::multiGet(const std::vector<std::string>& keys) {
   wait(keys);
-  return c10d::PrefixStore::multiGet(keys);
+  return answered(keys, [&] { return c10d::PrefixStore::multiGet(keys); });
 }
 
 void WatchedPrefixStore::wait(const std::vector<std::string>& keys) { wait(keys, getTimeout()); }
@@ -45,7 +59,8 @@ void WatchedPrefixStore::wait(const std::vector<std::string>& keys, const std::c
       C10_THROW_ERROR(DistStoreError, "wait timeout after " + std::to_string(timeout.count()) + "ms, keys: " +
                                           joinKeys(keys).front() + (keys.size() > 1 ? " and others" : ""));
     try {
-      c10d::PrefixStore::wait(keys, slice);
+      // A slice that ends is retried; a host that does not answer is not.
+      answered(keys, [&] { c10d::PrefixStore::wait(keys, slice); });
       return;
     } catch (const c10::DistStoreError& e) {
       if (classify_exception(e) != Status::Timeout) throw;

@@ -29,6 +29,10 @@ class WatchedPrefixStore : public c10d::PrefixStore {
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
 
  private:
+  // call(), with a read that timed out on the socket (a stopped host: see
+  // connect_store) turned into Status::Timeout naming `keys`.
+  template <typename Call>
+  auto answered(const std::vector<std::string>& keys, const Call& call) -> decltype(call());
   Report report_;
 };
 

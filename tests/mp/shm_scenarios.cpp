@@ -12,7 +12,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "worker_scenarios.h"
@@ -421,9 +423,131 @@ void scenario_shm_posted_broadcast() {
   ddp_group_free(g);
 }
 
+// Faults at a random moment of shared-bucket work: a loop that makes a
+// reducer with shared buckets (static_graph: new ones after the second
+// step, made inside that step's finish), reduces in them and has rank 0
+// post broadcasts, while DDP_TEST_VICTIM kills (DDP_TEST_FAULT=kill) or
+// stops (stop) itself after a random delay of up to 400 ms, wherever it is
+// then: making a segment through the store (the store host too, as rank
+// 0), in a shared reduce, or behind a posted broadcast. Every survivor's
+// failing call must end within twice the group's timeout with
+// DDP_E_PEER_FAILED or DDP_E_TIMEOUT and a message, and freeing the
+// reducer and the group must return; a stopped victim is then killed.
+void scenario_shm_shared_bucket_faults() {
+  const int timeout_ms = 3000;
+  ddp_group* g = join(timeout_ms, "shm");
+  const int rank = ddp_group_rank(g);
+  const int victim = env_int("DDP_TEST_VICTIM", 1);
+  const char* fault = std::getenv("DDP_TEST_FAULT");
+  const bool stop = fault && std::strcmp(fault, "stop") == 0;
+  int64_t pid = getpid();
+  ddp_tensor* pt = nullptr;
+  WOK(ddp_tensor_from_blob(&pt, &pid, DDP_INT64, nullptr, 0));
+  WOK(ddp_broadcast(g, pt, victim));  // the survivors learn whom to kill once it is stopped
+  if (rank == victim) {
+    const int delay_ms = static_cast<int>(std::random_device{}() % 400);
+    std::fprintf(stderr, "[rank %d] %s in %d ms\n", rank, stop ? "stopping" : "dying", delay_ms);
+    std::thread([=] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      raise(stop ? SIGSTOP : SIGKILL);
+    }).detach();
+  }
+  const std::vector<size_t> sizes = {1 << 18, 1000, 5000};
+  FloatArrays params(sizes, 0.0f);
+  float word = 0;
+  ddp_tensor* w = nullptr;
+  WOK(ddp_tensor_from_blob(&w, &word, DDP_FLOAT32, nullptr, 0));
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.gradient_as_bucket_view = 1;
+  o.static_graph = 1;
+  ddp_status st = DDP_OK;
+  const char* failed_in = "nothing";
+  double took = 0;
+  auto call = [&](const char* what, const std::function<ddp_status()>& fn) {
+    if (st != DDP_OK) return;
+    auto t0 = std::chrono::steady_clock::now();
+    st = fn();
+    took = seconds_since(t0);
+    failed_in = what;
+  };
+  ddp_reducer* red = nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  for (int it = 0; st == DDP_OK && seconds_since(start) < 20; ++it) {
+    call("ddp_reducer_new", [&] { return ddp_reducer_new(&red, g, params.tensors(), nullptr, sizes.size(), &o); });
+    for (int step = 0; step < 3 && st == DDP_OK; ++step) {
+      for (size_t i = sizes.size(); i-- > 0;) call("ddp_reducer_mark_ready", [&] { return ddp_reducer_mark_ready(red, i); });
+      call("ddp_reducer_finish", [&] { return ddp_reducer_finish(red); });
+      for (int k = 0; k < 3; ++k) {
+        word = rank == 0 ? static_cast<float>(it) : -1.0f;
+        call("ddp_broadcast", [&] { return ddp_broadcast(g, w, 0); });
+        WCHECK(st != DDP_OK || word == static_cast<float>(it), "broadcast %d: got %g", it, word);
+      }
+    }
+    if (st == DDP_OK) {
+      ddp_reducer_free(red);
+      red = nullptr;
+    }
+  }
+  std::fprintf(stderr, "[rank %d] %s -> %s after %.2f s: %s\n", rank, failed_in, ddp_status_string(st), took,
+               ddp_last_error_message());
+  WCHECK(st == DDP_E_PEER_FAILED || st == DDP_E_TIMEOUT, "%s: expected DDP_E_PEER_FAILED or DDP_E_TIMEOUT, got %s",
+         failed_in, ddp_status_string(st));
+  WCHECK(took < 2.0 * timeout_ms / 1000 + 1, "%s took %.2f s to fail (timeout %d ms)", failed_in, took, timeout_ms);
+  WCHECK(std::strlen(ddp_last_error_message()) > 0, "%s failed without a message", failed_in);
+  if (stop && rank == (victim == 0 ? 1 : 0)) kill(static_cast<pid_t>(pid), SIGKILL);
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_reducer_free(red);
+  ddp_tensor_free(w);
+  ddp_tensor_free(pt);
+  ddp_group_free(g);
+  WCHECK(seconds_since(t0) < 2.0 * timeout_ms / 1000 + 1, "freeing the reducer and the group took %.2f s",
+         seconds_since(t0));
+}
+
+// Shared buckets across teardowns: three groups in turn on the same
+// MASTER_PORT, each with a reducer whose buckets are shared memory (new
+// segments, made through each group's store), two steps each with values
+// no other cycle uses; the last cycle frees the group's handle before its
+// reducer, which keeps the group alive and still averages.
+void scenario_shm_shared_buckets_rejoin() {
+  const std::vector<size_t> sizes = {1 << 18, 1000};
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    ddp_group* g = join(10000, "shm");
+    const int rank = ddp_group_rank(g), world = ddp_group_size(g);
+    FloatArrays params(sizes, 0.0f);
+    ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+    o.gradient_as_bucket_view = 1;
+    ddp_reducer* red = nullptr;
+    WOK(ddp_reducer_new(&red, g, params.tensors(), nullptr, sizes.size(), &o));
+    std::vector<ddp_tensor*> views(sizes.size(), nullptr);
+    for (size_t i = 0; i < sizes.size(); ++i) WOK(ddp_reducer_gradient(red, i, &views[i]));
+    if (cycle == 2) ddp_group_free(g);  // the reducer holds the group
+    for (int step = 0; step < 2; ++step) {
+      const float base = static_cast<float>(100 * cycle + 10 * step);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        float* v = static_cast<float*>(ddp_tensor_data(views[i]));
+        std::fill(v, v + sizes[i], base + static_cast<float>(2 * (rank + 1)));
+      }
+      for (size_t i = sizes.size(); i-- > 0;) WOK(ddp_reducer_mark_ready(red, i));
+      WOK(ddp_reducer_finish(red));
+      const float want = base + static_cast<float>(world + 1);  // the average of 2, 4, ..., 2 * world
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const float* v = static_cast<const float*>(ddp_tensor_data(views[i]));
+        WCHECK(v[0] == want && v[sizes[i] - 1] == want, "cycle %d step %d gradient %zu: %g, expected %g", cycle, step,
+               i, v[sizes[i] - 1], want);
+      }
+    }
+    for (auto* v : views) ddp_tensor_free(v);
+    ddp_reducer_free(red);
+    if (cycle != 2) ddp_group_free(g);
+  }
+}
+
 }  // namespace
 
 WORKER_SCENARIO("shm_shared_buckets", scenario_shm_shared_buckets);
 WORKER_SCENARIO("shm_posted_broadcast", scenario_shm_posted_broadcast);
+WORKER_SCENARIO("shm_shared_bucket_faults", scenario_shm_shared_bucket_faults);
+WORKER_SCENARIO("shm_shared_buckets_rejoin", scenario_shm_shared_buckets_rejoin);
 WORKER_SCENARIO("shm_matches_gloo", scenario_shm_matches_gloo);
 WORKER_SCENARIO("shm_peer_death", scenario_shm_peer_death);

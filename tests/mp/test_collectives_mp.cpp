@@ -133,6 +133,36 @@ TEST_P(ShmWorlds, PostedBroadcastsAttacked) { expect_attack_survived("shm_posted
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmWorlds, ::testing::Values(2, 3, 4));
 
+// A rank killed or stopped at a random moment of shared-bucket work (making
+// segments through the store, rank 0 being its host; a shared reduce; a
+// posted broadcast): every survivor fails within twice the timeout with a
+// status and a message, frees everything, and nothing is left in /dev/shm.
+// Shared buckets in three groups in turn on the same port (new segments
+// each time, through each group's store), the last group's handle freed
+// before its reducer: every step averages right.
+TEST(ShmFaults, SharedBucketsAcrossTeardownsOnTheSamePort) {
+  auto before = dev_shm_entries();
+  expect_all_ok(run(2, "shm_shared_buckets_rejoin", {}, 60));  // 2 ranks: the average is exact
+  EXPECT_EQ(dev_shm_entries(), before) << "a shared-memory object outlived the job";
+}
+
+// The stopped store host is tried three times: c10d's client, unbounded,
+// waited forever in about one run of two where the delay fell into a
+// segment's making (connect_store bounds its reads now).
+TEST(ShmFaults, ARankKilledOrStoppedAtARandomMomentOfSharedBucketWork) {
+  const std::vector<std::pair<const char*, int>> faults = {{"kill", 0}, {"kill", 2}, {"stop", 2},
+                                                           {"stop", 0}, {"stop", 0}, {"stop", 0}};
+  for (const auto& [fault, victim] : faults) {
+    SCOPED_TRACE(std::string(fault) + " rank " + std::to_string(victim));
+    auto before = dev_shm_entries();
+    auto res = run(3, "shm_shared_bucket_faults",
+                   {"DDP_TEST_VICTIM=" + std::to_string(victim), std::string("DDP_TEST_FAULT=") + fault}, 30);
+    EXPECT_EQ(res.ranks[victim].signal, 9) << res.summary();
+    expect_all_ok(res, {victim});
+    EXPECT_EQ(dev_shm_entries(), before) << "a shared-memory object outlived the job";
+  }
+}
+
 // Two simulated nodes of two ranks (NODE_RANK differs): shared memory inside
 // each, Gloo between their local rank 0s.
 TEST(ShmHierarchical, TwoNodesGiveGloosResults) {
