@@ -7,8 +7,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <exception>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "comm/failure.h"
 #include "common/error.h"
@@ -77,6 +81,42 @@ void bound_reads(const std::set<int>& before, int port, Millis bound) {
     if (!before.count(fd)) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }
 
+// c10d's client, made on a thread of its own, and waited for at most
+// `bound`: its constructor reads the host's answer to a first message with
+// no bound, and a stopped host (SIGSTOP, a debugger) whose listening socket
+// the kernel still completes connections on would hold it forever. A
+// client that does not come in time is left to its thread, which frees it
+// once the host answers or is gone. nullptr: none came in time.
+c10::intrusive_ptr<c10d::TCPStore> make_client(const std::string& addr, const c10d::TCPStoreOptions& so,
+                                               Millis bound) {
+  struct Pending {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+  };
+  auto pending = std::make_shared<Pending>();
+  std::thread([pending, addr, so] {
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(addr, so);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(pending->m);
+    pending->store = std::move(store);
+    pending->error = error;
+    pending->done = true;
+    pending->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(pending->m);
+  if (!pending->cv.wait_for(lock, bound, [&] { return pending->done; })) return nullptr;
+  if (pending->error) std::rethrow_exception(pending->error);
+  return std::move(pending->store);
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int port, Millis timeout,
@@ -90,9 +130,17 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int po
   so.timeout = timeout;
   std::string where = addr + ":" + std::to_string(port);
   try {
-    auto store = c10::make_intrusive<c10d::TCPStore>(addr, so);
+    // c10d retries the connection until `timeout` and says so when nobody
+    // listens: its error, not ours, for a host that is not there.
+    auto store = make_client(addr, so, timeout + Millis(250));
+    if (!store)
+      fail(Status::Timeout, who + ": the rendezvous store at " + where +
+                                " took the connection but did not answer within " + std::to_string(timeout.count()) +
+                                " ms; is " + host + " stopped?");
     bound_reads(before, port, read_bound.value_or(timeout));
     return store;
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
     std::string what = short_what(e);
     Status s = classify_exception(e);

@@ -303,10 +303,58 @@ void scenario_shm_gloo_fails_on_one_rank() {
   ddp_group_free(g);
 }
 
+// Rank 0, the store host, stops; the others free their group and join a
+// new one on the same port. Rank 0's listening socket still takes their
+// connections (the kernel completes them) but nothing answers: c10d's
+// client constructor waited forever for its first answer. Each must get
+// DDP_E_TIMEOUT naming the store within twice its timeout; rank 1 then
+// kills rank 0.
+void scenario_rejoin_while_the_store_host_is_stopped() {
+  ddp_group* g = join(3000);
+  const int rank = ddp_group_rank(g);
+  const pid_t host = pid_of(g, 0);
+  // A broadcast's root may return before the others have even finished
+  // joining (it posts small ones): a barrier first, so that they have.
+  WOK(ddp_barrier(g));
+  if (rank == 0) raise(SIGSTOP);
+  // Wait until rank 0 is stopped ('T' in /proc/<pid>/stat), so that the
+  // joins below meet a stopped host and not a running one.
+  for (int i = 0; i < 500; ++i) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(host));
+    FILE* f = std::fopen(path, "r");
+    char state = '?';
+    if (f) {
+      (void)std::fscanf(f, "%*d (%*[^)]) %c", &state);
+      std::fclose(f);
+    }
+    if (state == 'T' || state == 't') break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_group_free(g);
+  const double freeing = seconds_since(t0);
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.timeout_ms = 3000;
+  ddp_group* again = nullptr;
+  t0 = std::chrono::steady_clock::now();
+  ddp_status st = ddp_group_init(&again, nullptr, &o);
+  const double el = seconds_since(t0);
+  std::fprintf(stderr, "[rank %d] free took %.2f s; init -> %s after %.2f s: %s\n", rank, freeing,
+               ddp_status_string(st), el, ddp_last_error_message());
+  WCHECK(st == DDP_E_TIMEOUT && again == nullptr, "expected DDP_E_TIMEOUT, got %s", ddp_status_string(st));
+  WCHECK(std::strstr(ddp_last_error_message(), "store") != nullptr, "the message does not name the store: %s",
+         ddp_last_error_message());
+  WCHECK(el < 7.0 && freeing < 7.0, "free took %.2f s and init %.2f s with a 3 s timeout", freeing, el);
+  if (rank == 1) kill(host, SIGKILL);
+  ddp_group_free(again);
+}
+
 }  // namespace
 
 WORKER_SCENARIO("shm_gloo_fails_on_one_rank", scenario_shm_gloo_fails_on_one_rank);
 WORKER_SCENARIO("stopped_store_host", scenario_stopped_store_host);
+WORKER_SCENARIO("rejoin_while_the_store_host_is_stopped", scenario_rejoin_while_the_store_host_is_stopped);
 WORKER_SCENARIO("backend_fails_on_one_rank", scenario_backend_fails_on_one_rank);
 WORKER_SCENARIO("resumed_rank_reports_the_root_cause", scenario_resumed_rank_reports_the_root_cause);
 WORKER_SCENARIO("rejoin_after_breakage", scenario_rejoin_after_breakage);

@@ -37,6 +37,12 @@ TEST(Hardening, StoppedStoreHostGivesTimeoutWithinTheTimeout) {
   expect_ok(res, 0);
 }
 
+TEST(Hardening, RejoiningWhileTheStoreHostIsStoppedGivesTimeoutWithinTheTimeout) {
+  auto res = run(3, "rejoin_while_the_store_host_is_stopped", 40);
+  EXPECT_EQ(res.ranks[0].signal, 9) << res.summary();
+  expect_ok(res, 0);
+}
+
 TEST(Hardening, AResumedRankReportsTheRootCause) { expect_ok(run(3, "resumed_rank_reports_the_root_cause", 60)); }
 
 TEST(Hardening, ABrokenGroupIsRejoinedOnTheSamePort) { expect_ok(run(2, "rejoin_after_breakage", 90)); }
