@@ -270,6 +270,18 @@ void scenario_shm_peer_death() {
   ddp_group_free(g);
 }
 
+// A reducer of `n` parameters with gradient_as_bucket_view (on shm its
+// buckets are shared memory), and in *views each gradient's view.
+ddp_reducer* bucket_view_reducer(ddp_group* g, const FloatArrays& params, size_t n, std::vector<ddp_tensor*>* views) {
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.gradient_as_bucket_view = 1;
+  ddp_reducer* red = nullptr;
+  WOK(ddp_reducer_new(&red, g, params.tensors(), nullptr, n, &o));
+  views->assign(n, nullptr);
+  for (size_t i = 0; i < n; ++i) WOK(ddp_reducer_gradient(red, i, &(*views)[i]));
+  return red;
+}
+
 // Shared buckets (a reducer's gradient_as_bucket_view buckets on shm),
 // attacked: a gradient view all-reduced on its own (a part of its bucket,
 // at an offset); one rank reducing its view while the others reduce an
@@ -283,12 +295,8 @@ void scenario_shm_shared_buckets() {
   const int rank = ddp_group_rank(g), world = ddp_group_size(g);
   const std::vector<size_t> sizes = {1 << 20, 1000};  // one bucket: gradient 1, then 0 at 4000 bytes
   FloatArrays params(sizes, 0.0f);
-  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
-  o.gradient_as_bucket_view = 1;
-  ddp_reducer* red = nullptr;
-  WOK(ddp_reducer_new(&red, g, params.tensors(), nullptr, sizes.size(), &o));
-  std::vector<ddp_tensor*> views(sizes.size(), nullptr);
-  for (size_t i = 0; i < sizes.size(); ++i) WOK(ddp_reducer_gradient(red, i, &views[i]));
+  std::vector<ddp_tensor*> views;
+  ddp_reducer* red = bucket_view_reducer(g, params, sizes.size(), &views);
   float* v0 = static_cast<float*>(ddp_tensor_data(views[0]));
 
   std::fill(v0, v0 + sizes[0], static_cast<float>(rank + 1));
@@ -515,12 +523,8 @@ void scenario_shm_shared_buckets_rejoin() {
     ddp_group* g = join(10000, "shm");
     const int rank = ddp_group_rank(g), world = ddp_group_size(g);
     FloatArrays params(sizes, 0.0f);
-    ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
-    o.gradient_as_bucket_view = 1;
-    ddp_reducer* red = nullptr;
-    WOK(ddp_reducer_new(&red, g, params.tensors(), nullptr, sizes.size(), &o));
-    std::vector<ddp_tensor*> views(sizes.size(), nullptr);
-    for (size_t i = 0; i < sizes.size(); ++i) WOK(ddp_reducer_gradient(red, i, &views[i]));
+    std::vector<ddp_tensor*> views;
+    ddp_reducer* red = bucket_view_reducer(g, params, sizes.size(), &views);
     if (cycle == 2) ddp_group_free(g);  // the reducer holds the group
     for (int step = 0; step < 2; ++step) {
       const float base = static_cast<float>(100 * cycle + 10 * step);
