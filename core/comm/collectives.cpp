@@ -414,7 +414,19 @@ PendingPtr all_reduce_parts(Group& g, std::vector<at::Tensor> parts, double scal
 
 at::Tensor shared_bucket(Group& g, at::ScalarType type, int64_t numel) {
   DirectCollectives* direct = g.direct_for("shared bucket");
-  return direct ? direct->shared_bucket(type, numel) : at::Tensor();
+  if (!direct) return at::Tensor();
+  try {
+    return direct->shared_bucket(type, numel);
+  } catch (const std::exception& e) {
+    // Every rank makes it together, through the store: a rank that timed
+    // out or lost a peer here leaves the others' making in an unknown
+    // state, so the group is broken, as after a collective that failed
+    // (its next call is refused at once, not waited out again).
+    const Status s = classify_exception(e);
+    if (s != Status::Timeout && s != Status::PeerFailed) throw;
+    g.throw_if_peer_reported();  // another rank's failure: its root cause, not this rank's echo of it
+    g.fail_and_publish(s, "shared bucket on rank " + std::to_string(g.rank()) + ": " + short_what(e));
+  }
 }
 
 bool offers_shared_buckets(Group& g) {

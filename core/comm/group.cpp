@@ -430,6 +430,9 @@ void Group::throw_if_peer_reported() {
     }
     if (first)
       flight::dump(("lost the rendezvous store (group " + std::string(impl_->flight_label) + "): " + *lost).c_str());
+    if (impl_->monitor->lost_by_timeout())
+      throw Error(Status::Timeout, "the rendezvous store hosted by rank 0 did not answer within the group's timeout "
+                                   "(rank 0 is probably stopped or stalled): " + *lost);
     throw Error(Status::PeerFailed, "lost the connection to the rendezvous store hosted by rank 0 "
                                    "(rank 0 has probably died): " + *lost);
   }

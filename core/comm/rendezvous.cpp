@@ -7,6 +7,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -71,14 +74,17 @@ std::set<int> sockets_connected_to(int port) {
 // clients would wait forever, inside every rank's collective or setup. A
 // receive timeout on the client's socket ends such a read with c10d's
 // DistNetworkError ("Socket Timeout"); the connection is out of step after
-// that, and is treated as lost (StoreMonitor, WatchedPrefixStore).
-void bound_reads(const std::set<int>& before, int port, Millis bound) {
-  if (bound <= Millis(0)) return;
+// that, and whoever sees the error shuts it down (close_if_out_of_step).
+// Returns the sockets it bounded.
+std::vector<int> bound_reads(const std::set<int>& before, int port, Millis bound) {
+  std::vector<int> bounded;
+  if (bound <= Millis(0)) return bounded;
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(bound.count() / 1000);
   tv.tv_usec = static_cast<suseconds_t>((bound.count() % 1000) * 1000);
   for (int fd : sockets_connected_to(port))
-    if (!before.count(fd)) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (!before.count(fd) && setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0) bounded.push_back(fd);
+  return bounded;
 }
 
 // c10d's client, made on a thread of its own, and waited for at most
@@ -117,7 +123,37 @@ c10::intrusive_ptr<c10d::TCPStore> make_client(const std::string& addr, const c1
   return std::move(pending->store);
 }
 
+// The clients whose reads are bounded, with their sockets, so that one
+// whose read timed out can be shut down (close_if_out_of_step). Weak: a
+// client that is gone no longer owns its descriptors, which may be reused.
+struct BoundedClient {
+  c10::weak_intrusive_ptr<c10d::TCPStore> store;
+  std::vector<int> fds;
+};
+std::mutex g_bounded_mutex;
+std::vector<BoundedClient> g_bounded;
+
+void remember_bounded(const c10::intrusive_ptr<c10d::TCPStore>& store, std::vector<int> fds) {
+  std::lock_guard<std::mutex> lock(g_bounded_mutex);
+  g_bounded.erase(std::remove_if(g_bounded.begin(), g_bounded.end(),
+                                 [](const BoundedClient& b) { return b.store.expired(); }),
+                  g_bounded.end());
+  g_bounded.push_back({c10::weak_intrusive_ptr<c10d::TCPStore>(store), std::move(fds)});
+}
+
 }  // namespace
+
+void close_if_out_of_step(c10d::Store& store, const std::exception& e) {
+  if (!dynamic_cast<const c10::DistNetworkError*>(&e) || classify_exception(e) != Status::Timeout) return;
+  c10d::Store* client = &store;
+  if (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(&store)) client = prefixed->getUnderlyingNonPrefixStore().get();
+  std::lock_guard<std::mutex> lock(g_bounded_mutex);
+  for (const BoundedClient& b : g_bounded) {
+    auto alive = b.store.lock();  // held while its descriptors are shut down: they are still its own
+    if (alive && alive.get() == client)
+      for (int fd : b.fds) shutdown(fd, SHUT_RDWR);
+  }
+}
 
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int port, Millis timeout,
                                                  const std::string& who, const std::string& host,
@@ -137,7 +173,7 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int po
       fail(Status::Timeout, who + ": the rendezvous store at " + where +
                                 " took the connection but did not answer within " + std::to_string(timeout.count()) +
                                 " ms; is " + host + " stopped?");
-    bound_reads(before, port, read_bound.value_or(timeout));
+    remember_bounded(store, bound_reads(before, port, read_bound.value_or(timeout)));
     return store;
   } catch (const Error&) {
     throw;
@@ -179,12 +215,13 @@ class C10dKeys : public KeyStore {
 
  private:
   template <typename F>
-  static auto guarded(F f) -> decltype(f()) {
+  auto guarded(F f) -> decltype(f()) {
     try {
       return f();
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
+      close_if_out_of_step(*s_, e);
       fail(classify_exception(e), short_what(e));
     }
   }

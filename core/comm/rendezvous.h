@@ -34,6 +34,13 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int po
                                                  const std::string& who, const std::string& host,
                                                  std::optional<Millis> read_bound = std::nullopt);
 
+// A read on a client of connect_store that timed out (`e`: c10d's
+// DistNetworkError "Socket Timeout") leaves its connection out of step: the
+// late answer would be read as the next call's. Shuts that connection down
+// (store, or the client under a PrefixStore), so that every later call on
+// it fails at once; does nothing for any other error.
+void close_if_out_of_step(c10d::Store& store, const std::exception& e);
+
 // The same store as a KeyStore (store/key_store.h), for the meeting
 // protocol of store/meeting.h; what c10d throws arrives as ddp::core::Error,
 // classified (comm/failure.h).

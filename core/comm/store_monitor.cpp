@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "comm/failure.h"
+#include "comm/rendezvous.h"
 
 namespace ddp::core {
 namespace {
@@ -47,6 +48,7 @@ struct StoreMonitor::State {
   uint64_t published = 0, publish_requests = 0;
   std::optional<std::string> reported;
   std::optional<std::string> lost;
+  bool lost_by_timeout = false;
 };
 
 namespace {
@@ -61,6 +63,7 @@ void watch(std::shared_ptr<StoreMonitor::State> s) {
     s->poll_now = false;
     lock.unlock();
     std::optional<std::string> seen, lost;
+    bool by_timeout = false;
     try {
       if (payload) s->store->set("abort", std::vector<uint8_t>(payload->begin(), payload->end()));
       for (auto* where : {&s->store, &s->job}) {
@@ -75,11 +78,16 @@ void watch(std::shared_ptr<StoreMonitor::State> s) {
       // step with the next question.
       if (classify_exception(e) != Status::Timeout || dynamic_cast<const c10::DistNetworkError*>(&e))
         lost = short_what(e);
+      by_timeout = lost && classify_exception(e) == Status::Timeout;
+      close_if_out_of_step(*s->store, e);
     }
     lock.lock();
     if (payload) s->published = request;
     if (seen) s->reported = seen;
-    if (lost) s->lost = lost;
+    if (lost) {
+      s->lost = lost;
+      s->lost_by_timeout = by_timeout;
+    }
     ++s->polls_done;
     s->cv.notify_all();
     s->cv.wait_for(lock, kPollInterval, [&] { return s->stop || s->poll_now || s->to_publish; });
@@ -109,6 +117,11 @@ StoreMonitor::~StoreMonitor() {
 std::optional<std::string> StoreMonitor::reported() const {
   std::lock_guard<std::mutex> lock(s_->m);
   return s_->reported;
+}
+
+bool StoreMonitor::lost_by_timeout() const {
+  std::lock_guard<std::mutex> lock(s_->m);
+  return s_->lost_by_timeout;
 }
 
 std::function<std::optional<std::string>()> StoreMonitor::reporter() const {

@@ -46,6 +46,9 @@ class StoreMonitor {
   std::function<std::optional<std::string>()> reporter() const;
   // Why the store connection failed (its host died), if it did.
   std::optional<std::string> lost() const;
+  // Whether it failed by not answering in time (its host stopped or
+  // stalled, connect_store's read bound) rather than by closing.
+  bool lost_by_timeout() const;
   // Polls now and waits up to `bound` for that poll; then reported().
   std::optional<std::string> refresh(Millis bound);
   // Writes `payload` to the abort key, waiting up to `bound` for the write.

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "comm/failure.h"
+#include "comm/rendezvous.h"
 #include "comm/store_monitor.h"
 #include "common/error.h"
 
@@ -25,8 +26,10 @@ auto WatchedPrefixStore::answered(const std::vector<std::string>& keys, const Ca
     return call();
   } catch (const c10::DistNetworkError& e) {
     // No answer within the socket's bound (connect_store): the host is
-    // stopped or stalled, not gone, and the connection is out of step.
+    // stopped or stalled, not gone, and the connection is out of step: shut
+    // down, so that no later call reads this call's late answer.
     if (classify_exception(e) != Status::Timeout) throw;
+    close_if_out_of_step(*this, e);
     fail(Status::Timeout, "the rendezvous store did not answer within " + std::to_string(getTimeout().count()) +
                               " ms while this rank waited for " + joinKeys(keys).front() +
                               " (is its host, rank 0 or the launcher, stopped?): " + short_what(e));

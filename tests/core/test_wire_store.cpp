@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -17,6 +19,7 @@
 #include <future>
 #include <thread>
 
+#include "comm/rendezvous.h"
 #include "common/error.h"
 #include "launch/supervisor.h"
 #include "store/meeting.h"
@@ -313,6 +316,56 @@ TEST(WireStore, AStoreThatDoesNotAnswerIsATimeoutAndAClosedOneAPeerFailure) {
   ASSERT_EQ(waiting.wait_for(Millis(2000)), std::future_status::ready);
   EXPECT_EQ(waiting.get(), Status::PeerFailed);
   EXPECT_EQ(status_of([&] { w.add("n", 1); }), Status::PeerFailed);
+}
+
+// c10d's own client against a host that is stopped, not gone (its
+// listening socket still completes connections in the kernel), through
+// connect_store: the join, a wait, and the connection after a read that
+// timed out. Plain c10d waits forever in the first two, and in the third
+// reads the late answer of the earlier call as this one's.
+TEST(WireStore, AStoppedHostEndsAC10dClientsCallsWithinTheBoundAndItsConnectionIsClosed) {
+  using Clock = std::chrono::steady_clock;
+  // Listening, never answering: the join ends with Timeout naming the store.
+  int port = 0;
+  int quiet = launch::listen_socket("127.0.0.1", 0, &port);
+  auto t0 = Clock::now();
+  try {
+    connect_store("127.0.0.1", port, Millis(500), "this test", "the host");
+    ADD_FAILURE() << "connected to a host that never answers";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::Timeout);
+    EXPECT_NE(std::string(e.what()).find("did not answer"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(Clock::now() - t0, Millis(2000));
+  close(quiet);
+
+  // A host in a child process, stopped after the client joined.
+  int fd = launch::listen_socket("127.0.0.1", 0, &port);
+  pid_t child = fork();
+  if (child == 0) {
+    WireStoreServer server(fd);
+    for (;;) pause();
+  }
+  close(fd);
+  auto store = connect_store("127.0.0.1", port, Millis(1000), "this test", "the child");
+  store->set("k", b("v"));
+  ASSERT_TRUE(store->check({"k"}));
+  kill(child, SIGSTOP);
+  t0 = Clock::now();
+  try {
+    store->wait({"never"}, Millis(100));  // its own timeout passes; the cancel's answer never comes
+    ADD_FAILURE() << "a wait on a stopped host returned";
+  } catch (const c10::DistNetworkError& e) {
+    close_if_out_of_step(*store, e);
+  }
+  EXPECT_LT(Clock::now() - t0, Millis(2500));
+  kill(child, SIGCONT);  // the late answers arrive now
+  std::this_thread::sleep_for(Millis(200));
+  t0 = Clock::now();
+  EXPECT_ANY_THROW(store->check({"k"}));  // out of step, it would read the cancel's late answer
+  EXPECT_LT(Clock::now() - t0, Millis(500));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
 }
 
 }  // namespace

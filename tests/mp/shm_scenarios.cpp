@@ -502,6 +502,18 @@ void scenario_shm_shared_bucket_faults() {
          failed_in, ddp_status_string(st));
   WCHECK(took < 2.0 * timeout_ms / 1000 + 1, "%s took %.2f s to fail (timeout %d ms)", failed_in, took, timeout_ms);
   WCHECK(std::strlen(ddp_last_error_message()) > 0, "%s failed without a message", failed_in);
+  // The group is broken now: another reducer is refused at once (and a
+  // store connection whose read timed out is closed, not read out of step).
+  {
+    auto t1 = std::chrono::steady_clock::now();
+    ddp_reducer* another = nullptr;
+    ddp_status again = ddp_reducer_new(&another, g, params.tensors(), nullptr, sizes.size(), &o);
+    std::fprintf(stderr, "[rank %d] another reducer -> %s after %.2f s: %s\n", rank, ddp_status_string(again),
+                 seconds_since(t1), ddp_last_error_message());
+    WCHECK(again != DDP_OK && seconds_since(t1) < 1.0, "another reducer on the broken group: %s after %.2f s",
+           ddp_status_string(again), seconds_since(t1));
+    ddp_reducer_free(another);
+  }
   if (stop && rank == (victim == 0 ? 1 : 0)) kill(static_cast<pid_t>(pid), SIGKILL);
   auto t0 = std::chrono::steady_clock::now();
   ddp_reducer_free(red);
