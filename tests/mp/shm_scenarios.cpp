@@ -350,13 +350,14 @@ void scenario_shm_shared_buckets() {
 }
 
 // A broadcast of at most 256 B returns on its root once posted. Attacked:
-// roots taking turns, posted broadcasts (in the phase line and in the slot)
+// roots taking turns, posted broadcasts (in the entry's line and after it)
 // between broadcasts through the barrier and gathers, each value new,
 // so that a rank reading a stale half gets a wrong one; every rank calling
 // itself the root, and the root's broadcast against the others'
 // all-reduce: the root returns, and its next call fails on every rank
 // (DDP_E_INVALID_ARGUMENT naming the posted broadcast), the group usable
-// after; then DDP_TEST_VICTIM (when set) kills itself while rank 0 posts
+// after; the same two calls after the root's run ahead (its post ring);
+// then DDP_TEST_VICTIM (when set) kills itself while rank 0 posts
 // broadcasts: every survivor gets DDP_E_PEER_FAILED within 10 s.
 void scenario_shm_posted_broadcast() {
   ddp_group* g = join(20000, "shm");
@@ -412,6 +413,39 @@ void scenario_shm_posted_broadcast() {
   expect_refused(ddp_all_reduce(g, w, DDP_SUM), "the call after the refused broadcast",
                  rank == 0 ? "posted as broadcast" : "no call");
   expect_sum_works("the kinds' refusal");
+  // A root that runs ahead: rank 0 posts three broadcasts, the others make
+  // an all-reduce of the second (which fails on them at once). Rank 0 did
+  // not wait, so it learns of it from their report when it next looks:
+  // at its third broadcast or at the all-reduce after it, and that call
+  // fails on every rank, the others' included; the one before it runs.
+  // Where rank 0 lingers before its third broadcast, the report is there
+  // by then and the third is the one that fails.
+  auto run_ahead = [&](bool root_lingers) {
+    word = 7.0f;
+    WOK(ddp_broadcast(g, w, 0));
+    ddp_status s2 = rank == 0 ? ddp_broadcast(g, w, 0) : ddp_all_reduce(g, w, DDP_SUM);
+    if (rank == 0) WCHECK(s2 == DDP_OK, "the second posted broadcast: %s", ddp_status_string(s2));
+    else expect_refused(s2, "an all-reduce against the second of three posts", "broadcast root 0");
+    if (rank == 0 && root_lingers) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    word = rank == 0 ? 9.0f : -1.0f;
+    const ddp_status third = ddp_broadcast(g, w, 0);
+    if (third == DDP_OK) WCHECK(word == 9.0f, "the third broadcast ran but brought %g", word);
+    else expect_refused(third, "the third broadcast", rank == 0 ? "posted as broadcast" : "no call");
+    if (root_lingers) WCHECK(third != DDP_OK, "the third broadcast ran after rank 0 lingered");
+    const ddp_status after = ddp_all_reduce(g, w, DDP_SUM);
+    if (third == DDP_OK)
+      expect_refused(after, "the all-reduce after the posts", rank == 0 ? "posted as broadcast" : "no call");
+    else
+      WCHECK(after == DDP_OK, "the all-reduce after the refused third broadcast: %s", ddp_status_string(after));
+    // The same call failed on every rank.
+    word = third == DDP_OK ? 1.0f : 0.0f;
+    WOK(ddp_all_reduce(g, w, DDP_SUM));
+    WCHECK(word == 0.0f || word == static_cast<float>(world), "the third broadcast ran on %g of %d ranks", word,
+           world);
+  };
+  run_ahead(false);
+  run_ahead(true);
+  expect_sum_works("the run-ahead refusal");
 
   const int victim = env_int("DDP_TEST_VICTIM", -1);
   auto t0 = std::chrono::steady_clock::now();

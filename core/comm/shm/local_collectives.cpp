@@ -83,7 +83,7 @@ LocalCollectives::LocalCollectives(std::unique_ptr<Segment> segment, size_t post
     : seg_(std::move(segment)),
       whole_bytes_(cpus_available() > 0 && seg_->size() > cpus_available() ? kWholeBytesSleeping
                                                                           : kWholeBytesSpinning),
-      post_bytes_(std::min(post_bytes, seg_->slot_bytes())) {}
+      post_bytes_(std::min({post_bytes, Segment::kPostBytes, seg_->slot_bytes()})) {}
 
 std::string LocalCollectives::describe(const Segment::Call& c) {
   static const char* kinds[] = {"?", "all_reduce", "reduce", "broadcast", "all_gather", "barrier", "all_reduce"};
@@ -106,13 +106,17 @@ void LocalCollectives::announce(CallKind kind, int reduce_op, const at::Tensor* 
   announce(c, deadline, op);
 }
 
-void LocalCollectives::announce(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root,
-                                const Deadline& deadline, const char* op) {
+Segment::Call LocalCollectives::call(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root) {
   Segment::Call c;
   c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
   c.dtype = static_cast<int32_t>(type);
   c.count = static_cast<int64_t>(count);
-  announce(c, deadline, op);
+  return c;
+}
+
+void LocalCollectives::announce(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root,
+                                const Deadline& deadline, const char* op) {
+  announce(call(kind, reduce_op, type, count, root), deadline, op);
 }
 
 void LocalCollectives::announce(const Segment::Call& c, const Deadline& deadline, const char* op) {
@@ -267,23 +271,29 @@ void LocalCollectives::reduce_whole(const Elements& x, ReduceKind kind, bool kee
 
 void LocalCollectives::broadcast(const at::Tensor& t, int root, const Deadline& deadline, const char* op) {
   const int me = seg_->rank();
-  announce(kBroadcast, -1, &t, root, deadline, op);
   const size_t bytes = t.nbytes();
   auto* data = static_cast<uint8_t*>(t.data_ptr());
   if (me == root && seg_->size() > 1 && post_bytes_ > 0 && bytes <= post_bytes_) {
-    // One piece: the root posts it and returns; the peers copy it after
-    // their barrier of this phase. A mismatch reaches the root at its next
-    // call (Segment::post).
-    copy_bytes(seg_->slot_for(root, next_half(), bytes), data, bytes);
-    return seg_->post(op);
+    // One piece: the root posts it into its ring and returns; the peers
+    // copy it after their barrier of this phase. A mismatch reaches the
+    // root when it next waits (Segment::post).
+    next_half();  // unused: see next_half()
+    return seg_->post(call(kBroadcast, -1, t.scalar_type(), static_cast<size_t>(t.numel()), root),
+                      &LocalCollectives::describe, data, bytes, deadline, op);
   }
+  announce(kBroadcast, -1, &t, root, deadline, op);
   size_t off = 0;
   do {  // a tensor of no bytes still makes the barrier its peers make
     const size_t len = std::min(seg_->slot_bytes(), bytes - off);
     const int h = next_half();
     if (me == root) copy_bytes(seg_->slot_for(root, h, len), data + off, len);
     seg_->barrier(deadline, op);
-    if (me != root) copy_bytes(data + off, seg_->slot_for(root, h, len), len);
+    if (me != root) {
+      // A root that posts (its own choice: DDP_SHM_POSTED_BROADCAST) wrote
+      // the one piece into its post ring instead.
+      const uint8_t* posted = off == 0 ? seg_->posted_data(root, len) : nullptr;
+      copy_bytes(data + off, posted ? posted : seg_->slot_for(root, h, len), len);
+    }
     off += len;
   } while (off < bytes);
 }

@@ -91,9 +91,12 @@ class LocalCollectives {
   // MPI's eager sends do. On 2 ranks of a Zen 5 VM posting took 4 B to
   // 256 B from 0.56-0.58 us to 0.42-0.44 (p50); from 1 KiB up it gained
   // nothing or lost (1 KiB: 0.43-0.67 against 0.58-0.59; 16 KiB: 2.6
-  // against 2.3). On 4 ranks sharing 2 cores it changed nothing: there the
-  // root waits for the slowest peer to reach its previous call.
-  static constexpr size_t kPostBytes = 256;
+  // against 2.3). Letting the root run calls ahead (the post ring,
+  // Segment::kPostDepth) took 4 B on 2 ranks of an EPYC VM from
+  // 0.20-0.22 us (one call: DDP_SHM_POST_RING=1) to 0.12-0.13 (MPICH:
+  // 0.11-0.15 in the same runs); 8 calls ahead took 0.60 to 0.36-0.40 in
+  // one of the VM's slow stretches.
+  static constexpr size_t kPostBytes = Segment::kPostBytes;
   LocalCollectives(std::unique_ptr<Segment> segment, size_t post_bytes = kPostBytes);
 
   Segment& segment() { return *seg_; }
@@ -136,6 +139,7 @@ class LocalCollectives {
   void reduce_shared(Segment& memory, size_t offset, const Elements& x, ReduceKind kind, const Deadline& deadline,
                      const char* op);
   static std::string describe(const Segment::Call& c);
+  static Segment::Call call(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root);
   // Publishes this rank's call (Segment::announce). Where that throws (the
   // rank's posted call before it did not match), the call still takes its
   // half, as the peers' calls, failing in their barrier, did.

@@ -34,6 +34,17 @@ constexpr int kYields = 32;
 constexpr Millis kSleepSlice{2};
 constexpr Millis kLivenessEvery{100};
 
+}  // namespace
+
+struct Segment::PackedCall {
+  uint32_t what;
+  uint32_t dtype_and_count_high;  // dtype + 1 in the top 8 bits, then count's bits 32-55
+  uint32_t count_low;
+};
+
+namespace {
+using PackedCall = Segment::PackedCall;
+
 // What a rank writes on every collective, in one cache line, so that a
 // peer's wait brings the phase, the call and a small payload over at once.
 struct alignas(kLine) RankLine {
@@ -42,28 +53,40 @@ struct alignas(kLine) RankLine {
   // The last two announced calls (by parity): a rank announces call k+2
   // only after a barrier of call k+1, which every rank passes only after
   // reading call k's.
-  struct PackedCall {
-    uint32_t what;
-    uint32_t dtype_and_count_high;  // dtype + 1 in the top 8 bits, then count's bits 32-55
-    uint32_t count_low;
-  } calls[2];
+  PackedCall calls[2];
   // Segment::inline_data(): the halves of a payload of at most
   // Segment::kInlineBytes, used instead of the slots.
   alignas(16) uint8_t payload[2][Segment::kInlineBytes];
 };
 static_assert(sizeof(RankLine) == kLine, "one cache line per rank");
+// One entry of a rank's post ring (Segment::post): the posted call and its
+// data, in the same line up to 44 bytes. An entry is rewritten kPostRing
+// calls later at the soonest, once every peer has finished reading it.
+struct alignas(kLine) PostEntry {
+  std::atomic<uint64_t> seq;  // the posted call's number + 1; 0: none yet
+  PackedCall call;
+  uint8_t head[kLine - sizeof(uint64_t) - sizeof(PackedCall)];
+  uint8_t rest[Segment::kPostBytes];  // a payload longer than head
+};
+static_assert(sizeof(PostEntry) == kLine + Segment::kPostBytes, "a line, then the long payloads");
+// The last call a rank found differing from the others' (compare_calls),
+// for a peer that posted that call and did not wait to compare it.
+struct alignas(kLine) MismatchReport {
+  std::atomic<uint64_t> call;  // its number + 1; 0: none
+  PackedCall mine;
+};
 // Who a rank is, for the liveness check; written once.
 struct alignas(kLine) RankInfo {
   int32_t pid;
   uint64_t start_time;  // from /proc/<pid>/stat, so that a reused pid is not taken for the peer
 };
 
-RankLine::PackedCall pack(const Segment::Call& c) {
+PackedCall pack(const Segment::Call& c) {
   const uint64_t count = static_cast<uint64_t>(c.count) & ((uint64_t{1} << 56) - 1);
   return {c.what, (static_cast<uint32_t>(c.dtype + 1) << 24) | static_cast<uint32_t>(count >> 32),
           static_cast<uint32_t>(count)};
 }
-Segment::Call unpack(const RankLine::PackedCall& p) {
+Segment::Call unpack(const PackedCall& p) {
   Segment::Call c;
   c.what = p.what;
   c.dtype = static_cast<int32_t>(p.dtype_and_count_high >> 24) - 1;
@@ -71,6 +94,7 @@ Segment::Call unpack(const RankLine::PackedCall& p) {
   return c;
 }
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit words");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "call numbers are shared between processes");
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -127,7 +151,19 @@ struct Segment::Header {
 namespace {
 RankLine* lines(void* base) { return reinterpret_cast<RankLine*>(static_cast<uint8_t*>(base) + kControlOffset); }
 RankInfo* infos(void* base, int size) { return reinterpret_cast<RankInfo*>(lines(base) + size); }
-size_t data_offset(int size) { return round_up(kControlOffset + size * (sizeof(RankLine) + sizeof(RankInfo)), 4096); }
+PostEntry* post_rings(void* base, int size) { return reinterpret_cast<PostEntry*>(infos(base, size) + size); }
+// Rank r's entry for call number n.
+PostEntry& post_entry(void* base, int size, int r, uint64_t n) {
+  return post_rings(base, size)[r * Segment::kPostRing + static_cast<int>(n % Segment::kPostRing)];
+}
+MismatchReport* reports(void* base, int size) {
+  return reinterpret_cast<MismatchReport*>(post_rings(base, size) + size * Segment::kPostRing);
+}
+size_t data_offset(int size) {
+  return round_up(kControlOffset + size * (sizeof(RankLine) + sizeof(RankInfo) + Segment::kPostRing * sizeof(PostEntry) +
+                                           sizeof(MismatchReport)),
+                  4096);
+}
 }  // namespace
 
 std::string Segment::map(int fd, size_t bytes) {
@@ -198,6 +234,7 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   seg->size_ = size;
   seg->slot_bytes_ = slot_bytes;
   seg->global_ranks_ = global_ranks;
+  seg->seen_.assign(static_cast<size_t>(size), 0);
   if (size > cpus_available() && cpus_available() > 0) seg->spin_for_ = Nanos(0);
   if (spin) seg->spin_for_ = *spin;
   auto to_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
@@ -289,10 +326,16 @@ void Segment::announce(const Call& call, std::string (*describe)(const Call&), c
   compare_pending_ = true;
 }
 
-bool Segment::same_calls(int k) const {
-  const RankLine::PackedCall& mine = lines(base_)[rank_].calls[k];
+const PackedCall& Segment::call_of(int j, uint64_t n) const {
+  const PostEntry& e = post_entry(base_, size_, j, n);
+  if (e.seq.load(std::memory_order_acquire) == n + 1) return e.call;
+  return lines(base_)[j].calls[n & 1];
+}
+
+bool Segment::same_calls(uint64_t n) const {
+  const PackedCall& mine = call_of(rank_, n);
   for (int j = 0; j < size_; ++j) {
-    const RankLine::PackedCall& theirs = lines(base_)[j].calls[k];
+    const PackedCall& theirs = call_of(j, n);
     if (theirs.what != mine.what || theirs.dtype_and_count_high != mine.dtype_and_count_high ||
         theirs.count_low != mine.count_low)
       return false;
@@ -300,14 +343,14 @@ bool Segment::same_calls(int k) const {
   return true;
 }
 
-std::string Segment::differences(int k, Call* mine) const {
-  *mine = unpack(lines(base_)[rank_].calls[k]);
+std::string Segment::differences(uint64_t n, Call* mine) const {
+  *mine = unpack(call_of(rank_, n));
   std::string differ;
   for (int j = 0; j < size_; ++j) {
-    const Call theirs = unpack(lines(base_)[j].calls[k]);
+    const Call theirs = unpack(call_of(j, n));
     if (theirs.what == mine->what && theirs.dtype == mine->dtype && theirs.count == mine->count) continue;
     differ += "; rank " + std::to_string(global_ranks_[j]) + ": " +
-              (theirs.what == kNoCall ? std::string("no call (it reported that its previous one, which it posted, "
+              (theirs.what == kNoCall ? std::string("no call (it reported that a call it posted before this one "
                                                     "did not match)")
                                       : describe_(theirs));
   }
@@ -316,30 +359,64 @@ std::string Segment::differences(int k, Call* mine) const {
 
 void Segment::compare_calls() {
   compare_pending_ = false;
-  const int k = static_cast<int>(calls_++ & 1);
-  if (same_calls(k)) return;
+  const uint64_t n = calls_++;
+  if (same_calls(n)) return;
   Call mine;
-  const std::string differ = differences(k, &mine);
+  const std::string differ = differences(n, &mine);
   if (differ.empty()) return;
+  // A rank that posted call n did not wait to compare it: it reads this
+  // when it next waits (reported_against_posts).
+  MismatchReport& report = reports(base_, size_)[rank_];
+  report.mine = pack(mine);
+  report.call.store(n + 1, std::memory_order_release);
   throw CallMismatch("the ranks did not call the same collective (rank " + std::to_string(global_ranks_[rank_]) +
                      ": " + describe_(mine) + differ + "); nothing was combined and the group stays usable");
 }
 
 void Segment::catch_up(const Deadline& deadline, const char* op) {
   posted_ = false;
+  // Every peer reached the last post: the posts before it are finished,
+  // and any peer that found one differing has reported it.
   wait_all(deadline, op);
-  const int posted = static_cast<int>((calls_ - 1) & 1);
-  if (same_calls(posted)) return;
   Call mine;
-  const std::string differ = differences(posted, &mine);
-  // The peers' calls of this phase wait in their barrier: this rank makes
+  std::string differ = reported_against_posts(&mine);
+  // The peers' calls of the last post are still in their lines: compared
+  // here, whether or not they have compared it yet.
+  if (differ.empty() && !same_calls(last_post_)) differ = differences(last_post_, &mine);
+  settled_ = calls_;
+  if (!differ.empty()) fail_after_post(mine, differ, deadline, op);
+}
+
+std::string Segment::reported_against_posts(Call* posted) const {
+  std::string differ;
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    const MismatchReport& report = reports(base_, size_)[j];
+    const uint64_t tag = report.call.load(std::memory_order_acquire);
+    // Only a call of this rank's that it has not settled and that it
+    // posted: its entry still holds it (an entry is rewritten only after
+    // every peer finished its call, which is after the peer's report).
+    if (tag == 0 || tag - 1 < settled_) continue;
+    const PostEntry& mine = post_entry(base_, size_, rank_, tag - 1);
+    if (mine.seq.load(std::memory_order_relaxed) != tag) continue;
+    if (differ.empty()) *posted = unpack(mine.call);
+    differ += "; rank " + std::to_string(global_ranks_[j]) + ": " + describe_(unpack(report.mine));
+  }
+  return differ;
+}
+
+void Segment::fail_after_post(const Call& posted, const std::string& differ, const Deadline& deadline,
+                              const char* op) {
+  // The peers' calls of this number wait in their barrier: this rank makes
   // one too, announcing no call, which fails theirs.
   lines(base_)[rank_].calls[calls_++ & 1] = pack(Call{kNoCall, -1, 0});
   compare_pending_ = false;
+  posted_ = false;
   raise_phase();
   wait_all(deadline, op);
-  throw CallMismatch(std::string(op) + " was not run: the call before it, which this rank (rank " +
-                     std::to_string(global_ranks_[rank_]) + ") posted as " + describe_(mine) +
+  settled_ = calls_;
+  throw CallMismatch(std::string(op) + " was not run: a call before it, which this rank (rank " +
+                     std::to_string(global_ranks_[rank_]) + ") posted as " + describe_(posted) +
                      ", did not match the other ranks' calls (" + differ.substr(2) +
                      "); every rank's call here fails, nothing was combined and the group stays usable");
 }
@@ -351,9 +428,9 @@ void Segment::raise_phase() {
   if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&me.phase);
 }
 
-void Segment::wait_all(const Deadline& deadline, const char* op) {
+void Segment::wait_all(uint32_t phase, const Deadline& deadline, const char* op) {
   for (int j = 0; j < size_; ++j)
-    if (j != rank_) wait_for(j, phase_, deadline, op);
+    if (j != rank_) wait_for(j, phase, deadline, op);
 }
 
 void Segment::barrier(const Deadline& deadline, const char* op) {
@@ -363,33 +440,71 @@ void Segment::barrier(const Deadline& deadline, const char* op) {
   if (compare_pending_) compare_calls();
 }
 
-void Segment::post(const char* op) {
+void Segment::post(const Call& call, std::string (*describe)(const Call&), const uint8_t* data, size_t bytes,
+                   const Deadline& deadline, const char* op) {
   check_abort(op);
+  describe_ = describe;
+  const uint64_t n = calls_;
+  PostEntry& e = post_entry(base_, size_, rank_, n);
+  // Where this rank posted the call post_depth_ calls back, every peer
+  // must have finished it (reached the phase after it) before this one is
+  // posted: at kPostRing, so that the entry it used is free. An older post
+  // was finished before a later call of this rank that was not posted
+  // passed its barrier.
+  const uint64_t back = n - static_cast<uint64_t>(post_depth_);
+  if (n >= static_cast<uint64_t>(post_depth_) &&
+      post_entry(base_, size_, rank_, back).seq.load(std::memory_order_relaxed) == back + 1)
+    wait_all(post_phase_[back % kPostRing] + 1, deadline, op);
+  Call mismatched;
+  const std::string differ = reported_against_posts(&mismatched);
+  if (!differ.empty()) fail_after_post(mismatched, differ, deadline, op);
+  std::memcpy(bytes <= sizeof e.head ? e.head : e.rest, data, bytes);
+  e.call = pack(call);
+  e.seq.store(n + 1, std::memory_order_release);
   raise_phase();
+  post_phase_[n % kPostRing] = phase_;
   compare_pending_ = false;
   ++calls_;
   posted_ = true;
+  last_post_ = n;
+}
+
+const uint8_t* Segment::posted_data(int root, size_t bytes) const {
+  const uint64_t n = calls_ - 1;  // the call whose barrier this rank just passed
+  const PostEntry& e = post_entry(base_, size_, root, n);
+  if (e.seq.load(std::memory_order_acquire) != n + 1) return nullptr;
+  return bytes <= sizeof e.head ? e.head : e.rest;
 }
 
 void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const char* op) {
   RankLine& line = lines(base_)[peer];
   // Phases wrap at 2^32: compare by difference.
   auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - phase) >= 0; };
-  if (reached(line.phase.load(std::memory_order_acquire))) return;
+  // A peer seen past this phase before needs no new read (a posting root
+  // checks its ring's peers that way, and they it).
+  uint32_t& seen = seen_[static_cast<size_t>(peer)];
+  if (reached(seen)) return;
+  auto arrived = [&] {
+    const uint32_t v = line.phase.load(std::memory_order_acquire);
+    if (!reached(v)) return false;
+    seen = v;
+    return true;
+  };
+  if (arrived()) return;
   if (spin_for_.count() > 0) {
     const auto now = Clock::now();
     deadline.at(now);
     const auto spin_until = now + spin_for_;
     for (;;) {
       for (int i = 0; i < 64; ++i) {  // about 2-4 us of pauses between clock reads
-        if (reached(line.phase.load(std::memory_order_acquire))) return;
+        if (arrived()) return;
         cpu_relax();
       }
       if (Clock::now() >= spin_until) break;
     }
   }
   for (int i = 0; i < kYields; ++i) {
-    if (reached(line.phase.load(std::memory_order_acquire))) return;
+    if (arrived()) return;
     sched_yield();
   }
   auto next_liveness = Clock::now() + kLivenessEvery;
@@ -415,7 +530,7 @@ void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const
       futex_wait(&line.phase, v, std::min(kSleepSlice, left));
     }
     line.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (reached(line.phase.load(std::memory_order_acquire))) return;
+    if (arrived()) return;
   }
 }
 

@@ -60,6 +60,13 @@ bool shared_buckets_enabled() { return env_within("DDP_SHM_SHARED_BUCKETS", 0, 1
 bool posted_broadcast_enabled() {
   return env_within("DDP_SHM_POSTED_BROADCAST", 0, 1, "0 or 1").value_or(1) == 1;
 }
+// DDP_SHM_POST_RING: how many calls ahead of its peers a posting root may
+// run (1 to 8, default 4), for measuring what the ring saves. Only the
+// root's side differs.
+int post_ring_depth() {
+  return static_cast<int>(env_within("DDP_SHM_POST_RING", 1, shm::Segment::kPostRing, "calls")
+                              .value_or(shm::Segment::kPostDepth));
+}
 // DDP_SHM_SPIN_US: how long a wait spins before it sleeps (0 to 1 s), for measuring and tuning.
 std::optional<shm::Nanos> spin_time() {
   auto us = env_within("DDP_SHM_SPIN_US", 0, 1000000, "microseconds");
@@ -435,8 +442,10 @@ c10::intrusive_ptr<c10d::Backend> make_shm_backend(const BackendSpec& spec) {
   Topology topo = find_topology(*spec.store, spec);
   std::string why_not;
   auto seg_store = c10::make_intrusive<c10d::PrefixStore>("segment" + std::to_string(topo.node_index), spec.store);
+  const int post_depth = post_ring_depth();  // refused before the segment is made, as the others
   auto segment = shm::Segment::open(*seg_store, topo.local_rank, topo.local_ranks, slot_bytes(), spin_time(),
                                     spec.timeout, &why_not);
+  if (segment) segment->set_post_depth(post_depth);
   // Every rank must take the same road, whatever happened on other nodes.
   auto usable = gather_strings(*spec.store, "usable", spec.rank, spec.size, segment ? "1" : "0", spec.timeout);
   if (std::count(usable.begin(), usable.end(), "1") != spec.size) {
