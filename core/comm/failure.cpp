@@ -21,6 +21,10 @@ std::string short_what(const std::exception& e) {
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
+bool read_timed_out(const std::exception& e) {
+  return dynamic_cast<const c10::DistNetworkError*>(&e) && classify_exception(e) == Status::Timeout;
+}
+
 Status classify_exception(const std::exception& e) {
   if (auto* de = dynamic_cast<const Error*>(&e)) return de->status();
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return Status::NoMemory;

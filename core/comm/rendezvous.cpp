@@ -144,7 +144,7 @@ void remember_bounded(const c10::intrusive_ptr<c10d::TCPStore>& store, std::vect
 }  // namespace
 
 void close_if_out_of_step(c10d::Store& store, const std::exception& e) {
-  if (!dynamic_cast<const c10::DistNetworkError*>(&e) || classify_exception(e) != Status::Timeout) return;
+  if (!read_timed_out(e)) return;
   c10d::Store* client = &store;
   if (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(&store)) client = prefixed->getUnderlyingNonPrefixStore().get();
   std::lock_guard<std::mutex> lock(g_bounded_mutex);

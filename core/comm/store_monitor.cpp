@@ -74,11 +74,10 @@ void watch(std::shared_ptr<StoreMonitor::State> s) {
     } catch (const std::exception& e) {
       // A stalled host times out (try again next round); anything else means
       // the connection is gone, and so does a read that timed out on the
-      // socket (connect_store's bound): its answer may still come, out of
-      // step with the next question.
-      if (classify_exception(e) != Status::Timeout || dynamic_cast<const c10::DistNetworkError*>(&e))
-        lost = short_what(e);
-      by_timeout = lost && classify_exception(e) == Status::Timeout;
+      // socket: its answer may still come, out of step with the next
+      // question.
+      by_timeout = read_timed_out(e);
+      if (by_timeout || classify_exception(e) != Status::Timeout) lost = short_what(e);
       close_if_out_of_step(*s->store, e);
     }
     lock.lock();

@@ -25,14 +25,18 @@ auto WatchedPrefixStore::answered(const std::vector<std::string>& keys, const Ca
   try {
     return call();
   } catch (const c10::DistNetworkError& e) {
-    // No answer within the socket's bound (connect_store): the host is
-    // stopped or stalled, not gone, and the connection is out of step: shut
-    // down, so that no later call reads this call's late answer.
-    if (classify_exception(e) != Status::Timeout) throw;
-    close_if_out_of_step(*this, e);
-    fail(Status::Timeout, "the rendezvous store did not answer within " + std::to_string(getTimeout().count()) +
-                              " ms while this rank waited for " + joinKeys(keys).front() +
-                              " (is its host, rank 0 or the launcher, stopped?): " + short_what(e));
+    const std::string awaited = joinKeys(keys).front();
+    if (read_timed_out(e)) {
+      // No answer within the socket's bound: shut down, so that no later
+      // call reads this call's late answer.
+      close_if_out_of_step(*this, e);
+      fail(Status::Timeout, "the rendezvous store did not answer within " + std::to_string(getTimeout().count()) +
+                                " ms while this rank waited for " + awaited +
+                                " (is its host, rank 0 or the launcher, stopped?): " + short_what(e));
+    }
+    // c10d says only "Connection reset by peer" or the like.
+    fail(Status::PeerFailed, "the rendezvous store's host (rank 0 or the launcher) went away while this rank waited for " +
+                                 awaited + ": " + short_what(e));
   }
 }
 
