@@ -7,7 +7,10 @@
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <string>
 #include <vector>
+
+#include "common/types.h"
 
 namespace at {
 class Tensor;
@@ -49,6 +52,12 @@ class DirectCollectives {
   virtual at::Tensor shared_bucket(c10::ScalarType type, int64_t numel) = 0;
   // Whether shared_bucket can answer anything but undefined (the same on every rank).
   virtual bool offers_shared_buckets() const = 0;
+
+  // This rank failed outside the backend (the store went away, a hook
+  // failed): the host's other ranks, which wait on this one without
+  // asking the store, stop waiting with `status` and this rank's `reason`
+  // instead of finding it dead or silent later.
+  virtual void abort_local(Status status, const std::string& reason) = 0;
 
  protected:
   ~DirectCollectives() = default;

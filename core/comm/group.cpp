@@ -392,8 +392,10 @@ void Group::fail_and_publish(Status status, const std::string& message) {
     }
   }
   // Tell the other ranks, so that those waiting on a peer that is not the
-  // dead one stop too. Best effort, and bounded: the store host may be the
-  // dead or stopped peer.
+  // dead one stop too: those of this host through the shared segment at
+  // once, all through the store. Best effort, and bounded: the store host
+  // may be the dead or stopped peer.
+  if (impl_->direct) impl_->direct->abort_local(status, message);
   impl_->monitor->publish(failure_report(status, "rank " + std::to_string(impl_->rank) + ": " + message), kPublishWait);
   if (first) flight::dump((std::string(failure_kind(status)) + " on rank " + std::to_string(impl_->rank) + " of group " +
                            std::string(impl_->flight_label) + ": " + message).c_str());

@@ -221,6 +221,10 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
                   });
   }
 
+  void abort_local(Status status, const std::string& reason) override {
+    local_.segment().abort(static_cast<int>(status), reason);
+  }
+
   bool offers_shared_buckets() const override {
     return topo_.nodes == 1 && getSize() > 1 && shared_buckets_enabled();
   }
