@@ -536,6 +536,13 @@ void scenario_shm_shared_bucket_faults() {
          failed_in, ddp_status_string(st));
   WCHECK(took < 2.0 * timeout_ms / 1000 + 1, "%s took %.2f s to fail (timeout %d ms)", failed_in, took, timeout_ms);
   WCHECK(std::strlen(ddp_last_error_message()) > 0, "%s failed without a message", failed_in);
+  // Only the victim is ever found dead: a survivor that failed first (on
+  // the store, say) told the segment why before it went on and exited.
+  for (int r = 0; r < ddp_group_size(g); ++r) {
+    const std::string found_dead = "rank " + std::to_string(r) + " (pid";
+    WCHECK(r == victim || !std::strstr(ddp_last_error_message(), found_dead.c_str()), "%s blames a survivor: %s",
+           failed_in, ddp_last_error_message());
+  }
   // The group is broken now: another reducer is refused at once (and a
   // store connection whose read timed out is closed, not read out of step).
   {
