@@ -349,7 +349,7 @@ void scenario_shm_shared_buckets() {
   ddp_group_free(g);
 }
 
-// A broadcast of at most 256 B returns on its root once posted. Attacked:
+// A broadcast of at most 4 KiB returns on its root once posted. Attacked:
 // roots taking turns, posted broadcasts (in the entry's line and after it)
 // between broadcasts through the barrier and gathers, each value new,
 // so that a rank reading a stale half gets a wrong one; every rank calling
@@ -363,12 +363,14 @@ void scenario_shm_posted_broadcast() {
   ddp_group* g = join(20000, "shm");
   const int rank = ddp_group_rank(g), world = ddp_group_size(g);
   float word = 0;
-  std::vector<float> row(64, 0.0f), wide(256, 0.0f);  // 256 B: posted, in the slot; 1 KiB: a barrier
-  int64_t n64[1] = {64}, n256[1] = {256};
+  // 4 B: posted in the entry's line; 4 KiB: posted after it (the most a
+  // post carries); 4 KiB + 4 B: through the barrier.
+  std::vector<float> row(1024, 0.0f), wide(1025, 0.0f);
+  int64_t n_row[1] = {1024}, n_wide[1] = {1025};
   ddp_tensor *w = nullptr, *r = nullptr, *wt = nullptr;
   WOK(ddp_tensor_from_blob(&w, &word, DDP_FLOAT32, nullptr, 0));
-  WOK(ddp_tensor_from_blob(&r, row.data(), DDP_FLOAT32, n64, 1));
-  WOK(ddp_tensor_from_blob(&wt, wide.data(), DDP_FLOAT32, n256, 1));
+  WOK(ddp_tensor_from_blob(&r, row.data(), DDP_FLOAT32, n_row, 1));
+  WOK(ddp_tensor_from_blob(&wt, wide.data(), DDP_FLOAT32, n_wide, 1));
   for (int k = 0; k < 300; ++k) {
     const int root = (k / 3) % world;  // each root posts three in a row
     const float v = static_cast<float>(1000 * k + root);
@@ -378,9 +380,11 @@ void scenario_shm_posted_broadcast() {
     WOK(ddp_broadcast(g, w, root));
     WOK(ddp_broadcast(g, r, root));
     if (k % 2) WOK(ddp_broadcast(g, wt, root));
-    WCHECK(word == v && row[0] == v + 0.5f && row[63] == v + 0.5f, "call %d: got %g and %g from root %d, sent %g", k,
-           word, row[63], root, v);
-    if (k % 2) WCHECK(wide[0] == v + 0.25f && wide[255] == v + 0.25f, "call %d: the 1 KiB broadcast got %g", k, wide[255]);
+    WCHECK(word == v && row[0] == v + 0.5f && row.back() == v + 0.5f, "call %d: got %g and %g from root %d, sent %g",
+           k, word, row.back(), root, v);
+    if (k % 2)
+      WCHECK(wide[0] == v + 0.25f && wide.back() == v + 0.25f, "call %d: the barrier's broadcast got %g", k,
+             wide.back());
     if (k % 3 == 2) {
       word = static_cast<float>(rank + k);
       ddp_tensor* all = nullptr;

@@ -126,7 +126,7 @@ TEST_P(ShmWorlds, ReducerWithSharedBucketViewsGivesGloosBits) {
 // reducer steps: a status on every survivor, nothing left in /dev/shm.
 TEST_P(ShmWorlds, SharedBucketsAttacked) { expect_attack_survived("shm_shared_buckets"); }
 
-// Broadcasts whose root returns once it has posted them (at most 256 B):
+// Broadcasts whose root returns once it has posted them (at most 4 KiB):
 // roots in turn between other collectives, mismatches that reach the root
 // at its next call on every rank, and a rank killed while rank 0 posts.
 TEST_P(ShmWorlds, PostedBroadcastsAttacked) { expect_attack_survived("shm_posted_broadcast"); }

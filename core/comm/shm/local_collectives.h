@@ -90,8 +90,11 @@ class LocalCollectives {
   // writes it and returns without waiting for the peers (Segment::post), as
   // MPI's eager sends do. On 2 ranks of a Zen 5 VM posting took 4 B to
   // 256 B from 0.56-0.58 us to 0.42-0.44 (p50); from 1 KiB up it gained
-  // nothing or lost (1 KiB: 0.43-0.67 against 0.58-0.59; 16 KiB: 2.6
-  // against 2.3). Letting the root run calls ahead (the post ring,
+  // nothing or lost while the root waited for every peer to reach its
+  // previous call (1 KiB: 0.43-0.67 against 0.58-0.59). With the ring it
+  // gains up to 4 KiB (EPYC VM, 2 ranks, p50 against not posting: 1 KiB
+  // 0.14 us against 0.19-0.20, 4 KiB 0.20-0.23 against 0.26; MPICH 0.15-0.17
+  // and 0.17-0.20). Letting the root run calls ahead (the post ring,
   // Segment::kPostDepth) took 4 B on 2 ranks of an EPYC VM from
   // 0.20-0.22 us (one call: DDP_SHM_POST_RING=1) to 0.12-0.13 (MPICH:
   // 0.11-0.15 in the same runs); 8 calls ahead took 0.60 to 0.36-0.40 in

@@ -124,7 +124,9 @@ class Segment {
   // process is gone or another rank aborted the segment.
   void barrier(const Deadline& deadline, const char* op);
 
-  // The root of a broadcast of at most kPostBytes: writes `call` and the
+  // The root of a broadcast of at most kPostBytes (4 KiB: every entry
+  // takes that much of each rank's part, but pages never written, as in a
+  // shared bucket's segment, cost no memory): writes `call` and the
   // data into the next entry of its post ring and raises its phase without
   // waiting for the peers, which read the entry after their barrier of this
   // phase (posted_data()), as MPI's eager sends do. The root waits only
@@ -135,7 +137,7 @@ class Segment {
   // call and reports it on its own line; the root learns of it when it next
   // waits (a full ring, or its next call that is not posted: see
   // announce()), and that call then fails on every rank.
-  static constexpr size_t kPostBytes = 256;
+  static constexpr size_t kPostBytes = 4096;
   static constexpr int kPostRing = 8;
   void post(const Call& call, std::string (*describe)(const Call&), const uint8_t* data, size_t bytes,
             const Deadline& deadline, const char* op);
