@@ -102,13 +102,17 @@ void LocalCollectives::announce(CallKind kind, int reduce_op, const at::Tensor* 
                                 const Deadline& deadline, const char* op) {
   if (t) return announce(kind, reduce_op, t->scalar_type(), static_cast<size_t>(t->numel()), root, deadline, op);
   Segment::Call c;
-  c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
+  c.what = what(kind, reduce_op, root);
   announce(c, deadline, op);
+}
+
+uint32_t LocalCollectives::what(CallKind kind, int reduce_op, int root) {
+  return kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
 }
 
 Segment::Call LocalCollectives::call(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root) {
   Segment::Call c;
-  c.what = kind | (static_cast<uint32_t>(reduce_op + 1) << 8) | (static_cast<uint32_t>(root + 1) << 16);
+  c.what = what(kind, reduce_op, root);
   c.dtype = static_cast<int32_t>(type);
   c.count = static_cast<int64_t>(count);
   return c;

@@ -142,6 +142,9 @@ class LocalCollectives {
   void reduce_shared(Segment& memory, size_t offset, const Elements& x, ReduceKind kind, const Deadline& deadline,
                      const char* op);
   static std::string describe(const Segment::Call& c);
+  // Segment::Call::what: the kind, the reduce op + 1 and the root + 1 (a
+  // shared bucket's id + 1), as describe() reads them.
+  static uint32_t what(CallKind kind, int reduce_op, int root);
   static Segment::Call call(CallKind kind, int reduce_op, c10::ScalarType type, size_t count, int root);
   // Publishes this rank's call (Segment::announce). Where that throws (the
   // rank's posted call before it did not match), the call still takes its
