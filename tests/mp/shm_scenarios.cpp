@@ -357,6 +357,8 @@ void scenario_shm_shared_buckets() {
 // all-reduce: the root returns, and its next call fails on every rank
 // (DDP_E_INVALID_ARGUMENT naming the posted broadcast), the group usable
 // after; the same two calls after the root's run ahead (its post ring);
+// every rank the root of a run of posts (the fifth fails everywhere); the
+// peers taking posts while another peer sleeps (3 or more ranks);
 // then DDP_TEST_VICTIM (when set) kills itself while rank 0 posts
 // broadcasts: every survivor gets DDP_E_PEER_FAILED within 10 s.
 void scenario_shm_posted_broadcast() {
@@ -450,6 +452,39 @@ void scenario_shm_posted_broadcast() {
   run_ahead(false);
   run_ahead(true);
   expect_sum_works("the run-ahead refusal");
+
+  // Every rank the root of a run of broadcasts: nobody awaits a post, so
+  // nobody reports one; each root compares every rank's call of its post
+  // 4 calls back (Segment::kPostDepth), so the fifth fails on every rank.
+  int failed_at = -1;
+  for (int k = 0; k < 8 && failed_at < 0; ++k) {
+    const ddp_status s = ddp_broadcast(g, w, rank);
+    if (s == DDP_OK) continue;
+    expect_refused(s, "a run of broadcasts that every rank roots", "posted as broadcast");
+    failed_at = k;
+  }
+  WCHECK(failed_at == 4, "a run of broadcasts that every rank roots failed at call %d, not at the fifth", failed_at);
+  expect_sum_works("the run of roots' refusal");
+
+  // A peer of posted broadcasts waits for the root alone: while the last
+  // rank sleeps, the others take three posts, then it takes them too.
+  if (world >= 3) {
+    const int slow = world - 1;
+    const auto start = std::chrono::steady_clock::now();
+    if (rank == slow) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    float got[3];
+    for (int k = 0; k < 3; ++k) {
+      word = rank == 0 ? 100.0f + k : -1.0f;
+      WOK(ddp_broadcast(g, w, 0));
+      got[k] = word;
+    }
+    const double took = seconds_since(start);
+    for (int k = 0; k < 3; ++k) WCHECK(got[k] == 100.0f + k, "post %d behind a sleeping peer brought %g", k, got[k]);
+    if (rank != slow)
+      WCHECK(took < 0.75, "rank %d took %.2f s for three posted broadcasts: it waited for the sleeping rank %d", rank,
+             took, slow);
+    expect_sum_works("the posts behind a sleeping peer");
+  }
 
   const int victim = env_int("DDP_TEST_VICTIM", -1);
   auto t0 = std::chrono::steady_clock::now();

@@ -277,13 +277,24 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, const Deadline& 
   const int me = seg_->rank();
   const size_t bytes = t.nbytes();
   auto* data = static_cast<uint8_t*>(t.data_ptr());
-  if (me == root && seg_->size() > 1 && post_bytes_ > 0 && bytes <= post_bytes_) {
-    // One piece: the root posts it into its ring and returns; the peers
-    // copy it after their barrier of this phase. A mismatch reaches the
-    // root when it next waits (Segment::post).
+  const bool one_piece = seg_->size() > 1 && bytes <= std::min(Segment::kPostBytes, seg_->slot_bytes());
+  if (one_piece && me == root && post_bytes_ > 0 && bytes <= post_bytes_) {
+    // The root posts it into its ring and returns; the peers copy it once
+    // they see it. A mismatch reaches the root when it next waits
+    // (Segment::post).
     next_half();  // unused: see next_half()
     return seg_->post(call(kBroadcast, -1, t.scalar_type(), static_cast<size_t>(t.numel()), root),
                       &LocalCollectives::describe, data, bytes, deadline, op);
+  }
+  if (one_piece && me != root) {
+    // Whether the root posts it is the root's choice (post_bytes_): this
+    // rank waits for the root, and for the other ranks only where it did
+    // not post.
+    const int h = next_half();
+    const uint8_t* posted = seg_->await_post(call(kBroadcast, -1, t.scalar_type(), static_cast<size_t>(t.numel()), root),
+                                             &LocalCollectives::describe, root, bytes, deadline, op);
+    copy_bytes(data, posted ? posted : seg_->slot_for(root, h, bytes), bytes);
+    return;
   }
   announce(kBroadcast, -1, &t, root, deadline, op);
   size_t off = 0;
@@ -292,12 +303,7 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, const Deadline& 
     const int h = next_half();
     if (me == root) copy_bytes(seg_->slot_for(root, h, len), data + off, len);
     seg_->barrier(deadline, op);
-    if (me != root) {
-      // A root that posts (its own choice: DDP_SHM_POSTED_BROADCAST) wrote
-      // the one piece into its post ring instead.
-      const uint8_t* posted = off == 0 ? seg_->posted_data(root, len) : nullptr;
-      copy_bytes(data + off, posted ? posted : seg_->slot_for(root, h, len), len);
-    }
+    if (me != root) copy_bytes(data + off, seg_->slot_for(root, h, len), len);
     off += len;
   } while (off < bytes);
 }

@@ -75,6 +75,15 @@ struct alignas(kLine) MismatchReport {
   std::atomic<uint64_t> call;  // its number + 1; 0: none
   PackedCall mine;
 };
+// A broadcast's call as a peer of its root announces it (Segment::
+// await_post), or the no-call of a rank whose call fails after its post
+// (fail_after_post): kept for kCallRing calls, because a root that ran
+// ahead compares it calls later, and a peer that waits for the root alone
+// may by then have made more calls.
+struct alignas(32) CallEntry {
+  std::atomic<uint64_t> seq;  // the call's number + 1; 0: none yet
+  PackedCall call;
+};
 // Who a rank is, for the liveness check; written once.
 struct alignas(kLine) RankInfo {
   int32_t pid;
@@ -159,9 +168,13 @@ PostEntry& post_entry(void* base, int size, int r, uint64_t n) {
 MismatchReport* reports(void* base, int size) {
   return reinterpret_cast<MismatchReport*>(post_rings(base, size) + size * Segment::kPostRing);
 }
+CallEntry& call_entry(void* base, int size, int r, uint64_t n) {
+  return reinterpret_cast<CallEntry*>(reports(base, size) + size)[r * Segment::kCallRing +
+                                                                  static_cast<int>(n % Segment::kCallRing)];
+}
 size_t data_offset(int size) {
   return round_up(kControlOffset + size * (sizeof(RankLine) + sizeof(RankInfo) + Segment::kPostRing * sizeof(PostEntry) +
-                                           sizeof(MismatchReport)),
+                                           sizeof(MismatchReport) + Segment::kCallRing * sizeof(CallEntry)),
                   4096);
 }
 }  // namespace
@@ -321,14 +334,26 @@ void Segment::fail_peer_gone(int peer, const char* op) {
 void Segment::announce(const Call& call, std::string (*describe)(const Call&), const Deadline& deadline,
                        const char* op) {
   if (posted_) catch_up(deadline, op);
+  else if (skipped_) rejoin(deadline, op);
+  begin_[calls_ % kCallRing] = phase_ + 1;
   lines(base_)[rank_].calls[calls_ & 1] = pack(call);
   describe_ = describe;
   compare_pending_ = true;
 }
 
+void Segment::rejoin(const Deadline& deadline, const char* op) {
+  // Every rank entered this rank's last call (a posted one): they have
+  // finished reading what this rank wrote before it, in its line's call
+  // slot and its halves, which this call may now rewrite.
+  wait_all(deadline, op);
+  skipped_ = false;
+}
+
 const PackedCall& Segment::call_of(int j, uint64_t n) const {
   const PostEntry& e = post_entry(base_, size_, j, n);
   if (e.seq.load(std::memory_order_acquire) == n + 1) return e.call;
+  const CallEntry& c = call_entry(base_, size_, j, n);
+  if (c.seq.load(std::memory_order_acquire) == n + 1) return c.call;
   return lines(base_)[j].calls[n & 1];
 }
 
@@ -343,16 +368,17 @@ bool Segment::same_calls(uint64_t n) const {
   return true;
 }
 
+std::string Segment::described(const Call& c) const {
+  return c.what == kNoCall ? "no call (it reported that a call it posted before this one did not match)" : describe_(c);
+}
+
 std::string Segment::differences(uint64_t n, Call* mine) const {
   *mine = unpack(call_of(rank_, n));
   std::string differ;
   for (int j = 0; j < size_; ++j) {
     const Call theirs = unpack(call_of(j, n));
     if (theirs.what == mine->what && theirs.dtype == mine->dtype && theirs.count == mine->count) continue;
-    differ += "; rank " + std::to_string(global_ranks_[j]) + ": " +
-              (theirs.what == kNoCall ? std::string("no call (it reported that a call it posted before this one "
-                                                    "did not match)")
-                                      : describe_(theirs));
+    differ += "; rank " + std::to_string(global_ranks_[j]) + ": " + described(theirs);
   }
   return differ;
 }
@@ -363,12 +389,19 @@ void Segment::compare_calls() {
   if (same_calls(n)) return;
   Call mine;
   const std::string differ = differences(n, &mine);
-  if (differ.empty()) return;
+  if (!differ.empty()) refuse(n, mine, differ);
+}
+
+void Segment::report(uint64_t n, const Call& mine) {
   // A rank that posted call n did not wait to compare it: it reads this
   // when it next waits (reported_against_posts).
   MismatchReport& report = reports(base_, size_)[rank_];
   report.mine = pack(mine);
   report.call.store(n + 1, std::memory_order_release);
+}
+
+void Segment::refuse(uint64_t n, const Call& mine, const std::string& differ) {
+  report(n, mine);
   throw CallMismatch("the ranks did not call the same collective (rank " + std::to_string(global_ranks_[rank_]) +
                      ": " + describe_(mine) + differ + "); nothing was combined and the group stays usable");
 }
@@ -378,10 +411,11 @@ void Segment::catch_up(const Deadline& deadline, const char* op) {
   // Every peer reached the last post: the posts before it are finished,
   // and any peer that found one differing has reported it.
   wait_all(deadline, op);
+  skipped_ = false;
   Call mine;
   std::string differ = reported_against_posts(&mine);
-  // The peers' calls of the last post are still in their lines: compared
-  // here, whether or not they have compared it yet.
+  // The peers' calls of the last post are still where they announced
+  // them: compared here, whether or not they have compared it yet.
   if (differ.empty() && !same_calls(last_post_)) differ = differences(last_post_, &mine);
   settled_ = calls_;
   if (!differ.empty()) fail_after_post(mine, differ, deadline, op);
@@ -400,7 +434,7 @@ std::string Segment::reported_against_posts(Call* posted) const {
     const PostEntry& mine = post_entry(base_, size_, rank_, tag - 1);
     if (mine.seq.load(std::memory_order_relaxed) != tag) continue;
     if (differ.empty()) *posted = unpack(mine.call);
-    differ += "; rank " + std::to_string(global_ranks_[j]) + ": " + describe_(unpack(report.mine));
+    differ += "; rank " + std::to_string(global_ranks_[j]) + ": " + described(unpack(report.mine));
   }
   return differ;
 }
@@ -408,12 +442,22 @@ std::string Segment::reported_against_posts(Call* posted) const {
 void Segment::fail_after_post(const Call& posted, const std::string& differ, const Deadline& deadline,
                               const char* op) {
   // The peers' calls of this number wait in their barrier: this rank makes
-  // one too, announcing no call, which fails theirs.
-  lines(base_)[rank_].calls[calls_++ & 1] = pack(Call{kNoCall, -1, 0});
+  // one too, announcing no call, which fails theirs. In its call ring, not
+  // its line: a rank that ran ahead of some peers must not rewrite its
+  // line's call slot before they have read it (rejoin()). Reported too,
+  // for a root that posted this call and compares it only later.
+  const uint64_t n = calls_++;
+  begin_[n % kCallRing] = phase_ + 1;
+  const Call none{kNoCall, -1, 0};
+  CallEntry& entry = call_entry(base_, size_, rank_, n);
+  entry.call = pack(none);
+  entry.seq.store(n + 1, std::memory_order_release);
+  report(n, none);
   compare_pending_ = false;
   posted_ = false;
   raise_phase();
   wait_all(deadline, op);
+  skipped_ = false;
   settled_ = calls_;
   throw CallMismatch(std::string(op) + " was not run: a call before it, which this rank (rank " +
                      std::to_string(global_ranks_[rank_]) + ") posted as " + describe_(posted) +
@@ -445,34 +489,67 @@ void Segment::post(const Call& call, std::string (*describe)(const Call&), const
   check_abort(op);
   describe_ = describe;
   const uint64_t n = calls_;
-  PostEntry& e = post_entry(base_, size_, rank_, n);
-  // Where this rank posted the call post_depth_ calls back, every peer
-  // must have finished it (reached the phase after it) before this one is
-  // posted: at kPostRing, so that the entry it used is free. An older post
-  // was finished before a later call of this rank that was not posted
-  // passed its barrier.
-  const uint64_t back = n - static_cast<uint64_t>(post_depth_);
-  if (n >= static_cast<uint64_t>(post_depth_) &&
-      post_entry(base_, size_, rank_, back).seq.load(std::memory_order_relaxed) == back + 1)
-    wait_all(post_phase_[back % kPostRing] + 1, deadline, op);
+  begin_[n % kCallRing] = phase_ + 1;
+  // The root runs at most post_depth_ calls ahead: every rank must have
+  // entered call n + 1 - post_depth_, having finished every call before
+  // it, whoever rooted it. Since every post waits so, no rank is more than
+  // kPostRing calls behind another, and the entries of this ring and of
+  // the peers' call rings are rewritten only once read.
+  const uint64_t depth = static_cast<uint64_t>(post_depth_);
+  if (n + 1 >= depth) wait_all(begin_[(n + 1 - depth) % kCallRing], deadline, op);
   Call mismatched;
-  const std::string differ = reported_against_posts(&mismatched);
+  std::string differ = reported_against_posts(&mismatched);
+  // Every rank has finished call n - post_depth_: where this rank posted
+  // it, their calls of it are compared here (a peer that differed has
+  // reported it, but a rank that posted it too, believing itself the
+  // root, has not).
+  if (differ.empty() && n >= depth) {
+    const uint64_t c = n - depth;
+    if (c >= settled_ && post_entry(base_, size_, rank_, c).seq.load(std::memory_order_relaxed) == c + 1) {
+      if (!same_calls(c)) differ = differences(c, &mismatched);
+      settled_ = c + 1;
+    }
+  }
   if (!differ.empty()) fail_after_post(mismatched, differ, deadline, op);
+  PostEntry& e = post_entry(base_, size_, rank_, n);
   std::memcpy(bytes <= sizeof e.head ? e.head : e.rest, data, bytes);
   e.call = pack(call);
   e.seq.store(n + 1, std::memory_order_release);
   raise_phase();
-  post_phase_[n % kPostRing] = phase_;
   compare_pending_ = false;
   ++calls_;
   posted_ = true;
   last_post_ = n;
 }
 
-const uint8_t* Segment::posted_data(int root, size_t bytes) const {
-  const uint64_t n = calls_ - 1;  // the call whose barrier this rank just passed
+const uint8_t* Segment::await_post(const Call& call, std::string (*describe)(const Call&), int root, size_t bytes,
+                                   const Deadline& deadline, const char* op) {
+  check_abort(op);
+  if (posted_) catch_up(deadline, op);
+  describe_ = describe;
+  const uint64_t n = calls_;
+  begin_[n % kCallRing] = phase_ + 1;
+  CallEntry& mine = call_entry(base_, size_, rank_, n);
+  mine.call = pack(call);
+  mine.seq.store(n + 1, std::memory_order_release);
+  raise_phase();
+  wait_for(root, phase_, deadline, op);
   const PostEntry& e = post_entry(base_, size_, root, n);
-  if (e.seq.load(std::memory_order_acquire) != n + 1) return nullptr;
+  if (e.seq.load(std::memory_order_acquire) != n + 1) {
+    // The root did not post (or made another call): a barrier of every
+    // rank, as for any call.
+    wait_all(deadline, op);
+    skipped_ = false;
+    compare_pending_ = true;
+    compare_calls();
+    return nullptr;
+  }
+  ++calls_;
+  skipped_ = size_ > 2;  // the other peers were not waited for
+  const PackedCall posted = e.call;
+  if (posted.what != mine.call.what || posted.dtype_and_count_high != mine.call.dtype_and_count_high ||
+      posted.count_low != mine.call.count_low)
+    refuse(n, call, "; rank " + std::to_string(global_ranks_[root]) + ": " + described(unpack(posted)));
   return bytes <= sizeof e.head ? e.head : e.rest;
 }
 

@@ -1,7 +1,8 @@
 // One shared-memory segment for the ranks of a group that share a host: a
 // control block (per rank: one cache line with its phase counter, calls
 // and small payloads, a post ring for the broadcasts it roots, a line for
-// its mismatch report; an abort word) followed by two data halves per rank
+// its mismatch report, a ring of the broadcast calls it awaited; an abort
+// word) followed by two data halves per rank
 // (one where the segment is plain memory: a shared bucket).
 //
 // The segment is an anonymous memfd: local rank 0 creates it, the others
@@ -116,7 +117,9 @@ class Segment {
   // reached it, and compares the ranks' calls of it and the peers' reports
   // on the posts before it. If one differed, this call is not run: every
   // rank's fails in its barrier (this one's names the posted call and the
-  // others'), so that all stay in step.
+  // others'), so that all stay in step. Where this rank's previous call
+  // waited for its root alone (await_post()), it first waits until every
+  // rank has entered that call.
   void announce(const Call& call, std::string (*describe)(const Call&), const Deadline& deadline, const char* op);
 
   // Raises this rank's phase and waits until every rank reached it. Throws
@@ -128,15 +131,15 @@ class Segment {
   // takes that much of each rank's part, but pages never written, as in a
   // shared bucket's segment, cost no memory): writes `call` and the
   // data into the next entry of its post ring and raises its phase without
-  // waiting for the peers, which read the entry after their barrier of this
-  // phase (posted_data()), as MPI's eager sends do. The root waits only
-  // when it is post_depth_ calls ahead of what every peer has finished
-  // (at most kPostRing, so that an entry is rewritten only once every
-  // peer has read it).
+  // waiting for the peers, which read the entry once they see that phase
+  // (await_post()), as MPI's eager sends do. The root waits only when it
+  // is post_depth_ calls ahead of what every rank has finished.
   // A peer that finds its call differing from a posted one fails at that
   // call and reports it on its own line; the root learns of it when it next
   // waits (a full ring, or its next call that is not posted: see
-  // announce()), and that call then fails on every rank.
+  // announce()), and that call then fails on every rank. The root also
+  // compares every rank's call of its post post_depth_ calls back, which
+  // finds a rank that posted the same call, believing itself the root.
   static constexpr size_t kPostBytes = 4096;
   static constexpr int kPostRing = 8;
   void post(const Call& call, std::string (*describe)(const Call&), const uint8_t* data, size_t bytes,
@@ -149,9 +152,19 @@ class Segment {
   // at 2.
   static constexpr int kPostDepth = kPostRing / 2;
   void set_post_depth(int calls) { post_depth_ = calls < 1 ? 1 : calls > kPostRing ? kPostRing : calls; }
-  // After the barrier of a one-piece broadcast from `root`: the data the
-  // root posted for this call (bytes long), or null when it did not post.
-  const uint8_t* posted_data(int root, size_t bytes) const;
+  // A peer of a broadcast of `bytes` (at most kPostBytes and slot_bytes())
+  // from `root`: announces `call` and waits for the root alone. Where the
+  // root posted this call, returns its data (bytes long), without waiting
+  // for the other peers, so that each peer takes the posts as it gets
+  // the CPU (where the ranks outnumber the cores, a barrier of every rank
+  // per call waits for the scheduler). Where it did not, completes this
+  // call's barrier with every rank and returns null: the data is then in
+  // the root's slot.
+  const uint8_t* await_post(const Call& call, std::string (*describe)(const Call&), int root, size_t bytes,
+                            const Deadline& deadline, const char* op);
+  // How many calls each rank's call ring keeps (more than kPostRing: no
+  // rank is more calls behind another, see post()).
+  static constexpr int kCallRing = 16;
 
   // Marks the segment unusable for every rank: their waits end with
   // `status` (the root cause's, as a published failure) naming this rank and
@@ -164,8 +177,19 @@ class Segment {
   [[noreturn]] void fail_peer_gone(int peer, const char* op);
   void check_abort(const char* op);
   void compare_calls();
+  // Publishes this rank's call number n as differing from the others'
+  // (a root that posted it reads it later) and throws CallMismatch.
+  [[noreturn]] void refuse(uint64_t n, const Call& mine, const std::string& differ);
+  void report(uint64_t n, const Call& mine);
+  // A call as messages name it (describe_, or the no call of a rank whose
+  // call failed after a post of its own).
+  std::string described(const Call& c) const;
+  // After await_post() waited for the root alone: waits until every rank
+  // entered that call, before this rank rewrites what they may still read.
+  void rejoin(const Deadline& deadline, const char* op);
   // Rank j's call number n: in its post ring where it posted that call,
-  // else in its line (by parity).
+  // in its call ring where it announced it there, else in its line (by
+  // parity).
   const PackedCall& call_of(int j, uint64_t n) const;
   // Whether every rank's call number n is this rank's (no strings: the
   // common case of every call).
@@ -214,7 +238,8 @@ class Segment {
   uint64_t last_post_ = 0;      // the number of the last call this rank posted
   uint64_t settled_ = 0;        // this rank's posts before this call number are all compared
   int post_depth_ = kPostDepth;
-  uint32_t post_phase_[kPostRing] = {};  // the phase each ring entry's post raised this rank to
+  bool skipped_ = false;  // the last call waited for its root alone (await_post): see rejoin()
+  uint32_t begin_[kCallRing] = {};  // the phase call number n's first barrier raises, at n % kCallRing
   std::vector<uint32_t> seen_;  // each rank's phase as this rank last read it (phases only grow)
   std::string (*describe_)(const Call&) = nullptr;
   std::vector<int> global_ranks_;
