@@ -357,7 +357,7 @@ void scenario_shm_shared_buckets() {
 // all-reduce: the root returns, and its next call fails on every rank
 // (DDP_E_INVALID_ARGUMENT naming the posted broadcast), the group usable
 // after; the same two calls after the root's run ahead (its post ring);
-// every rank the root of a run of posts (the fifth fails everywhere); the
+// every rank the root of a run of posts (the 25th fails everywhere); the
 // peers taking posts while another peer sleeps (3 or more ranks);
 // then DDP_TEST_VICTIM (when set) kills itself while rank 0 posts
 // broadcasts: every survivor gets DDP_E_PEER_FAILED within 10 s.
@@ -455,15 +455,15 @@ void scenario_shm_posted_broadcast() {
 
   // Every rank the root of a run of broadcasts: nobody awaits a post, so
   // nobody reports one; each root compares every rank's call of its post
-  // 4 calls back (Segment::kPostDepth), so the fifth fails on every rank.
+  // 24 calls back (Segment::kPostDepth), so the 25th fails on every rank.
   int failed_at = -1;
-  for (int k = 0; k < 8 && failed_at < 0; ++k) {
+  for (int k = 0; k < 64 && failed_at < 0; ++k) {
     const ddp_status s = ddp_broadcast(g, w, rank);
     if (s == DDP_OK) continue;
     expect_refused(s, "a run of broadcasts that every rank roots", "posted as broadcast");
     failed_at = k;
   }
-  WCHECK(failed_at == 4, "a run of broadcasts that every rank roots failed at call %d, not at the fifth", failed_at);
+  WCHECK(failed_at == 24, "a run of broadcasts that every rank roots failed at call %d, not at the 25th", failed_at);
   expect_sum_works("the run of roots' refusal");
 
   // A peer of posted broadcasts waits for the root alone: while the last

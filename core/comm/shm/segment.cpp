@@ -357,6 +357,12 @@ const PackedCall& Segment::call_of(int j, uint64_t n) const {
   return lines(base_)[j].calls[n & 1];
 }
 
+bool Segment::another_posted(uint64_t n) const {
+  for (int j = 0; j < size_; ++j)
+    if (j != rank_ && post_entry(base_, size_, j, n).seq.load(std::memory_order_acquire) == n + 1) return true;
+  return false;
+}
+
 bool Segment::same_calls(uint64_t n) const {
   const PackedCall& mine = call_of(rank_, n);
   for (int j = 0; j < size_; ++j) {
@@ -499,14 +505,15 @@ void Segment::post(const Call& call, std::string (*describe)(const Call&), const
   if (n + 1 >= depth) wait_all(begin_[(n + 1 - depth) % kCallRing], deadline, op);
   Call mismatched;
   std::string differ = reported_against_posts(&mismatched);
-  // Every rank has finished call n - post_depth_: where this rank posted
-  // it, their calls of it are compared here (a peer that differed has
-  // reported it, but a rank that posted it too, believing itself the
-  // root, has not).
+  // Every rank has finished call n - post_depth_. Where this rank posted
+  // it, a peer that differed has reported it by now (checked above), but
+  // a rank that posted it too, believing itself the root, has not: that
+  // is looked for here, in the other ranks' post rings (lines nobody else
+  // writes while one root posts, so no transfer between cores).
   if (differ.empty() && n >= depth) {
     const uint64_t c = n - depth;
     if (c >= settled_ && post_entry(base_, size_, rank_, c).seq.load(std::memory_order_relaxed) == c + 1) {
-      if (!same_calls(c)) differ = differences(c, &mismatched);
+      if (another_posted(c)) differ = differences(c, &mismatched);
       settled_ = c + 1;
     }
   }

@@ -141,16 +141,19 @@ class Segment {
   // compares every rank's call of its post post_depth_ calls back, which
   // finds a rank that posted the same call, believing itself the root.
   static constexpr size_t kPostBytes = 4096;
-  static constexpr int kPostRing = 8;
+  static constexpr int kPostRing = 32;
   void post(const Call& call, std::string (*describe)(const Call&), const uint8_t* data, size_t bytes,
             const Deadline& deadline, const char* op);
   // How many calls ahead of what its peers have finished a posting root
-  // may run: 1 to kPostRing. The default, half the ring, leaves an entry
-  // unread for kPostDepth calls before the root rewrites it: on 2 ranks of
-  // an EPYC VM 4 B to 64 B took 0.12-0.13 us at 4 and 6, 0.14-0.15 at 8
-  // (the root then rewrites the line a peer has just read) and 0.12-0.20
-  // at 2.
-  static constexpr int kPostDepth = kPostRing / 2;
+  // may run: 1 to kPostRing. The default, three quarters of the ring,
+  // leaves an entry unread for 8 calls before the root rewrites it (in a
+  // ring of 8, rewriting the line a peer had just read cost 4 B on 2 ranks
+  // 0.14 us against 0.12). Where the ranks outnumber the cores, a call
+  // that finds the ring full waits for a scheduler round (5-13 us on a
+  // 2-core EPYC VM), so the depth sets how often: 4 ranks, 4 B, p90 6-14
+  // us at depths 4 and 8 (more than a tenth of the calls wait), 0.41-6.5
+  // at 16, 0.42-0.58 at 24, 0.28-0.37 at 32; p50 0.30-0.51 at any depth.
+  static constexpr int kPostDepth = kPostRing * 3 / 4;
   void set_post_depth(int calls) { post_depth_ = calls < 1 ? 1 : calls > kPostRing ? kPostRing : calls; }
   // A peer of a broadcast of `bytes` (at most kPostBytes and slot_bytes())
   // from `root`: announces `call` and waits for the root alone. Where the
@@ -163,8 +166,8 @@ class Segment {
   const uint8_t* await_post(const Call& call, std::string (*describe)(const Call&), int root, size_t bytes,
                             const Deadline& deadline, const char* op);
   // How many calls each rank's call ring keeps (more than kPostRing: no
-  // rank is more calls behind another, see post()).
-  static constexpr int kCallRing = 16;
+  // rank is more calls behind another, see post()). 32 bytes a call.
+  static constexpr int kCallRing = 2 * kPostRing;
 
   // Marks the segment unusable for every rank: their waits end with
   // `status` (the root cause's, as a published failure) naming this rank and
@@ -191,6 +194,8 @@ class Segment {
   // in its call ring where it announced it there, else in its line (by
   // parity).
   const PackedCall& call_of(int j, uint64_t n) const;
+  // Whether a rank other than this one posted call number n.
+  bool another_posted(uint64_t n) const;
   // Whether every rank's call number n is this rank's (no strings: the
   // common case of every call).
   bool same_calls(uint64_t n) const;

@@ -61,7 +61,7 @@ bool posted_broadcast_enabled() {
   return env_within("DDP_SHM_POSTED_BROADCAST", 0, 1, "0 or 1").value_or(1) == 1;
 }
 // DDP_SHM_POST_RING: how many calls ahead of its peers a posting root may
-// run (1 to 8, default 4), for measuring what the ring saves. Only the
+// run (1 to 32, default 24), for measuring what the ring saves. Only the
 // root's side differs.
 int post_ring_depth() {
   return static_cast<int>(env_within("DDP_SHM_POST_RING", 1, shm::Segment::kPostRing, "calls")
