@@ -95,6 +95,9 @@ PackedCall pack(const Segment::Call& c) {
   return {c.what, (static_cast<uint32_t>(c.dtype + 1) << 24) | static_cast<uint32_t>(count >> 32),
           static_cast<uint32_t>(count)};
 }
+bool same(const PackedCall& a, const PackedCall& b) {
+  return a.what == b.what && a.dtype_and_count_high == b.dtype_and_count_high && a.count_low == b.count_low;
+}
 Segment::Call unpack(const PackedCall& p) {
   Segment::Call c;
   c.what = p.what;
@@ -365,12 +368,8 @@ bool Segment::another_posted(uint64_t n) const {
 
 bool Segment::same_calls(uint64_t n) const {
   const PackedCall& mine = call_of(rank_, n);
-  for (int j = 0; j < size_; ++j) {
-    const PackedCall& theirs = call_of(j, n);
-    if (theirs.what != mine.what || theirs.dtype_and_count_high != mine.dtype_and_count_high ||
-        theirs.count_low != mine.count_low)
-      return false;
-  }
+  for (int j = 0; j < size_; ++j)
+    if (!same(call_of(j, n), mine)) return false;
   return true;
 }
 
@@ -556,10 +555,8 @@ const uint8_t* Segment::await_post(const Call& call, std::string (*describe)(con
   }
   ++calls_;
   skipped_ = size_ > 2;  // the other peers were not waited for
-  const PackedCall posted = e.call;
-  if (posted.what != mine.call.what || posted.dtype_and_count_high != mine.call.dtype_and_count_high ||
-      posted.count_low != mine.call.count_low)
-    refuse(n, call, "; rank " + std::to_string(global_ranks_[root]) + ": " + described(unpack(posted)));
+  if (!same(e.call, mine.call))
+    refuse(n, call, "; rank " + std::to_string(global_ranks_[root]) + ": " + described(unpack(e.call)));
   return bytes <= sizeof e.head ? e.head : e.rest;
 }
 
