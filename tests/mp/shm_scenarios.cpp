@@ -604,6 +604,43 @@ void scenario_shm_shared_bucket_faults() {
          seconds_since(t0));
 }
 
+// A rank stopped (SIGSTOP) while rank 0 posts broadcasts, timeout 3 s:
+// every survivor gets DDP_E_TIMEOUT within twice that, and its message
+// names the stopped rank as the one waited for, also where a survivor
+// waited for rank 0 alone and rank 0 for the stopped rank (Segment::
+// waits_behind). A survivor then kills the stopped rank.
+void scenario_shm_stalled_peer() {
+  const int timeout_ms = 3000;
+  ddp_group* g = join(timeout_ms, "shm");
+  const int rank = ddp_group_rank(g);
+  const int victim = env_int("DDP_TEST_VICTIM", 1);
+  int64_t pid = getpid();
+  float word = 0;
+  ddp_tensor *pt = nullptr, *w = nullptr;
+  WOK(ddp_tensor_from_blob(&pt, &pid, DDP_INT64, nullptr, 0));
+  WOK(ddp_tensor_from_blob(&w, &word, DDP_FLOAT32, nullptr, 0));
+  WOK(ddp_broadcast(g, pt, victim));  // the survivors learn whom to kill once it is stopped
+  ddp_status st = DDP_OK;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int k = 0; k < 1000000 && st == DDP_OK; ++k) {
+    if (rank == victim && k == 1000) raise(SIGSTOP);
+    t0 = std::chrono::steady_clock::now();
+    st = ddp_broadcast(g, w, 0);
+  }
+  const double took = seconds_since(t0);
+  const std::string message = ddp_last_error_message();
+  std::fprintf(stderr, "[rank %d] %s after %.2f s: %s\n", rank, ddp_status_string(st), took, message.c_str());
+  WCHECK(st == DDP_E_TIMEOUT, "expected DDP_E_TIMEOUT, got %s", ddp_status_string(st));
+  WCHECK(took < 2.0 * timeout_ms / 1000 + 1, "the failing broadcast took %.2f s (timeout %d ms)", took, timeout_ms);
+  const std::string blamed = "for rank " + std::to_string(victim) + " (slow, stopped";
+  WCHECK(message.find(blamed) != std::string::npos, "the message does not end its chain of waits at the stopped rank %d: %s",
+         victim, message.c_str());
+  if (rank == (victim == 0 ? 1 : 0)) kill(static_cast<pid_t>(pid), SIGKILL);
+  ddp_tensor_free(w);
+  ddp_tensor_free(pt);
+  ddp_group_free(g);
+}
+
 // Shared buckets across teardowns: three groups in turn on the same
 // MASTER_PORT, each with a reducer whose buckets are shared memory (new
 // segments, made through each group's store), two steps each with values
@@ -643,6 +680,7 @@ void scenario_shm_shared_buckets_rejoin() {
 
 WORKER_SCENARIO("shm_shared_buckets", scenario_shm_shared_buckets);
 WORKER_SCENARIO("shm_posted_broadcast", scenario_shm_posted_broadcast);
+WORKER_SCENARIO("shm_stalled_peer", scenario_shm_stalled_peer);
 WORKER_SCENARIO("shm_shared_bucket_faults", scenario_shm_shared_bucket_faults);
 WORKER_SCENARIO("shm_shared_buckets_rejoin", scenario_shm_shared_buckets_rejoin);
 WORKER_SCENARIO("shm_matches_gloo", scenario_shm_matches_gloo);

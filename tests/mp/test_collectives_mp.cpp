@@ -163,6 +163,18 @@ TEST(ShmFaults, ARankKilledOrStoppedAtARandomMomentOfSharedBucketWork) {
   }
 }
 
+// A rank stopped behind posted broadcasts (3 ranks, rank 0 the root):
+// the survivors time out and name the stopped rank, the non-root one
+// too, whose survivor peer waited for the root alone.
+TEST(ShmFaults, StoppedRankBehindPostedBroadcastsIsTheOneNamed) {
+  for (int victim : {2, 0}) {
+    SCOPED_TRACE("stopped rank " + std::to_string(victim));
+    auto res = run(3, "shm_stalled_peer", {"DDP_TEST_VICTIM=" + std::to_string(victim)}, 30);
+    EXPECT_EQ(res.ranks[victim].signal, 9) << res.summary();
+    expect_all_ok(res, {victim});
+  }
+}
+
 // Two simulated nodes of two ranks (NODE_RANK differs): shared memory inside
 // each, Gloo between their local rank 0s.
 TEST(ShmHierarchical, TwoNodesGiveGloosResults) {

@@ -84,11 +84,17 @@ struct alignas(32) CallEntry {
   std::atomic<uint64_t> seq;  // the call's number + 1; 0: none yet
   PackedCall call;
 };
-// Who a rank is, for the liveness check; written once.
+// Who a rank is, for the liveness check (written once), and whom it waits
+// for while its wait sleeps, so that a rank that times out can name the
+// rank at the end of a chain of waits rather than the first link
+// (Segment::waits_behind).
 struct alignas(kLine) RankInfo {
   int32_t pid;
   uint64_t start_time;  // from /proc/<pid>/stat, so that a reused pid is not taken for the peer
+  // (local rank waited for + 1) << 32 | the phase awaited; 0: not sleeping in a wait.
+  std::atomic<uint64_t> waiting;
 };
+static_assert(sizeof(RankInfo) == kLine, "one cache line per rank");
 
 PackedCall pack(const Segment::Call& c) {
   const uint64_t count = static_cast<uint64_t>(c.count) & ((uint64_t{1} << 56) - 1);
@@ -560,6 +566,26 @@ const uint8_t* Segment::await_post(const Call& call, std::string (*describe)(con
   return bytes <= sizeof e.head ? e.head : e.rest;
 }
 
+std::string Segment::waits_behind(int peer) const {
+  std::string chain = "rank " + std::to_string(global_ranks_[peer]);
+  std::vector<bool> named(static_cast<size_t>(size_), false);
+  named[static_cast<size_t>(rank_)] = true;
+  for (int j = peer; !named[static_cast<size_t>(j)];) {
+    named[static_cast<size_t>(j)] = true;
+    const uint64_t w = infos(base_, size_)[j].waiting.load(std::memory_order_relaxed);
+    const int k = static_cast<int>(w >> 32) - 1;
+    const uint32_t phase = static_cast<uint32_t>(w);
+    // A link holds while k has not reached the phase j awaits: j may have
+    // gone to sleep in an earlier wait and never woken (stopped there).
+    if (k < 0 || k >= size_ || k == j ||
+        static_cast<int32_t>(lines(base_)[k].phase.load(std::memory_order_acquire) - phase) >= 0)
+      break;
+    chain += ", which waits for rank " + std::to_string(global_ranks_[k]);
+    j = k;
+  }
+  return chain;
+}
+
 void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const char* op) {
   RankLine& line = lines(base_)[peer];
   // Phases wrap at 2^32: compare by difference.
@@ -591,14 +617,20 @@ void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const
     if (arrived()) return;
     sched_yield();
   }
+  // Only a sleeping wait says whom it waits for: the fast paths write nothing.
+  std::atomic<uint64_t>& waiting = infos(base_, size_)[rank_].waiting;
+  waiting.store((static_cast<uint64_t>(peer + 1) << 32) | phase, std::memory_order_relaxed);
+  struct Done {
+    std::atomic<uint64_t>& waiting;
+    ~Done() { waiting.store(0, std::memory_order_relaxed); }
+  } done{waiting};
   auto next_liveness = Clock::now() + kLivenessEvery;
   for (;;) {
     check_abort(op);
     auto now = Clock::now();
     if (now >= deadline.at(now)) {
       std::string msg = std::string(op) + " timed out on shared memory: rank " + std::to_string(global_ranks_[rank_]) +
-                        " waited for rank " + std::to_string(global_ranks_[peer]) +
-                        " (slow, stopped, or not calling the same collective)";
+                        " waited for " + waits_behind(peer) + " (slow, stopped, or not calling the same collective)";
       abort(static_cast<int>(Status::Timeout), msg);
       fail(Status::Timeout, msg);
     }

@@ -177,6 +177,11 @@ class Segment {
  private:
   Segment() = default;
   void wait_for(int peer, uint32_t phase, const Deadline& deadline, const char* op);
+  // "rank p", followed by the ranks p waits for in turn, as far as each
+  // still waits for the next ("rank 0, which waits for rank 2"): where a
+  // rank waited for its root alone, the root it times out on may itself be
+  // waiting for the rank that is stopped.
+  std::string waits_behind(int peer) const;
   [[noreturn]] void fail_peer_gone(int peer, const char* op);
   void check_abort(const char* op);
   void compare_calls();
