@@ -1,7 +1,8 @@
 // One shared-memory segment for the ranks of a group that share a host: a
 // control block (per rank: one cache line with its phase counter, calls
-// and small payloads, a post ring for the broadcasts it roots, a line for
-// its mismatch report, a ring of the broadcast calls it awaited; an abort
+// and small payloads, a line with its pid and whom a sleeping wait of it
+// waits for, a post ring for the broadcasts it roots, a line for its
+// mismatch report, a ring of the broadcast calls it awaited; an abort
 // word) followed by two data halves per rank
 // (one where the segment is plain memory: a shared bucket).
 //
