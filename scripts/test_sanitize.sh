@@ -14,4 +14,4 @@ cmake --build "$build" -j "${DDP_JOBS:-2}"
 cd "$build"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   LSAN_OPTIONS="suppressions=$here/scripts/lsan.supp"
-ctest --output-on-failure --timeout 600 -LE "parity|packaging|bindings|fuzz" "$@"
+ctest --output-on-failure --timeout 600 -j "${DDP_TEST_JOBS:-2}" -LE "parity|packaging|bindings|fuzz" "$@"
