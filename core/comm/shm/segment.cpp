@@ -111,6 +111,8 @@ Segment::Call unpack(const PackedCall& p) {
   c.count = static_cast<int64_t>((static_cast<uint64_t>(p.dtype_and_count_high & 0xffffff) << 32) | p.count_low);
   return c;
 }
+// Whether phase v is at or past `phase` (phases wrap at 2^32: compared by difference).
+bool reached(uint32_t v, uint32_t phase) { return static_cast<int32_t>(v - phase) >= 0; }
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit words");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "call numbers are shared between processes");
 
@@ -387,9 +389,8 @@ std::string Segment::differences(uint64_t n, Call* mine) const {
   *mine = unpack(call_of(rank_, n));
   std::string differ;
   for (int j = 0; j < size_; ++j) {
-    const Call theirs = unpack(call_of(j, n));
-    if (theirs.what == mine->what && theirs.dtype == mine->dtype && theirs.count == mine->count) continue;
-    differ += "; rank " + std::to_string(global_ranks_[j]) + ": " + described(theirs);
+    if (same(call_of(j, n), call_of(rank_, n))) continue;
+    differ += "; rank " + std::to_string(global_ranks_[j]) + ": " + described(unpack(call_of(j, n)));
   }
   return differ;
 }
@@ -577,9 +578,7 @@ std::string Segment::waits_behind(int peer) const {
     const uint32_t phase = static_cast<uint32_t>(w);
     // A link holds while k has not reached the phase j awaits: j may have
     // gone to sleep in an earlier wait and never woken (stopped there).
-    if (k < 0 || k >= size_ || k == j ||
-        static_cast<int32_t>(lines(base_)[k].phase.load(std::memory_order_acquire) - phase) >= 0)
-      break;
+    if (k < 0 || k >= size_ || k == j || reached(lines(base_)[k].phase.load(std::memory_order_acquire), phase)) break;
     chain += ", which waits for rank " + std::to_string(global_ranks_[k]);
     j = k;
   }
@@ -588,15 +587,13 @@ std::string Segment::waits_behind(int peer) const {
 
 void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const char* op) {
   RankLine& line = lines(base_)[peer];
-  // Phases wrap at 2^32: compare by difference.
-  auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - phase) >= 0; };
   // A peer seen past this phase before needs no new read (a posting root
   // checks its ring's peers that way, and they it).
   uint32_t& seen = seen_[static_cast<size_t>(peer)];
-  if (reached(seen)) return;
+  if (reached(seen, phase)) return;
   auto arrived = [&] {
     const uint32_t v = line.phase.load(std::memory_order_acquire);
-    if (!reached(v)) return false;
+    if (!reached(v, phase)) return false;
     seen = v;
     return true;
   };
@@ -641,7 +638,7 @@ void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const
     }
     line.sleepers.fetch_add(1, std::memory_order_seq_cst);
     uint32_t v = line.phase.load(std::memory_order_seq_cst);
-    if (!reached(v)) {
+    if (!reached(v, phase)) {
       auto left = std::chrono::duration_cast<Millis>(deadline.at() - now) + Millis(1);
       futex_wait(&line.phase, v, std::min(kSleepSlice, left));
     }
