@@ -55,8 +55,10 @@ DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
 // completed) they failed the same setup, told by the group's abort key, and
 // end within moments with their own exit status (the root cause, where it
 // was theirs); or they wait for a rank 0 that gave up: stopped after that
-// short grace.
-constexpr Millis kSetupFailureGrace{2000};
+// grace. 5 s, as ddp_spawn's SIGTERM grace: 2 s was too short for a rank
+// ending under load (an ASan build's leak scan on a busy 2-core host took
+// longer, and the rank was stopped instead of ending with its own status).
+constexpr Millis kSetupFailureGrace{5000};
 DdpStrategy::~DdpStrategy() {
   if (!launcher_) return;
   const Millis wait = group_ ? opts_.timeout : std::min(opts_.timeout, kSetupFailureGrace);
