@@ -103,7 +103,9 @@ std::unique_ptr<Reducer> make_autograd_reducer(Group& group, std::vector<at::Ten
               "reducer: parameter " + std::to_string(i) + " is not a leaf tensor that requires grad");
     shapes.push_back(at::zeros_like(params[i]));
   }
-  auto reducer = std::make_unique<Reducer>(group, params, std::move(shapes), opts);
+  ReducerOptions o = opts;
+  o.views_rebound_on_rebuild = true;  // AutogradGradients binds each .grad to its new view
+  auto reducer = std::make_unique<Reducer>(group, params, std::move(shapes), o);
   reducer->set_gradient_source(std::make_unique<AutogradGradients>(*reducer, std::move(params)));
   return reducer;
 }

@@ -51,7 +51,7 @@ Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::T
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = n - 1 - i;
   BucketAssignment assignment;
-  if (opts.static_graph) {
+  if (opts.static_graph && buckets_may_be_rebuilt()) {
     // PyTorch's DDP with static_graph: one bucket (per dtype and device)
     // until the rebuild after the second step, listed in reverse.
     assignment = compute_bucket_assignment(infos_, {SIZE_MAX});
@@ -101,6 +101,10 @@ Reducer::~Reducer() {
     }
     b.work.reset();
   }
+}
+
+bool Reducer::buckets_may_be_rebuilt() const {
+  return !opts_.gradient_as_bucket_view || opts_.views_rebound_on_rebuild;
 }
 
 std::vector<size_t> Reducer::bucket_caps() const {
@@ -477,7 +481,7 @@ void Reducer::finish() {
       check_static_step_complete();
       abandon_on_failure("finish", [&] {
         finish_step();
-        if (++static_steps_ == 2) rebuild_buckets_in_ready_order();
+        if (++static_steps_ == 2 && buckets_may_be_rebuilt()) rebuild_buckets_in_ready_order();
       });
     }
     return;

@@ -49,6 +49,13 @@ struct ReducerOptions {
   // gradient. After the second step the buckets are rebuilt in the order
   // the gradients became ready in it (rank 0's order), the unused last.
   bool static_graph = false;
+  // With gradient_as_bucket_view: whether a rebuild may move the gradients
+  // to new bucket storage. Only where a GradientSource rebinds them (the
+  // autograd path, as PyTorch re-points param.grad). A caller that looked
+  // its views up once (ddp_reducer_gradient) keeps writing the old storage,
+  // and a moved gradient was silently left out of every later average; so
+  // without it the buckets keep the layout they were made with.
+  bool views_rebound_on_rebuild = false;
 };
 
 // Where a reducer finds each step's gradients and puts the averaged ones,
@@ -165,6 +172,7 @@ class Reducer {
   void check_layout_matches_across_ranks(const BucketAssignment& assignment);
   // [first_bucket_mb, bucket_cap_mb] in bytes.
   std::vector<size_t> bucket_caps() const;
+  bool buckets_may_be_rebuilt() const;  // see ReducerOptions::views_rebound_on_rebuild
   // Makes buckets_ (and the indices into them) of `assignment`.
   void assign_buckets(const BucketAssignment& assignment);
   // With gradient_as_bucket_view: whether the buckets go to the backend's

@@ -133,6 +133,82 @@ void scenario_reducer() {
   }
   expect_avg({30}, "gradient_as_bucket_view");
   ddp_reducer_free(red);
+
+  // The same views, looked up once and written every step, with static_graph
+  // (whose buckets PyTorch rebuilds after the second step) and a ready order
+  // that is not the buckets' own: a rebuild that moved the gradients left
+  // these views on the old storage, and steps 3 and 4 averaged stale values.
+  o.static_graph = 1;
+  WOK(ddp_reducer_new(&red, g, params.tensors(), nullptr, n, &o));
+  for (size_t i = 0; i < n; ++i) WOK(ddp_reducer_gradient(red, i, &views[i]));
+  for (int step = 40; step < 44; ++step) {
+    for (size_t i = 0; i < n; ++i) {
+      float* v = static_cast<float*>(ddp_tensor_data(views[i]));
+      for (size_t k = 0; k < sizes[i]; ++k) v[k] = grad_value(rank, i, k, step);
+    }
+    for (size_t i = 0; i < n; ++i) WOK(ddp_reducer_mark_ready(red, i));
+    WOK(ddp_reducer_finish(red));
+    for (size_t i = 0; i < n; ++i) WOK(ddp_tensor_copy_to(views[i], grads[i].data(), sizes[i] * sizeof(float)));
+    expect_avg({step}, "static_graph with views looked up once");
+  }
+  for (size_t i = 0; i < n; ++i) ddp_tensor_free(views[i]);
+  ddp_reducer_free(red);
+
+  // With autograd_hooks the rebuild after the second step does move the
+  // gradients, as PyTorch's does: each parameter's .grad follows its new
+  // view, so every step still averages. Rank r's loss is sum(p_i) * w with
+  // w = (r + 1) * (step + 1), so every .grad is the mean of the ranks' w.
+  o.autograd_hooks = 1;
+  o.broadcast_parameters = 0;
+  std::vector<ddp_tensor*> leaves(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
+    WOK(ddp_tensor_from_blob(&leaves[i], params[i].data(), DDP_FLOAT32, shape, 1));
+    WOK(ddp_tensor_set_requires_grad(leaves[i], 1));
+  }
+  WOK(ddp_reducer_new(&red, g, leaves.data(), nullptr, n, &o));
+  const void* first_grad = nullptr;
+  for (int step = 0; step < 4; ++step) {
+    ddp_tensor* loss = nullptr;
+    for (size_t i = 0; i < n; ++i) {
+      ddp_tensor *s = nullptr, *total = nullptr;
+      WOK(ddp_tensor_sum(leaves[i], nullptr, 0, 0, &s));
+      if (loss) WOK(ddp_tensor_binary(DDP_OP_ADD, loss, s, &total));
+      ddp_tensor_free(loss);
+      loss = total ? total : s;
+      if (total) ddp_tensor_free(s);
+    }
+    ddp_tensor* scaled = nullptr;
+    WOK(ddp_tensor_binary_scalar(DDP_OP_MUL, loss, (rank + 1.0) * (step + 1.0), &scaled));
+    WOK(ddp_tensor_backward(scaled));
+    ddp_tensor_free(scaled);
+    ddp_tensor_free(loss);
+    const float want = static_cast<float>((world + 1) / 2.0 * (step + 1));
+    for (size_t i = 0; i < n; ++i) {
+      ddp_tensor* gr = nullptr;
+      WOK(ddp_tensor_grad(leaves[i], &gr));
+      WCHECK(gr != nullptr, "autograd static_graph step %d: parameter %zu has no .grad", step, i);
+      if (!gr) continue;
+      if (i == 0 && step == 0) first_grad = ddp_tensor_data(gr);
+      if (i == 0 && step == 3)
+        WCHECK(ddp_tensor_data(gr) != first_grad, "autograd static_graph: .grad did not move with the rebuild");
+      WOK(ddp_tensor_copy_to(gr, grads[i].data(), sizes[i] * sizeof(float)));
+      WCHECK(grads[i].front() == want && grads[i].back() == want, "autograd static_graph step %d: .grad %zu = %g, want %g",
+             step, i, grads[i].front(), want);
+      ddp_tensor_free(gr);
+    }
+    // zero_grad (set_to_none = False): the next step accumulates from zero.
+    for (size_t i = 0; i < n; ++i) {
+      ddp_tensor* gr = nullptr;
+      WOK(ddp_tensor_grad(leaves[i], &gr));
+      if (gr) std::memset(ddp_tensor_data(gr), 0, sizes[i] * sizeof(float));
+      ddp_tensor_free(gr);
+    }
+  }
+  ddp_reducer_free(red);
+  for (auto* l : leaves) ddp_tensor_free(l);
+  o.static_graph = 0;
+  o.autograd_hooks = 0;
   ddp_group_free(g);
 }
 
@@ -210,8 +286,8 @@ bool in_shm_memfd(const void* p) {
 // buckets in memory every rank maps and reduces them there (scaling each
 // rank's values as it reads them where the world is a power of two).
 // DDP_TEST_STATIC_GRAPH=1: with static_graph, every gradient marked in every
-// step: its buckets are rebuilt after the second step (new shared buckets,
-// made by every rank inside finish), and the views are looked up anew.
+// step (its first step only counts, and reduces everything in finish). The
+// caller's views keep their buckets: no rebuild moves them (reducer.h).
 void scenario_reducer_shm_matches_gloo() {
   const bool bucket_view = env_int("DDP_TEST_BUCKET_VIEW", 0) == 1;
   const bool static_graph = env_int("DDP_TEST_STATIC_GRAPH", 0) == 1;

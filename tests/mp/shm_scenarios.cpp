@@ -505,8 +505,8 @@ void scenario_shm_posted_broadcast() {
 }
 
 // Faults at a random moment of shared-bucket work: a loop that makes a
-// reducer with shared buckets (static_graph: new ones after the second
-// step, made inside that step's finish), reduces in them and has rank 0
+// reducer with shared buckets (static_graph: the first step reduces them
+// all inside its finish), reduces in them and has rank 0
 // post broadcasts, while DDP_TEST_VICTIM kills (DDP_TEST_FAULT=kill) or
 // stops (stop) itself after a random delay of up to 400 ms, wherever it is
 // then: making a segment through the store (the store host too, as rank

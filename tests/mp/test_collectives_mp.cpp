@@ -115,7 +115,7 @@ TEST_P(ShmWorlds, ReducerInPlaceGivesTheBucketsBits) {
 // reduced where they lie: still the bits Gloo's buckets get.
 TEST_P(ShmWorlds, ReducerWithSharedBucketViewsGivesGloosBits) {
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1"}, 120));
-  // static_graph rebuilds the buckets after the second step: new shared ones.
+  // static_graph, whose first step reduces every bucket inside finish.
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1", "DDP_TEST_STATIC_GRAPH=1"}, 120));
   // The switch for measuring keeps them in private memory, with the same bits.
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1", "DDP_SHM_SHARED_BUCKETS=0"}, 120));

@@ -74,7 +74,10 @@ typedef struct ddp_reducer_options {
    * not, or missing where it did, is DDP_E_STATE naming it (the step is then
    * dropped). After the second step the buckets are rebuilt in the order the
    * gradients became ready in it (rank 0's), the unused ones last, as
-   * PyTorch rebuilds them.
+   * PyTorch rebuilds them. Except with gradient_as_bucket_view on caller
+   * buffers (no autograd_hooks): there the buckets keep the layout they
+   * were made with (first_bucket_mb, then bucket_cap_mb, in reverse), so
+   * that every view ddp_reducer_gradient gave stays the gradient's storage.
    */
   int static_graph;
 } ddp_reducer_options;
@@ -166,6 +169,9 @@ DDP_API ddp_status ddp_reducer_bucket_indices(const ddp_reducer *r, size_t bucke
  * @param[out] out new reference to gradient @p index's buffer: with
  *                 gradient_as_bucket_view a view into the bucket storage
  *                 (write the gradient there), otherwise the caller's buffer.
+ *                 Without autograd_hooks it stays the gradient's storage for
+ *                 the reducer's life; with them use the parameter's .grad,
+ *                 which a static_graph rebuild moves, as PyTorch does.
  */
 DDP_API ddp_status ddp_reducer_gradient(const ddp_reducer *r, size_t index, ddp_tensor **out);
 
