@@ -50,8 +50,12 @@ int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
   GroupOptions o;
   o.backend = "gloo";  // shm runs small collectives on the caller's thread
-  o.timeout = Millis(1500);
+  // The rendezvous gets 30 s: with 1.5 s, an ASan rank starting on a busy
+  // host (CI runs two tests at a time) missed it. The watch's timeout, the
+  // one under test, is set once every rank has joined.
+  o.timeout = Millis(30000);
   auto group = Group::init(detect_cluster_env(process_env_lookup()), o);
+  group->set_timeout(Millis(1500));
   int rank = group->rank(), world = group->size();
   StreamWatch watch(*group);
   std::vector<at::Tensor> ts;
