@@ -195,13 +195,8 @@ void scenario_reducer() {
       WOK(ddp_tensor_copy_to(gr, grads[i].data(), sizes[i] * sizeof(float)));
       WCHECK(grads[i].front() == want && grads[i].back() == want, "autograd static_graph step %d: .grad %zu = %g, want %g",
              step, i, grads[i].front(), want);
-      ddp_tensor_free(gr);
-    }
-    // zero_grad (set_to_none = False): the next step accumulates from zero.
-    for (size_t i = 0; i < n; ++i) {
-      ddp_tensor* gr = nullptr;
-      WOK(ddp_tensor_grad(leaves[i], &gr));
-      if (gr) std::memset(ddp_tensor_data(gr), 0, sizes[i] * sizeof(float));
+      // zero_grad (set_to_none = False): the next step accumulates from zero.
+      std::memset(ddp_tensor_data(gr), 0, sizes[i] * sizeof(float));
       ddp_tensor_free(gr);
     }
   }
