@@ -254,7 +254,7 @@ void verify_same_call(Group& g, const CallSignature& sig) {
 template <typename Now, typename StartPending>
 bool run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now,
                 StartPending&& pending) {
-  if (ticket) flight::waiting(ticket, Clock::now().time_since_epoch() / std::chrono::nanoseconds(1));
+  flight::waiting_since_enqueue(ticket);
   bool done;
   try {
     done = now(direct);

@@ -59,7 +59,7 @@ void Pending::wait(std::optional<Millis> timeout) {
                                       std::to_string(kMaxTimeout.count()) + " ms");
   const auto now = Clock::now();
   auto deadline = now + budget;
-  flight::waiting(ticket_, std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+  flight::waiting(ticket_);
   try {
     if (work_) wait_work(work_, deadline);
     if (then_) {

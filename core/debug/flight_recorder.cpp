@@ -36,8 +36,7 @@ struct alignas(64) Slot {
   std::atomic<int64_t> numel{-1}, ndim{-1}, root{-1};
   std::atomic<int64_t> dims[kMaxDims]{};
   std::atomic<int64_t> state{0};
-  std::atomic<uint64_t> t_enqueued{0}, t_finished{0};  // cycle counter
-  std::atomic<uint64_t> t_waiting{0};                  // CLOCK_MONOTONIC ns
+  std::atomic<uint64_t> t_enqueued{0}, t_waiting{0}, t_finished{0};  // cycle counter
 };
 
 Slot* g_ring = nullptr;  // set once by configure(), never freed (a dump may run at exit)
@@ -232,11 +231,22 @@ Ticket record(const char* label, int64_t seq, const Call& c) {
   return index + 1;
 }
 
-void waiting(Ticket t, int64_t now_ns) {
+namespace {
+void mark_waiting(Slot& s, uint64_t since) {
+  if (s.t_waiting.load(std::memory_order_relaxed)) return;  // the first call only
+  s.t_waiting.store(since, std::memory_order_relaxed);
+  s.state.store(int64_t(State::Waiting), std::memory_order_relaxed);
+}
+}  // namespace
+
+void waiting(Ticket t) {
   Slot* s = slot_of(t);
-  if (!s || s->t_waiting.load(std::memory_order_relaxed)) return;
-  s->t_waiting.store(uint64_t(now_ns), std::memory_order_relaxed);
-  s->state.store(int64_t(State::Waiting), std::memory_order_relaxed);
+  if (s) mark_waiting(*s, ticks());
+}
+
+void waiting_since_enqueue(Ticket t) {
+  Slot* s = slot_of(t);
+  if (s) mark_waiting(*s, s->t_enqueued.load(std::memory_order_relaxed));
 }
 
 void finish(Ticket t, State st) {
@@ -283,16 +293,13 @@ bool dump(const char* reason) {
     if (!t) return w.str(" -");
     put_us(w, ticks_ns(t));
   };
-  // The waiting time is a CLOCK_MONOTONIC reading between two cycle-counter
-  // ones; the counter's conversion can be a microsecond off, and a wait that
-  // began right after the enqueue (a small shm collective) would then read
-  // as earlier than it: clamp it into [enqueued, finished].
+  // The three readings may come from different cores, whose cycle
+  // counters can differ a little: the wait is clamped into [enqueued,
+  // finished], so that a dump never shows a wait before its enqueue.
   auto put_waiting = [&](Writer& w, uint64_t t, uint64_t enqueued, uint64_t finished) {
-    if (!t) return w.str(" -");
-    int64_t ns = g_real0_ns + (int64_t(t) - g_mono0_ns);
-    if (enqueued && ns < ticks_ns(enqueued)) ns = ticks_ns(enqueued);
-    if (finished && ns > ticks_ns(finished)) ns = ticks_ns(finished);
-    put_us(w, ns);
+    if (t && enqueued && t < enqueued) t = enqueued;
+    if (t && finished && t > finished) t = finished;
+    put_ticks(w, t);
   };
   Writer w(fd);
   w.str("libddp-flight-recorder 1\nrank ");
@@ -371,7 +378,7 @@ double cycle_cost_ns(int iterations) {
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iterations; ++i) {
     Ticket t = record("bench", i + 1, c);
-    waiting(t, i + 1);
+    waiting_since_enqueue(t);  // as every direct (shm) collective records
     finish(t, State::Completed);
   }
   auto t1 = std::chrono::steady_clock::now();

@@ -51,7 +51,7 @@ void flight_recorder_race(const std::string& dir) {
       c.dims[0] = 4;
       for (int i = 0; i < 20000; ++i) {
         Ticket t = record(label, ++seq, c);
-        waiting(t, i + 1);
+        waiting(t);
         finish(t, State::Completed);
       }
     });
