@@ -83,7 +83,9 @@ void scenario_resumed_rank_reports_the_root_cause() {
 // new one joined on the same MASTER_PORT, three times; each new group works.
 void scenario_rejoin_after_breakage() {
   for (int cycle = 0; cycle < 3; ++cycle) {
-    ddp_group* g = join(1500);
+    // Rank 0 rejoins as soon as its all_reduce has timed out, rank 1 a
+    // second later: the rendezvous gets 30 s, the collectives 1.5 s.
+    ddp_group* g = join_then_set_timeout(1500);
     int rank = ddp_group_rank(g);
     float v = 1;
     ddp_tensor* t = nullptr;
@@ -223,7 +225,7 @@ void scenario_detail_mismatches() {
 // Without DETAIL: all_reduce with different element counts must not abort
 // any process; every rank gets a status within its timeout.
 void scenario_size_mismatch_without_detail() {
-  ddp_group* g = join(3000);
+  ddp_group* g = join_then_set_timeout(3000);
   int rank = ddp_group_rank(g);
   std::vector<float> f(1 << 16, 1.0f);
   int64_t n[1] = {rank == 0 ? 1024 : 1 << 16};

@@ -42,6 +42,15 @@ ddp_group* join(int64_t timeout_ms, const char* backend) {
   return g;
 }
 
+ddp_group* join_then_set_timeout(int64_t timeout_ms, const char* backend) {
+  ddp_group* g = join(30000, backend);
+  if (ddp_group_set_timeout(g, timeout_ms) != DDP_OK) {
+    std::fprintf(stderr, "[rank %d] ddp_group_set_timeout: %s\n", g_rank, ddp_last_error_message());
+    std::exit(3);
+  }
+  return g;
+}
+
 // All-reduces `t` until a call fails (at most `limit` calls), running
 // `before(iteration)` ahead of each; returns the failing status and how long
 // that call took, and logs both.

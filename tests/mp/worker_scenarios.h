@@ -27,6 +27,11 @@ int env_int(const char* name, int fallback);
 // $WORKER_BACKEND, else the default); exits with code 3, naming the status,
 // when that fails.
 ddp_group* join(int64_t timeout_ms = 0, const char* backend = nullptr);
+// join() with a 30 s rendezvous (ranks that start late on a loaded host),
+// then `timeout_ms` for the collectives (ddp_group_set_timeout). The store's
+// calls keep the 30 s: only for scenarios whose failures come from
+// collectives, not from the store or its host.
+ddp_group* join_then_set_timeout(int64_t timeout_ms, const char* backend = nullptr);
 
 // All-reduces `t` until a call fails (at most `limit` calls), running
 // `before(iteration)` ahead of each; returns the failing status and how long
