@@ -9,7 +9,9 @@
 # prints the median of the rounds' p50 and p90, the ratios, and flags every
 # size where shm's p50 exceeds MPICH's or its p90 exceeds 1.5x its p50.
 # BENCH_OP=broadcast or all_gather times that collective instead (shm, gloo
-# and mpich only).
+# and mpich only). BENCH_INTERLEAVE=size runs one size per process, the
+# contenders in turn for each size (slower to run, fairer where the
+# machine's speed drifts within a sweep).
 #   bench/run_shm_vs_mpi.sh [results.jsonl]   (the JSON lines are kept there)
 source "$(dirname "$0")/common.sh"
 results=${1:-$(mktemp)}
@@ -51,9 +53,25 @@ contender() {  # contender <name> <world>
     *) echo "unknown contender $1" >&2; exit 2 ;;
   esac
 }
-for world in ${WORLDS:-2 4}; do
+rounds() {  # rounds <world>: BENCH_REPEATS rounds of every contender in turn
   for ((rep = 0; rep < ${BENCH_REPEATS:-3}; rep++)); do
-    for c in ${CONTENDERS:-shm gloo mpich}; do contender "$c" "$world"; done
+    for c in ${CONTENDERS:-shm gloo mpich}; do contender "$c" "$1"; done
   done
+}
+for world in ${WORLDS:-2 4}; do
+  if [ "${BENCH_INTERLEAVE:-}" = size ]; then
+    # One size per run, the contenders in turn for each size. On our 2-core
+    # VMs the speed of moving data between the cores changes every few
+    # seconds (the host moving the vCPUs; 1 MiB broadcasts on 2 ranks held
+    # 35-45, about 62 or 240-315 us for seconds at a time), so a contender
+    # whose whole sweep fell in a slow stretch looked slower at every size.
+    # Finer turns spread the stretches over the contenders.
+    max=${BENCH_MAX_BYTES:-$((BENCH_MAX_MB << 20))}
+    for ((b = ${BENCH_MIN_BYTES:-4}; b <= max; b *= 4)); do
+      BENCH_MIN_BYTES=$b BENCH_MAX_BYTES=$b rounds "$world"
+    done
+  else
+    rounds "$world"
+  fi
 done
 "$py" "$here/bench/report_vs_mpi.py" "$results"
