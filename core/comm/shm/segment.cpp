@@ -32,9 +32,6 @@ constexpr size_t kControlOffset = 512;
 // sleeps of at most kSleepSlice.
 constexpr int kYields = 32;
 constexpr Millis kSleepSlice{2};
-// How long a wait spins before it also yields (wait_for): longer than most
-// waits of a small collective, so that those make no system call.
-constexpr Nanos kSpinBeforeYield = std::chrono::microseconds(8);
 constexpr Millis kLivenessEvery{100};
 
 }  // namespace
@@ -605,21 +602,12 @@ void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const
     const auto now = Clock::now();
     deadline.at(now);
     const auto spin_until = now + spin_for_;
-    // A spin longer than this yields between its clock reads: the scheduler
-    // may have put the peer on this core (both ranks runnable on one CPU of
-    // two, for a while), and then nothing arrives until the spinner gives
-    // the core up. A 1 MiB broadcast on 2 ranks held on one CPU after they
-    // spun: 173-196 us a call without the yield, 98-102 yielding from 8 us
-    // on (71-72 from the first clock read, a system call in small calls' waits).
-    const auto yield_from = now + std::min(spin_for_, kSpinBeforeYield);
     for (;;) {
       for (int i = 0; i < 64; ++i) {  // about 2-4 us of pauses between clock reads
         if (arrived()) return;
         cpu_relax();
       }
-      const auto t = Clock::now();
-      if (t >= spin_until) break;
-      if (t >= yield_from) sched_yield();
+      if (Clock::now() >= spin_until) break;
     }
   }
   for (int i = 0; i < kYields; ++i) {
