@@ -107,16 +107,20 @@ TEST(Ddprun, MaxRestartsRestartsAllWorkersOnAFreshRendezvous) {
 
 TEST(Ddprun, SigtermEndsWorkersWithExitCode143) {
   std::string tag = new_tag();
-  std::string out = testing::TempDir() + "/ddprun_sigterm.out";
-  // SIGTERM once every worker is running (slow starts under sanitizers).
-  std::string cmd = ddprun() + " --standalone --nproc-per-node 3 --grace-period 2 " + worker() + " sleep > " +
-                    out + " 2>&1 & P=$!; i=0; while [ $(grep -c sleeping " + out +
+  std::string out = testing::TempDir() + "/ddprun_sigterm_" + tag + ".out";
+  // SIGTERM once every worker is running (slow starts under sanitizers). The
+  // file is emptied before ddprun starts: the redirection happens in the
+  // background child, so the first grep could otherwise find no file (and end
+  // the loop at once) or an earlier run's three lines.
+  std::string cmd = ": > " + out + "; " + ddprun() + " --standalone --nproc-per-node 3 --grace-period 2 " +
+                    worker() + " sleep > " + out + " 2>&1 & P=$!; i=0; while [ $(grep -c sleeping " + out +
                     ") -lt 3 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; kill -TERM $P; wait $P; "
                     "echo ddprun_exit=$?; cat " + out;
   auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 60);
   EXPECT_TRUE(has(res.ranks[0].output, "[rank2]: sleeping")) << res.ranks[0].output;
   EXPECT_TRUE(has(res.ranks[0].output, "ddprun_exit=143")) << res.ranks[0].output;
   EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived ddprun";
+  unlink(out.c_str());
 }
 
 TEST(Ddprun, MasterPortInUseIsAClearError) {
