@@ -49,9 +49,21 @@ struct StoreMonitor::State {
   std::optional<std::string> reported;
   std::optional<std::string> lost;
   bool lost_by_timeout = false;
+  // When the watcher's store call in progress began; unset between calls.
+  std::optional<std::chrono::steady_clock::time_point> call_began;
 };
 
 namespace {
+
+// Whether the watcher's store call in progress has already taken longer than
+// `bound`: its host is stopped or stalled (a store answers in microseconds),
+// and the call may last until the connection's read bound, the timeout the
+// group joined with. Waiting `bound` more for it would only make a caller's
+// failure arrive late, after a timeout set lower since (a group's
+// set_timeout); what the caller asked for stays queued for the watcher.
+bool watcher_stalled(const StoreMonitor::State& s, Millis bound) {
+  return s.call_began && std::chrono::steady_clock::now() - *s.call_began >= bound;
+}
 
 // The watcher's loop: every store call happens here, outside any lock.
 void watch(std::shared_ptr<StoreMonitor::State> s) {
@@ -61,6 +73,7 @@ void watch(std::shared_ptr<StoreMonitor::State> s) {
     s->to_publish.reset();
     uint64_t request = s->publish_requests;
     s->poll_now = false;
+    s->call_began = std::chrono::steady_clock::now();
     lock.unlock();
     std::optional<std::string> seen, lost;
     bool by_timeout = false;
@@ -81,6 +94,7 @@ void watch(std::shared_ptr<StoreMonitor::State> s) {
       close_if_out_of_step(*s->store, e);
     }
     lock.lock();
+    s->call_began.reset();
     if (payload) s->published = request;
     if (seen) s->reported = seen;
     if (lost) {
@@ -110,6 +124,7 @@ StoreMonitor::~StoreMonitor() {
   s_->cv.notify_all();
   // The detached watcher owns a reference to the state: if it is stuck in a
   // store call, it finishes that call later and exits.
+  if (watcher_stalled(*s_, kStopWait)) return;
   s_->cv.wait_for(lock, kStopWait, [&] { return s_->exited; });
 }
 
@@ -141,17 +156,20 @@ std::optional<std::string> StoreMonitor::refresh(Millis bound) {
   uint64_t target = s_->polls_done + 2;
   s_->poll_now = true;
   s_->cv.notify_all();
+  if (watcher_stalled(*s_, bound)) return s_->reported;
   s_->cv.wait_for(lock, bound, [&] { return s_->polls_done >= target || s_->exited; });
   return s_->reported;
 }
 
 namespace {
+
 void publish_through(StoreMonitor::State& s, const std::string& payload, Millis bound) {
   std::unique_lock<std::mutex> lock(s.m);
   if (s.exited) return;
   s.to_publish = payload;
   uint64_t request = ++s.publish_requests;
   s.cv.notify_all();
+  if (watcher_stalled(s, bound)) return;
   s.cv.wait_for(lock, bound, [&] { return s.published >= request || s.exited; });
 }
 }  // namespace

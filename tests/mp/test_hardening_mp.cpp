@@ -37,6 +37,12 @@ TEST(Hardening, StoppedStoreHostGivesTimeoutWithinTheTimeout) {
   expect_ok(res, 0);
 }
 
+TEST(Hardening, StoppedStoreHostGivesTimeoutWithinATimeoutSetAfterJoining) {
+  auto res = run(2, "stopped_store_host_timeout_set_after_join", 60);
+  EXPECT_EQ(res.ranks[0].signal, 9) << res.summary();
+  expect_ok(res, 0);
+}
+
 TEST(Hardening, RejoiningWhileTheStoreHostIsStoppedGivesTimeoutWithinTheTimeout) {
   auto res = run(3, "rejoin_while_the_store_host_is_stopped", 40);
   EXPECT_EQ(res.ranks[0].signal, 9) << res.summary();
