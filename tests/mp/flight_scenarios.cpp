@@ -19,7 +19,7 @@ namespace {
 // FLIGHT_GOOD (default 5) all-reduces of 4 floats that every rank makes.
 // timeout_ms: the group's, unless FLIGHT_TIMEOUT_MS says otherwise.
 ddp_group* join_and_agree(std::vector<float>& v, ddp_tensor** t, int timeout_ms = 2000) {
-  ddp_group* g = join(env_int("FLIGHT_TIMEOUT_MS", timeout_ms));
+  ddp_group* g = join_then_set_timeout(env_int("FLIGHT_TIMEOUT_MS", timeout_ms));
   int64_t n[1] = {static_cast<int64_t>(v.size())};
   WOK(ddp_tensor_from_blob(t, v.data(), DDP_FLOAT32, n, 1));
   for (int i = 0; i < env_int("FLIGHT_GOOD", 5); ++i) WOK(ddp_all_reduce(g, *t, DDP_SUM));

@@ -68,7 +68,7 @@ void scenario_stopped_store_host_timeout_set_after_join() { stopped_store_host(t
 // rank 1 must report that same DDP_E_TIMEOUT, not the broken connection it
 // finds.
 void scenario_resumed_rank_reports_the_root_cause() {
-  ddp_group* g = join(3000);
+  ddp_group* g = join_then_set_timeout(3000);
   int rank = ddp_group_rank(g);
   pid_t victim = pid_of(g, 1);
   std::vector<float> x(1 << 12, 1.0f);
@@ -317,7 +317,7 @@ void scenario_shm_gloo_fails_on_one_rank() {
 // DDP_E_TIMEOUT naming the store within twice its timeout; rank 1 then
 // kills rank 0.
 void scenario_rejoin_while_the_store_host_is_stopped() {
-  ddp_group* g = join(3000);
+  ddp_group* g = join_then_set_timeout(3000);
   const int rank = ddp_group_rank(g);
   const pid_t host = pid_of(g, 0);
   // A broadcast's root may return before the others have even finished

@@ -611,7 +611,7 @@ void scenario_shm_shared_bucket_faults() {
 // waits_behind). A survivor then kills the stopped rank.
 void scenario_shm_stalled_peer() {
   const int timeout_ms = 3000;
-  ddp_group* g = join(timeout_ms, "shm");
+  ddp_group* g = join_then_set_timeout(timeout_ms, "shm");
   const int rank = ddp_group_rank(g);
   const int victim = env_int("DDP_TEST_VICTIM", 1);
   int64_t pid = getpid();

@@ -30,7 +30,8 @@ ddp_group* join(int64_t timeout_ms = 0, const char* backend = nullptr);
 // join() with a 30 s rendezvous (ranks that start late on a loaded host),
 // then `timeout_ms` for the collectives (ddp_group_set_timeout). The store's
 // calls keep the 30 s: only for scenarios whose failures come from
-// collectives, not from the store or its host.
+// collectives (the store host may stop in one), not from a call to the store
+// itself (a rendezvous, a segment made through the store).
 ddp_group* join_then_set_timeout(int64_t timeout_ms, const char* backend = nullptr);
 
 // All-reduces `t` until a call fails (at most `limit` calls), running
