@@ -130,8 +130,10 @@ struct BoundedClient {
   c10::weak_intrusive_ptr<c10d::TCPStore> store;
   std::vector<int> fds;
 };
-std::mutex g_bounded_mutex;
-std::vector<BoundedClient> g_bounded;
+// Never destroyed: a store monitor's watcher, a detached thread, may reach
+// close_if_out_of_step while the process exits.
+std::mutex& g_bounded_mutex = *new std::mutex;
+std::vector<BoundedClient>& g_bounded = *new std::vector<BoundedClient>;
 
 void remember_bounded(const c10::intrusive_ptr<c10d::TCPStore>& store, std::vector<int> fds) {
   std::lock_guard<std::mutex> lock(g_bounded_mutex);

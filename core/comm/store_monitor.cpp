@@ -123,8 +123,11 @@ StoreMonitor::~StoreMonitor() {
   s_->stop = true;
   s_->cv.notify_all();
   // The detached watcher owns a reference to the state: if it is stuck in a
-  // store call, it finishes that call later and exits.
-  if (watcher_stalled(*s_, kStopWait)) return;
+  // store call, it finishes that call later and exits. The wait is kept for
+  // a stalled one too: a process that exits while its watcher is in a call
+  // may see the watcher wake mid-exit (the stopped host killed), where
+  // returning at once made that far likelier (a SIGSEGV at exit in
+  // ShmFaults.ARankKilledOrStoppedAtARandomMomentOfSharedBucketWork).
   s_->cv.wait_for(lock, kStopWait, [&] { return s_->exited; });
 }
 
