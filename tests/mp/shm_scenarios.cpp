@@ -270,6 +270,41 @@ void scenario_shm_peer_death() {
   ddp_group_free(g);
 }
 
+// The root of 256 KiB broadcasts (its peers read them from its process,
+// Segment::read_from) is killed at a random moment, perhaps while a peer
+// reads: every survivor gets DDP_E_PEER_FAILED within 10 s.
+void scenario_shm_root_death_while_read() {
+  ddp_group* g = join(20000, "shm");
+  const int rank = ddp_group_rank(g), root = ddp_group_size(g) - 1;
+  std::vector<float> x(1 << 16, 1.0f);
+  int64_t shape[1] = {static_cast<int64_t>(x.size())};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, shape, 1));
+  WOK(ddp_broadcast(g, t, root));
+  if (rank == root) {
+    const int delay_ms = 20 + static_cast<int>(std::random_device{}() % 300);
+    std::thread([=] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      raise(SIGKILL);
+    }).detach();
+  }
+  ddp_status st = DDP_OK;
+  auto t0 = std::chrono::steady_clock::now();
+  int calls = 0;
+  for (; st == DDP_OK && calls < 10000000; ++calls) {
+    if (rank == root) x[static_cast<size_t>(calls) % x.size()] = static_cast<float>(calls);
+    t0 = std::chrono::steady_clock::now();
+    st = ddp_broadcast(g, t, root);
+  }
+  const double took = seconds_since(t0);
+  std::fprintf(stderr, "[rank %d] broadcast %d -> %s after %.2f s: %s\n", rank, calls, ddp_status_string(st), took,
+               ddp_last_error_message());
+  WCHECK(st == DDP_E_PEER_FAILED, "expected DDP_E_PEER_FAILED, got %s", ddp_status_string(st));
+  WCHECK(took < 10.0, "the failure took %.2f s to notice", took);
+  ddp_tensor_free(t);
+  ddp_group_free(g);
+}
+
 // A reducer of `n` parameters with gradient_as_bucket_view (on shm its
 // buckets are shared memory), and in *views each gradient's view.
 ddp_reducer* bucket_view_reducer(ddp_group* g, const FloatArrays& params, size_t n, std::vector<ddp_tensor*>* views) {
@@ -685,3 +720,4 @@ WORKER_SCENARIO("shm_shared_bucket_faults", scenario_shm_shared_bucket_faults);
 WORKER_SCENARIO("shm_shared_buckets_rejoin", scenario_shm_shared_buckets_rejoin);
 WORKER_SCENARIO("shm_matches_gloo", scenario_shm_matches_gloo);
 WORKER_SCENARIO("shm_peer_death", scenario_shm_peer_death);
+WORKER_SCENARIO("shm_root_death_while_read", scenario_shm_root_death_while_read);

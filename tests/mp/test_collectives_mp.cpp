@@ -90,6 +90,22 @@ TEST_P(ShmWorlds, EveryCollectiveDtypeAndOpGivesGloosResult) {
   expect_all_ok(run(GetParam(), "shm_matches_gloo", {}, 300));
 }
 
+// Broadcasts of more than 32 KiB up to a slot read the root's tensor from
+// its process where the host allows it (as here); DDP_SHM_CMA=0 keeps them
+// in the slots, as on a host that does not.
+TEST_P(ShmWorlds, WithoutReadsFromTheRootToo) {
+  expect_all_ok(run(GetParam(), "shm_matches_gloo", {"DDP_SHM_CMA=0"}, 300));
+}
+
+TEST_P(ShmWorlds, RootKilledWhileItsBroadcastsAreReadGivesPeerFailed) {
+  const int root = GetParam() - 1;
+  for (int k = 0; k < 3; ++k) {
+    auto res = run(GetParam(), "shm_root_death_while_read", {}, 60);
+    EXPECT_EQ(res.ranks[root].signal, 9) << res.summary();
+    expect_all_ok(res, {root});
+  }
+}
+
 TEST_P(ShmWorlds, KilledRankGivesPeerFailedAndLeavesNoSharedMemory) {
   auto before = dev_shm_entries();
   auto res = run(GetParam(), "shm_peer_death", {"DDP_TEST_VICTIM=1"}, 60);

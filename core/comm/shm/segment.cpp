@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -91,6 +92,7 @@ struct alignas(32) CallEntry {
 struct alignas(kLine) RankInfo {
   int32_t pid;
   uint64_t start_time;  // from /proc/<pid>/stat, so that a reused pid is not taken for the peer
+  uint64_t probe_at;  // the address of kCmaProbe in this rank's process (Segment::read_from)
   // (local rank waited for + 1) << 32 | the phase awaited; 0: not sleeping in a wait.
   std::atomic<uint64_t> waiting;
 };
@@ -240,6 +242,32 @@ std::string Segment::attach(const std::string& where, size_t bytes) {
   return problem;
 }
 
+// A word each rank's peers read from its process at open, to learn whether
+// this host lets them (Segment::read_from).
+constexpr uint64_t kCmaProbeValue = 0x6464702d636d6131ULL;  // "ddp-cma1"
+const volatile uint64_t kCmaProbe = kCmaProbeValue;
+
+// Reads `bytes` at `from` in process `pid` into `to`; errno on failure.
+int read_process(int pid, void* to, uintptr_t from, size_t bytes) {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{static_cast<uint8_t*>(to) + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(from + done), bytes - done};
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n == 0 ? EFAULT : errno;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// DDP_SHM_CMA=0 keeps every byte in the slots (for measuring, and for a
+// host whose check passes where reads later fail).
+bool cma_allowed() {
+  const char* v = std::getenv("DDP_SHM_CMA");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
 int cpus_available() {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
@@ -284,6 +312,7 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
     RankInfo& me = infos(seg->base_, size)[local_rank];
     me.pid = static_cast<int32_t>(getpid());
     me.start_time = live_start_time(getpid());
+    me.probe_at = reinterpret_cast<uintptr_t>(&kCmaProbe);
   }
   store.set("mapped/" + std::to_string(local_rank), to_bytes(problem.empty() ? "ok" : problem));
   std::string reasons;
@@ -300,6 +329,25 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   if (!reasons.empty()) {
     if (why_not) *why_not = reasons;
     return nullptr;
+  }
+  // Whether a rank may read its peers' memory (read_from): each tries the
+  // next rank's probe word, and all use it only if every one could (a
+  // container without CAP_SYS_PTRACE, Yama's ptrace_scope, a seccomp filter
+  // refuse it), so that every rank takes the same path.
+  if (size > 1 && halves > 1) {
+    bool can = cma_allowed();
+    if (can) {
+      const RankInfo& next = infos(seg->base_, size)[(local_rank + 1) % size];
+      uint64_t word = 0;
+      can = read_process(next.pid, &word, next.probe_at, sizeof word) == 0 && word == kCmaProbeValue;
+    }
+    store.set("cma/" + std::to_string(local_rank), to_bytes(can ? "1" : "0"));
+    std::vector<std::string> cma_keys;
+    for (int r = 0; r < size; ++r) cma_keys.push_back("cma/" + std::to_string(r));
+    store.wait(cma_keys, timeout);
+    bool all = true;
+    for (const std::string& k : cma_keys) all = all && store.get(k) == to_bytes("1");
+    seg->cma_ = all;
   }
   return seg;
 }
@@ -333,6 +381,19 @@ void Segment::check_abort(const char* op) {
   reason[sizeof(reason) - 1] = 0;
   fail(static_cast<Status>(header_->abort_status),
        "another rank failed, so this one stops too: rank " + std::to_string(header_->abort_rank) + ": " + reason);
+}
+
+void Segment::read_from(int peer, void* to, uintptr_t from, size_t bytes, const char* op) {
+  const RankInfo& info = infos(base_, size_)[peer];
+  const int err = read_process(info.pid, to, from, bytes);
+  if (err == 0) return;
+  // A peer that is exiting fails the read with ESRCH, or EFAULT once its
+  // pages are going.
+  if (err == ESRCH || live_start_time(info.pid) != info.start_time) fail_peer_gone(peer, op);
+  std::string msg = std::string(op) + " on shared memory: rank " + std::to_string(global_ranks_[rank_]) +
+                    " could not read rank " + std::to_string(global_ranks_[peer]) + "'s memory: " + std::strerror(err);
+  abort(static_cast<int>(Status::Backend), msg);
+  fail(Status::Backend, msg);
 }
 
 void Segment::fail_peer_gone(int peer, const char* op) {

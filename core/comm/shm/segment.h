@@ -87,6 +87,14 @@ class Segment {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Whether every rank may read its peers' memory directly (Linux's
+  // process_vm_readv, checked at open): one copy where the slots take two.
+  bool cma() const { return cma_; }
+  // Copies `bytes` at address `from` of local rank `peer`'s process into
+  // `to`, which the peer must keep unchanged until a barrier after this.
+  // A failure aborts the segment: Status::PeerFailed where the peer has
+  // exited, else Status::Backend naming the error.
+  void read_from(int peer, void* to, uintptr_t from, size_t bytes, const char* op);
   size_t slot_bytes() const { return slot_bytes_; }
   // Rank r's half h (0 or 1): slot_bytes() bytes, 64-byte aligned.
   uint8_t* slot(int r, int h) const;
@@ -243,6 +251,7 @@ class Segment {
   // is what a waiting rank costs: at most this much CPU per wait, then
   // sleeps that wake every kSleepSlice.
   Nanos spin_for_ = std::chrono::microseconds(50);
+  bool cma_ = false;
   uint64_t calls_ = 0;          // announced so far; its parity picks the rank line's call slot
   bool compare_pending_ = false;
   bool posted_ = false;  // the last call was a post(): its calls are compared at the next announce()
