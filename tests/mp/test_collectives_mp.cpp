@@ -91,8 +91,8 @@ TEST_P(ShmWorlds, EveryCollectiveDtypeAndOpGivesGloosResult) {
 }
 
 // Broadcasts of more than 32 KiB up to a slot read the root's tensor from
-// its process where the host allows it (as here); DDP_SHM_CMA=0 keeps them
-// in the slots, as on a host that does not.
+// its process where the host allows it and has a core for each rank (2
+// ranks here); DDP_SHM_CMA=0 keeps them in the slots, as elsewhere.
 TEST_P(ShmWorlds, WithoutReadsFromTheRootToo) {
   expect_all_ok(run(GetParam(), "shm_matches_gloo", {"DDP_SHM_CMA=0"}, 300));
 }
