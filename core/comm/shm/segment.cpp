@@ -262,13 +262,6 @@ int read_process(int pid, void* to, uintptr_t from, size_t bytes) {
   return 0;
 }
 
-// DDP_SHM_CMA=0 keeps every byte in the slots (for measuring, and for a
-// host whose check passes where reads later fail).
-bool cma_allowed() {
-  const char* v = std::getenv("DDP_SHM_CMA");
-  return !(v && std::strcmp(v, "0") == 0);
-}
-
 int cpus_available() {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
@@ -276,10 +269,11 @@ int cpus_available() {
 }
 
 std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const std::vector<int>& global_ranks,
-                                       size_t slot_bytes, std::optional<Nanos> spin, Millis timeout,
-                                       std::string* why_not, int halves) {
+                                       const Options& options, Millis timeout, std::string* why_not) {
   static_assert(sizeof(Header) <= kControlOffset, "the header fits before the rank lines");
   const int size = static_cast<int>(global_ranks.size());
+  const int halves = options.halves;
+  const size_t slot_bytes = options.slot_bytes;
   const size_t bytes = data_offset(size) + static_cast<size_t>(size) * static_cast<size_t>(halves) * slot_bytes;
   std::unique_ptr<Segment> seg(new Segment());
   seg->halves_ = static_cast<size_t>(halves);
@@ -289,7 +283,7 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   seg->global_ranks_ = global_ranks;
   seg->seen_.assign(static_cast<size_t>(size), 0);
   if (size > cpus_available() && cpus_available() > 0) seg->spin_for_ = Nanos(0);
-  if (spin) seg->spin_for_ = *spin;
+  if (options.spin) seg->spin_for_ = *options.spin;
   auto to_bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
   std::string problem;
   struct OwnedFd {
@@ -339,7 +333,7 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   // second barrier wait for the scheduler (4 ranks on 2 cores, 64 KiB
   // broadcast: 19.7-20.0 us against 13.5-17.6 through the slots).
   if (size > 1 && halves > 1) {
-    bool can = cma_allowed() && !(size > cpus_available() && cpus_available() > 0);
+    bool can = options.reads && !(size > cpus_available() && cpus_available() > 0);
     if (can) {
       const RankInfo& next = infos(seg->base_, size)[(local_rank + 1) % size];
       uint64_t word = 0;

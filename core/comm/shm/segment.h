@@ -68,19 +68,26 @@ class Deadline {
 
 class Segment {
  public:
+  // How a segment is laid out and waits; every rank of the host passes the same.
+  struct Options {
+    size_t slot_bytes = 0;
+    // How long a wait spins before it sleeps; none: the default (see spin_for_).
+    std::optional<Nanos> spin;
+    // 2, or 1 for a segment used as plain memory (a shared bucket), which
+    // has only half 0.
+    int halves = 2;
+    // Whether ranks may read each other's memory (cma()) where the host
+    // allows it; false keeps every byte in the slots.
+    bool reads = true;
+  };
   // Every rank of the host calls this with the same store (prefixed for this
   // segment), local rank and size. Returns nullptr and sets *why_not when
   // some rank could not map the segment (another host, a /proc that hides
   // other processes): the caller then uses the network for everything.
   // Throws Status::Timeout when a rank does not arrive within `timeout`.
   // `global_ranks[i]` is local rank i's rank in the group (for messages).
-  // `spin`: how long a wait spins before it sleeps; none: the default (see
-  // spin_for_).
-  // `halves`: 2, or 1 for a segment used as plain memory (a shared bucket),
-  // which has only half 0.
   static std::unique_ptr<Segment> open(c10d::Store& store, int local_rank, const std::vector<int>& global_ranks,
-                                       size_t slot_bytes, std::optional<Nanos> spin, Millis timeout,
-                                       std::string* why_not, int halves = 2);
+                                       const Options& options, Millis timeout, std::string* why_not);
   ~Segment();
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;

@@ -72,6 +72,19 @@ std::optional<shm::Nanos> spin_time() {
   auto us = env_within("DDP_SHM_SPIN_US", 0, 1000000, "microseconds");
   return us ? std::optional<shm::Nanos>(std::chrono::microseconds(*us)) : std::nullopt;
 }
+// DDP_SHM_CMA=0: no reads of a peer's memory (Segment::cma), every byte
+// through the slots, for measuring and for a host whose check passes where
+// reads later fail; every rank of a host must use the same value.
+bool reads_enabled() { return env_within("DDP_SHM_CMA", 0, 1, "0 or 1").value_or(1) == 1; }
+// The segment a group or a shared bucket opens: the switches above.
+shm::Segment::Options segment_options(size_t slot, int halves) {
+  shm::Segment::Options o;
+  o.slot_bytes = slot;
+  o.spin = spin_time();
+  o.halves = halves;
+  o.reads = reads_enabled();
+  return o;
+}
 std::optional<ReduceKind> reduce_kind(const c10d::ReduceOp& op) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM: return ReduceKind::Sum;
@@ -237,8 +250,9 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
                                                         spec_.store);
     std::string why_not;
     std::shared_ptr<shm::Segment> memory =
-        shm::Segment::open(*store, topo_.local_rank, topo_.local_ranks, (bytes + 4095) / 4096 * 4096, spin_time(),
-                           Millis(timeout_ms_.load()), &why_not, /*halves=*/1);
+        shm::Segment::open(*store, topo_.local_rank, topo_.local_ranks,
+                           segment_options((bytes + 4095) / 4096 * 4096, /*halves=*/1), Millis(timeout_ms_.load()),
+                           &why_not);
     if (!memory) return {};  // every rank learns that together: all use ordinary memory
     local_.add_shared(memory, id);
     void* data = memory->slot(memory->rank(), 0);
@@ -447,7 +461,7 @@ c10::intrusive_ptr<c10d::Backend> make_shm_backend(const BackendSpec& spec) {
   std::string why_not;
   auto seg_store = c10::make_intrusive<c10d::PrefixStore>("segment" + std::to_string(topo.node_index), spec.store);
   const int post_depth = post_ring_depth();  // refused before the segment is made, as the others
-  auto segment = shm::Segment::open(*seg_store, topo.local_rank, topo.local_ranks, slot_bytes(), spin_time(),
+  auto segment = shm::Segment::open(*seg_store, topo.local_rank, topo.local_ranks, segment_options(slot_bytes(), 2),
                                     spec.timeout, &why_not);
   if (segment) segment->set_post_depth(post_depth);
   // Every rank must take the same road, whatever happened on other nodes.
