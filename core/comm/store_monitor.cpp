@@ -123,11 +123,10 @@ StoreMonitor::~StoreMonitor() {
   s_->stop = true;
   s_->cv.notify_all();
   // The detached watcher owns a reference to the state: if it is stuck in a
-  // store call, it finishes that call later and exits. The wait is kept for
-  // a stalled one too: a process that exits while its watcher is in a call
-  // may see the watcher wake mid-exit (the stopped host killed), where
-  // returning at once made that far likelier (a SIGSEGV at exit in
-  // ShmFaults.ARankKilledOrStoppedAtARandomMomentOfSharedBucketWork).
+  // store call, it finishes that call later and exits. A stalled one is
+  // waited for too: a watcher still in a call when the process exits can
+  // wake in the middle of exit (its stopped host killed) and touch what exit
+  // already destroyed, so the more of them have left by then the better.
   s_->cv.wait_for(lock, kStopWait, [&] { return s_->exited; });
 }
 
