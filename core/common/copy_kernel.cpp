@@ -29,6 +29,25 @@ __attribute__((target("avx2"))) void copy_avx2(uint8_t* d, const uint8_t* s, siz
   std::memcpy(d + i, s + i, n - i);
 }
 
+__attribute__((target("avx2"))) void stream_avx2(uint8_t* d, const uint8_t* s, size_t n) {
+  size_t head = (32 - (reinterpret_cast<uintptr_t>(d) & 31)) & 31;
+  if (head > n) head = n;
+  std::memcpy(d, s, head);
+  size_t i = head;
+  for (; i + 128 <= n; i += 128) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
+    __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 64));
+    __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 64), c);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 96), e);
+  }
+  std::memcpy(d + i, s + i, n - i);
+  _mm_sfence();
+}
+
 void copy_sse2(uint8_t* d, const uint8_t* s, size_t n) {
   size_t i = 0;
   for (; i + 64 <= n; i += 64) {
@@ -92,6 +111,13 @@ void copy_bytes(void* dst, const void* src, size_t n) {
   if (n >= kVectorLoopFrom) return kVectorCopy(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
 #endif
   std::memcpy(dst, src, n);
+}
+
+void copy_bytes_streaming(void* dst, const void* src, size_t n) {
+#if defined(__x86_64__)
+  if (n >= kVectorLoopFrom && cpu_has_avx2()) return stream_avx2(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
+#endif
+  copy_bytes(dst, src, n);
 }
 
 void copy_scaled(float* dst, const float* src, size_t n, float factor) { scale(dst, src, n, factor); }

@@ -14,6 +14,7 @@
 namespace ddp::core {
 
 void copy_bytes(void* dst, const void* src, size_t n);
+void copy_bytes_streaming(void* dst, const void* src, size_t n);
 
 // Whether this CPU runs AVX2, asked once: the copy and scale loops here and
 // the shared-memory reductions pick their AVX2 twins by it.

@@ -1,5 +1,5 @@
 // The vector copy that replaces memcpy for large buffers (shm slots, bucket
-// copy-back) and the shm backend's element-wise combine: byte for byte what
+// copy-back), its streaming twin, and the shm backend's element-wise combine: byte for byte what
 // memcpy and a plain loop give, at every size around the vector loop's
 // edges, at every misalignment, without touching a byte outside dst.
 #include <gtest/gtest.h>
@@ -29,6 +29,9 @@ TEST(CopyKernel, EqualsMemcpyAtEverySizeAndMisalignmentAndStaysInside) {
         std::memcpy(want.data() + dst_off, src.data() + src_off, n);
         ddp::core::copy_bytes(dst.data() + dst_off, src.data() + src_off, n);
         ASSERT_EQ(dst, want) << "n=" << n << " src_off=" << src_off << " dst_off=" << dst_off;
+        std::vector<uint8_t> streamed(n + 8, 0xEE);  // past the caches (shm/write_mode.h)
+        ddp::core::copy_bytes_streaming(streamed.data() + dst_off, src.data() + src_off, n);
+        ASSERT_EQ(streamed, want) << "streaming n=" << n << " src_off=" << src_off << " dst_off=" << dst_off;
       }
 }
 

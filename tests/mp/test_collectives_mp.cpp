@@ -97,6 +97,17 @@ TEST_P(ShmWorlds, WithoutReadsFromTheRootToo) {
   expect_all_ok(run(GetParam(), "shm_matches_gloo", {"DDP_SHM_CMA=0"}, 300));
 }
 
+// A reduce writes what its peers read either through its caches or
+// streamed past them, as local rank 0 measures faster (shm/write_mode.h),
+// so a run may take either; DDP_SHM_STREAMING forces one: each gives Gloo's
+// results, the reducer's scaled gradient parts included.
+TEST_P(ShmWorlds, StreamedAndCachedWritesEachGiveGloosResults) {
+  for (const char* forced : {"DDP_SHM_STREAMING=1", "DDP_SHM_STREAMING=0"}) {
+    expect_all_ok(run(GetParam(), "shm_matches_gloo", {forced}, 300));
+    expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {forced}, 120));
+  }
+}
+
 TEST_P(ShmWorlds, RootKilledWhileItsBroadcastsAreReadGivesPeerFailed) {
   const int root = GetParam() - 1;
   for (int k = 0; k < 3; ++k) {

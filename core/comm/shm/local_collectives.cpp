@@ -63,11 +63,15 @@ uint8_t* Elements::single_run() const {
   return runs_->size() == 1 ? (*runs_)[0].data : nullptr;
 }
 
-void Elements::read(uint8_t* dst, size_t first, size_t len) const {
+void Elements::read(uint8_t* dst, size_t first, size_t len, WriteMode how) const {
+  if (scale_ == 1) return copy_out(dst, first, len, how);
+  each(first, len, [&](uint8_t* p, size_t before, size_t n) { copy_scaled_as(type_, dst + before * esz_, p, n, scale_); });
+}
+
+void Elements::copy_out(uint8_t* dst, size_t first, size_t len, WriteMode how) const {
   each(first, len, [&](uint8_t* p, size_t before, size_t n) {
-    uint8_t* d = dst + before * esz_;
-    if (scale_ == 1) copy_bytes(d, p, n * esz_);
-    else copy_scaled_as(type_, d, p, n, scale_);
+    if (how == WriteMode::Streaming) copy_bytes_streaming(dst + before * esz_, p, n * esz_);
+    else copy_bytes(dst + before * esz_, p, n * esz_);
   });
 }
 
@@ -88,11 +92,24 @@ void Elements::combine_with(ReduceKind kind, uint8_t* acc, size_t first, size_t 
   });
 }
 
-LocalCollectives::LocalCollectives(std::unique_ptr<Segment> segment, size_t post_bytes)
+void Elements::combine_in_place(ReduceKind kind, size_t first, size_t len, const uint8_t* b) const {
+  each(first, len, [&](uint8_t* p, size_t before, size_t n) {
+    if (scale_ == 1) combine(type_, kind, p, p, b + before * esz_, n);
+    else combine_scaled(type_, kind, p, p, scale_, b + before * esz_, n);
+  });
+}
+
+void Elements::accumulate_in_place(ReduceKind kind, size_t first, size_t len, const uint8_t* b) const {
+  each(first, len, [&](uint8_t* p, size_t before, size_t n) { accumulate(type_, kind, p, b + before * esz_, n); });
+}
+
+LocalCollectives::LocalCollectives(std::unique_ptr<Segment> segment, size_t post_bytes,
+                                   std::optional<WriteMode> writes)
     : seg_(std::move(segment)),
       whole_bytes_(cpus_available() > 0 && seg_->size() > cpus_available() ? kWholeBytesSleeping
                                                                           : kWholeBytesSpinning),
-      post_bytes_(std::min({post_bytes, Segment::kPostBytes, seg_->slot_bytes()})) {}
+      post_bytes_(std::min({post_bytes, Segment::kPostBytes, seg_->slot_bytes()})),
+      writes_(writes) {}
 
 std::string LocalCollectives::describe(const Segment::Call& c) {
   static const char* kinds[] = {"?", "all_reduce", "reduce", "broadcast", "all_gather", "barrier", "all_reduce"};
@@ -170,6 +187,21 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, cons
   const size_t part = seg_->slot_bytes() / esz / n;
   const size_t mine = (static_cast<size_t>(me) + 1) % n;
   auto slot = [&](size_t r, int h) { return seg_->slot(static_cast<int>(r), h); };
+  // How this call writes what the peers read (write_mode.h): as local rank
+  // 0 last published, timed by it from when every rank has arrived.
+  const uint64_t call_number = tuned_calls_;
+  const int size_class = write_class(total * esz);
+  const bool chosen = !writes_;
+  const WriteMode how = writes_                                                           ? *writes_
+                        : (Schedule::mask_at(seg_->advice(), call_number) >> size_class) & 1 ? WriteMode::Streaming
+                                                                                              : WriteMode::Cached;
+  // Rank 0's own copy into its slot, then all from when every rank has
+  // arrived: not the wait for ranks that came late, which says nothing
+  // about the mode.
+  const bool timed = me == 0 && chosen;
+  const Clock::time_point began = timed ? Clock::now() : Clock::time_point{};
+  Clock::duration copying{};
+  Clock::time_point arrived{};
   for (size_t q = 0; q * part < chunk; ++q) {
     const int h = next_half();
     auto span = [&](size_t c) {  // chunk c's part of this piece: [first, first + len)
@@ -180,19 +212,31 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, cons
     for (size_t c = 0; c < n; ++c) {
       if (c == mine) continue;
       auto [first, len] = span(c);
-      x.read(slot(me, h) + c * part * esz, first, len);
+      x.read(slot(me, h) + c * part * esz, first, len, how);
     }
+    if (q == 0 && timed) copying = Clock::now() - began;
     seg_->barrier(deadline, op);
+    if (q == 0) {
+      ++tuned_calls_;
+      if (timed) arrived = Clock::now();
+    }
     auto [own_first, len] = span(mine);
     uint8_t* acc = slot(me, h) + mine * part * esz;
     auto peer = [&](size_t step) { return slot(ring_rank_at_step(mine, step, n), h) + mine * part * esz; };
-    x.combine_with(kind, acc, own_first, len, peer(1));
-    for (size_t step = 2; step < n; ++step) accumulate(x.type(), kind, acc, peer(step), len);
-    // Writing the result to acc and the elements in the combine's own pass
-    // reads acc once fewer, but ran slower on the Zen 5 VM (256 KiB on 2
-    // ranks: 13.3 us against 11.1; 17 against 12 at 64 KiB in its slow
-    // minutes): two store streams where one copy back stays in cache.
-    if (keep) x.write(own_first, len, acc);
+    if (keep && how == WriteMode::Streaming) {
+      // Combined in the elements, then streamed to acc for the peers.
+      x.combine_in_place(kind, own_first, len, peer(1));
+      for (size_t step = 2; step < n; ++step) x.accumulate_in_place(kind, own_first, len, peer(step));
+      x.copy_out(acc, own_first, len, how);
+    } else {
+      x.combine_with(kind, acc, own_first, len, peer(1));
+      for (size_t step = 2; step < n; ++step) accumulate(x.type(), kind, acc, peer(step), len);
+      // Writing the result to acc and the elements in the combine's own
+      // pass reads acc once fewer, but ran slower on the Zen 5 VM (256 KiB
+      // on 2 ranks: 13.3 us against 11.1; 17 against 12 at 64 KiB in its
+      // slow minutes): two store streams where one copy back stays in cache.
+      if (keep) x.write(own_first, len, acc);
+    }
     seg_->barrier(deadline, op);
     if (!keep) continue;
     for (size_t c = 0; c < n; ++c) {
@@ -200,6 +244,12 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, cons
       auto [first, clen] = span(c);
       x.write(first, clen, slot(ring_rank_at_step(c, 0, n), h) + c * part * esz);
     }
+  }
+  if (timed) {
+    const double ns = std::chrono::duration<double, std::nano>(copying + (Clock::now() - arrived)).count();
+    chooser_.record(size_class, how, ns / static_cast<double>(total * esz));
+    const uint64_t word = seg_->advice();
+    seg_->set_advice(Schedule::after(call_number, Schedule::mask_at(word, call_number + 1), chooser_.mask()));
   }
 }
 

@@ -23,6 +23,7 @@
 
 #include "comm/shm/reduce_kernels.h"
 #include "comm/shm/segment.h"
+#include "comm/shm/write_mode.h"
 
 namespace ddp::core::shm {
 
@@ -65,14 +66,21 @@ class Elements {
       done += n;
     }
   }
-  // dst <- elements [first, first + len), scaled.
-  void read(uint8_t* dst, size_t first, size_t len) const;
+  // dst <- elements [first, first + len), scaled; streamed where `how`
+  // says so and there is no scale.
+  void read(uint8_t* dst, size_t first, size_t len, WriteMode how = WriteMode::Cached) const;
+  // dst <- elements [first, first + len) as they are (no scale).
+  void copy_out(uint8_t* dst, size_t first, size_t len, WriteMode how) const;
   // Every element <- itself, scaled.
   void scale_in_place() const;
   // Elements [first, first + len) <- src.
   void write(size_t first, size_t len, const uint8_t* src) const;
   // acc <- the elements [first, first + len), scaled, op `b`.
   void combine_with(ReduceKind kind, uint8_t* acc, size_t first, size_t len, const uint8_t* b) const;
+  // The same with the elements as acc.
+  void combine_in_place(ReduceKind kind, size_t first, size_t len, const uint8_t* b) const;
+  // Elements [first, first + len) <- themselves op `b` (no scale).
+  void accumulate_in_place(ReduceKind kind, size_t first, size_t len, const uint8_t* b) const;
 
  private:
   c10::ScalarType type_;
@@ -100,7 +108,10 @@ class LocalCollectives {
   // 0.11-0.15 in the same runs); 8 calls ahead took 0.60 to 0.36-0.40 in
   // one of the VM's slow stretches.
   static constexpr size_t kPostBytes = Segment::kPostBytes;
-  LocalCollectives(std::unique_ptr<Segment> segment, size_t post_bytes = kPostBytes);
+  // `writes`: every reduce writes its pieces so (for measuring); none: the
+  // way measured faster (write_mode.h).
+  LocalCollectives(std::unique_ptr<Segment> segment, size_t post_bytes = kPostBytes,
+                   std::optional<WriteMode> writes = std::nullopt);
 
   Segment& segment() { return *seg_; }
 
@@ -162,6 +173,11 @@ class LocalCollectives {
 
   std::unique_ptr<Segment> seg_;
   uint64_t pieces_ = 0;
+  // Reduces through the slots that every rank entered (passed the first
+  // barrier of): Schedule's call numbers.
+  uint64_t tuned_calls_ = 0;
+  WriteModeChooser chooser_;  // local rank 0's
+  std::optional<WriteMode> writes_;
   size_t whole_bytes_;  // up to this size, reduce_whole
   size_t post_bytes_;   // up to this size, a broadcast's root posts
   std::mutex shared_mutex_;  // buckets are added on the caller's thread, used on the executor's

@@ -76,6 +76,14 @@ std::optional<shm::Nanos> spin_time() {
 // through the slots, for measuring and for a host whose check passes where
 // reads later fail; every rank of a host must use the same value.
 bool reads_enabled() { return env_within("DDP_SHM_CMA", 0, 1, "0 or 1").value_or(1) == 1; }
+// DDP_SHM_STREAMING=1 or 0: every reduce through the slots streams its
+// writes past the caches, or keeps them cached, instead of the way local
+// rank 0 measures faster (shm/write_mode.h), for measuring.
+std::optional<shm::WriteMode> writes_forced() {
+  auto v = env_within("DDP_SHM_STREAMING", 0, 1, "0 or 1");
+  if (!v) return std::nullopt;
+  return *v == 1 ? shm::WriteMode::Streaming : shm::WriteMode::Cached;
+}
 // The segment a group or a shared bucket opens: the switches above.
 shm::Segment::Options segment_options(size_t slot, int halves) {
   shm::Segment::Options o;
@@ -163,7 +171,8 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
         spec_(spec),
         timeout_ms_(spec.timeout.count()),
         topo_(std::move(topo)),
-        local_(std::move(segment), posted_broadcast_enabled() ? shm::LocalCollectives::kPostBytes : 0),
+        local_(std::move(segment), posted_broadcast_enabled() ? shm::LocalCollectives::kPostBytes : 0,
+               writes_forced()),
         leaders_(std::move(leaders)),
         executor_(std::make_unique<shm::Executor>(inline_always(topo_))) {}
 

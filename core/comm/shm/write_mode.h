@@ -1,0 +1,78 @@
+// How a rank writes the bytes its peers read next (a piece copied into its
+// slot, a chunk's result): through its caches, or streamed past them to
+// memory. Which is faster depends on where the host put the ranks' cores,
+// and on a VM that changes while a job runs: 2 ranks on the 2-core AMD EPYC
+// VM, 16 MiB all-reduce, p50 in ms, the two ways alternating within seconds:
+//
+//   the VM's state   cached   streaming
+//   cores close       1.5-1.8   2.5-2.9    (a peer's line comes from a shared cache)
+//   cores apart       7.0-8.6   1.5-2.1    (it crosses the fabric line by line;
+//                                           from memory it streams)
+//
+// MPICH took 4.0-4.8 ms in both. So the collectives measure: local rank 0
+// times each call of a size class in the way it was made, keeps choosing
+// the faster, tries the other again when the one it uses changes speed (or
+// every kRetryEvery calls of the class), and publishes its choice to the
+// other ranks through the segment (Schedule). A rank that writes the other
+// way from its peers still gives the same result: only where the bytes
+// wait differs.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace ddp::core::shm {
+
+enum class WriteMode : uint8_t { Cached = 0, Streaming = 1 };
+
+// Size classes, by powers of 4 from 16 KiB: [0, 16 KiB), [16, 64 KiB), ...,
+// [64 MiB, ...). One bit each in a published mask.
+constexpr int kWriteClasses = 8;
+int write_class(size_t bytes);
+
+// Local rank 0's choice, call by call of the tuned collectives, which every
+// rank counts alike. A choice made after call k applies from call k + 2:
+// the others read the word when they start a call, and by the start of
+// call k + 2 rank 0 has certainly published what it decided after call k
+// (it did so before entering call k + 1); a rank starting call k + 1 may
+// see that or the word before, and both say the same for call k + 1.
+struct Schedule {
+  // The mask in force for `call` under the published `word`.
+  static uint8_t mask_at(uint64_t word, uint64_t call);
+  // The word after call k: `before` rules call k + 1 (what mask_at gives
+  // for it now), `after` calls from k + 2 on.
+  static uint64_t after(uint64_t k, uint8_t before, uint8_t after);
+};
+
+class WriteModeChooser {
+ public:
+  // Tries the mode not in use after this many calls of its class, at most.
+  static constexpr uint32_t kRetryEvery = 128;
+  // Two calls in a row this much slower or faster than their mode's
+  // estimate say the machine changed: the other mode is tried next (at
+  // most once every kRetryGap calls of the class).
+  static constexpr double kChange = 1.3;
+  static constexpr uint32_t kRetryGap = 16;
+
+  // A call of class c, made `used`, took `ns_per_byte` (from the moment
+  // every rank had arrived).
+  void record(int c, WriteMode used, double ns_per_byte);
+  // Bit c: the mode for the next calls of class c, for publishing. The mode
+  // measured faster, or the other one where it is due a try: then for one
+  // call of the class, since record() of the next call of the class
+  // (made the way published before) takes the try back.
+  uint8_t mask() const { return mask_; }
+
+ private:
+  struct Class {
+    double estimate[2] = {0, 0};  // ns per byte; 0: not measured
+    uint32_t since[2] = {0, 0};   // calls of the class since each mode was last measured
+    uint32_t since_try = kRetryGap;  // calls since a try was last published
+    int off_level = 0;               // calls in a row off their mode's estimate
+  };
+  std::array<Class, kWriteClasses> classes_{};
+  uint8_t mask_ = 0;
+};
+
+}  // namespace ddp::core::shm
