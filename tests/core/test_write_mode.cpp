@@ -51,6 +51,7 @@ TEST(WriteMode, SizeClassesArePowersOfFourFrom16KiB) {
   EXPECT_EQ(write_class(16 << 20), 6);
   EXPECT_EQ(write_class(64 << 20), 7);
   EXPECT_EQ(write_class(size_t{1} << 40), 7);
+  EXPECT_EQ(write_class(16 << 20, /*shared_bucket=*/true), 14) << "shared buckets: classes of their own";
 }
 
 // Call k + 1 reads the same mask from the word published after call k - 1
@@ -65,6 +66,11 @@ TEST(WriteMode, ScheduleGivesTheNextCallTheSameMaskFromEitherWord) {
   EXPECT_EQ(Schedule::mask_at(newer, k + 1), 0x22);
   EXPECT_EQ(Schedule::mask_at(newer, k + 2), 0x40);
   EXPECT_EQ(Schedule::mask_at(0, 0), 0) << "a new segment's word: cached everywhere";
+  // Across the wrap of the 32-bit call numbers.
+  const uint64_t last = 0xffffffffu;
+  const uint64_t wrapped = Schedule::after(last, 0x0003, 0x8000);
+  EXPECT_EQ(Schedule::mask_at(wrapped, last + 1), 0x0003);
+  EXPECT_EQ(Schedule::mask_at(wrapped, last + 2), 0x8000);
 }
 
 // Streaming twice as fast: after both were tried, nearly every call streams;

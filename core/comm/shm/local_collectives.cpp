@@ -31,6 +31,12 @@ constexpr size_t kSharedBlockBytes = size_t{128} << 10;
 // overlapped slot pieces (52 us) beat one read (80-100 us).
 constexpr size_t kReadFromRootBytes = size_t{32} << 10;
 
+// A copy that peers read next, made `how` (write_mode.h).
+void copy_as(WriteMode how, void* dst, const void* src, size_t bytes) {
+  if (how == WriteMode::Streaming) copy_bytes_streaming(dst, src, bytes);
+  else copy_bytes(dst, src, bytes);
+}
+
 // dst <- src * scale, for the float and double elements Elements scales.
 void copy_scaled_as(c10::ScalarType type, uint8_t* dst, const uint8_t* src, size_t n, double scale) {
   if (type == c10::kFloat)
@@ -69,10 +75,7 @@ void Elements::read(uint8_t* dst, size_t first, size_t len, WriteMode how) const
 }
 
 void Elements::copy_out(uint8_t* dst, size_t first, size_t len, WriteMode how) const {
-  each(first, len, [&](uint8_t* p, size_t before, size_t n) {
-    if (how == WriteMode::Streaming) copy_bytes_streaming(dst + before * esz_, p, n * esz_);
-    else copy_bytes(dst + before * esz_, p, n * esz_);
-  });
+  each(first, len, [&](uint8_t* p, size_t before, size_t n) { copy_as(how, dst + before * esz_, p, n * esz_); });
 }
 
 void Elements::scale_in_place() const {
@@ -187,18 +190,13 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, cons
   const size_t part = seg_->slot_bytes() / esz / n;
   const size_t mine = (static_cast<size_t>(me) + 1) % n;
   auto slot = [&](size_t r, int h) { return seg_->slot(static_cast<int>(r), h); };
-  // How this call writes what the peers read (write_mode.h): as local rank
-  // 0 last published, timed by it from when every rank has arrived.
+  // How this call writes what the peers read (write_mode.h). Rank 0 times
+  // its own copy into its slot, then all from when every rank has arrived:
+  // not the wait for ranks that came late, which says nothing of the mode.
   const uint64_t call_number = tuned_calls_;
   const int size_class = write_class(total * esz);
-  const bool chosen = !writes_;
-  const WriteMode how = writes_                                                           ? *writes_
-                        : (Schedule::mask_at(seg_->advice(), call_number) >> size_class) & 1 ? WriteMode::Streaming
-                                                                                              : WriteMode::Cached;
-  // Rank 0's own copy into its slot, then all from when every rank has
-  // arrived: not the wait for ranks that came late, which says nothing
-  // about the mode.
-  const bool timed = me == 0 && chosen;
+  const WriteMode how = write_mode(size_class);
+  const bool timed = times_calls();
   const Clock::time_point began = timed ? Clock::now() : Clock::time_point{};
   Clock::duration copying{};
   Clock::time_point arrived{};
@@ -245,12 +243,16 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, cons
       x.write(first, clen, slot(ring_rank_at_step(c, 0, n), h) + c * part * esz);
     }
   }
-  if (timed) {
-    const double ns = std::chrono::duration<double, std::nano>(copying + (Clock::now() - arrived)).count();
-    chooser_.record(size_class, how, ns / static_cast<double>(total * esz));
-    const uint64_t word = seg_->advice();
-    seg_->set_advice(Schedule::after(call_number, Schedule::mask_at(word, call_number + 1), chooser_.mask()));
-  }
+  if (timed) record_call(call_number, size_class, how, copying + (Clock::now() - arrived), total * esz);
+}
+
+WriteMode LocalCollectives::write_mode(int c) const {
+  return writes_ ? *writes_ : Schedule::mode(Schedule::mask_at(seg_->advice(), tuned_calls_), c);
+}
+
+void LocalCollectives::record_call(uint64_t k, int c, WriteMode how, Clock::duration took, size_t bytes) {
+  chooser_.record(c, how, std::chrono::duration<double, std::nano>(took).count() / static_cast<double>(bytes));
+  seg_->set_advice(Schedule::after(k, Schedule::mask_at(seg_->advice(), k + 1), chooser_.mask()));
 }
 
 void LocalCollectives::add_shared(const std::shared_ptr<Segment>& memory, uint16_t id) {
@@ -284,7 +286,15 @@ void LocalCollectives::reduce_shared(Segment& memory, size_t offset, const Eleme
   const size_t esz = x.elem_size(), total = x.total();
   const double scale = x.scale();
   next_half();  // unused: see next_half()
+  // The copies into the peers' copies are what write_mode() decides; rank
+  // 0 times the call from when every rank has arrived.
+  const uint64_t call_number = tuned_calls_;
+  const int size_class = write_class(total * esz, /*shared_bucket=*/true);
+  const WriteMode how = write_mode(size_class);
   seg_->barrier(deadline, op);
+  ++tuned_calls_;
+  const bool timed = times_calls();
+  const Clock::time_point arrived = timed ? Clock::now() : Clock::time_point{};
   const size_t chunk = ring_chunk_elements(total, esz, n);
   const size_t mine = (static_cast<size_t>(me) + 1) % n;  // its ring order starts from this rank's value
   const size_t first = std::min(total, mine * chunk), last = std::min(total, first + chunk);
@@ -302,9 +312,10 @@ void LocalCollectives::reduce_shared(Segment& memory, size_t offset, const Eleme
       for (size_t step = 2; step < n; ++step) accumulate_scaled(x.type(), kind, out, value(step), scale, len);
     }
     for (size_t r = 0; r < n; ++r)
-      if (r != static_cast<size_t>(me)) copy_bytes(copy_of(r, a), out, len * esz);
+      if (r != static_cast<size_t>(me)) copy_as(how, copy_of(r, a), out, len * esz);
   }
   seg_->barrier(deadline, op);
+  if (timed) record_call(call_number, size_class, how, Clock::now() - arrived, total * esz);
 }
 
 // One piece, one barrier: every rank combines all of it itself, chunk by
@@ -374,11 +385,13 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, const Deadline& 
     seg_->barrier(deadline, op);
     return;
   }
+  // Written as a reduce of its size is (write_mode.h).
+  const WriteMode how = write_mode(write_class(bytes));
   size_t off = 0;
   do {  // a tensor of no bytes still makes the barrier its peers make
     const size_t len = std::min(seg_->slot_bytes(), bytes - off);
     const int h = next_half();
-    if (me == root) copy_bytes(seg_->slot_for(root, h, len), data + off, len);
+    if (me == root) copy_as(how, seg_->slot_for(root, h, len), data + off, len);
     seg_->barrier(deadline, op);
     if (me != root) copy_bytes(data + off, seg_->slot_for(root, h, len), len);
     off += len;
@@ -391,11 +404,13 @@ void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_
   announce(kAllGather, -1, &in, -1, deadline, "all_gather");
   const size_t bytes = in.nbytes();
   auto* src = static_cast<const uint8_t*>(in.data_ptr());
+  // Written as a reduce of the gathered size is (write_mode.h).
+  const WriteMode how = write_mode(write_class(bytes * static_cast<size_t>(n)));
   size_t off = 0;
   do {
     const size_t len = std::min(seg_->slot_bytes(), bytes - off);
     const int h = next_half();
-    if (n > 1) copy_bytes(seg_->slot_for(me, h, len), src + off, len);
+    if (n > 1) copy_as(how, seg_->slot_for(me, h, len), src + off, len);
     seg_->barrier(deadline, "all_gather");
     // This rank's own part comes from its input (one read fewer), unless
     // the input is that part already (an in-place gather).

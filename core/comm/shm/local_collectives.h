@@ -170,11 +170,19 @@ class LocalCollectives {
   // and they must still agree on the next call's half.
   int next_half() { return static_cast<int>(pieces_++ & 1); }
   void reduce_whole(const Elements& x, ReduceKind kind, bool keep, const Deadline& deadline, const char* op);
+  // How a call of class c (write_class) writes what its peers read: as
+  // forced, or as local rank 0 last published for the next tuned call.
+  WriteMode write_mode(int c) const;
+  // Whether this rank times its tuned calls and publishes the choice.
+  bool times_calls() const { return seg_->rank() == 0 && !writes_; }
+  // Rank 0: tuned call number k, of class c, made `how`, took `took` for
+  // `bytes`; publishes what the calls from k + 2 on do.
+  void record_call(uint64_t k, int c, WriteMode how, Clock::duration took, size_t bytes);
 
   std::unique_ptr<Segment> seg_;
   uint64_t pieces_ = 0;
-  // Reduces through the slots that every rank entered (passed the first
-  // barrier of): Schedule's call numbers.
+  // Reduces through the slots and of shared buckets that every rank
+  // entered (passed the first barrier of): Schedule's call numbers.
   uint64_t tuned_calls_ = 0;
   WriteModeChooser chooser_;  // local rank 0's
   std::optional<WriteMode> writes_;

@@ -2,25 +2,25 @@
 
 namespace ddp::core::shm {
 namespace {
-// Schedule's word: the call number from which `after` rules (48 bits), then
-// the mask before it and the mask after it.
-constexpr int kCallBits = 48;
-constexpr uint64_t kCallMask = (uint64_t{1} << kCallBits) - 1;
+// Schedule's word: the call number from which `after` rules (low 32 bits),
+// the mask before it, the mask after it.
+constexpr uint64_t kCallMask = 0xffffffffu;
 }  // namespace
 
-int write_class(size_t bytes) {
+int write_class(size_t bytes, bool shared_bucket) {
   int c = 0;
-  for (size_t limit = size_t{16} << 10; bytes >= limit && c < kWriteClasses - 1; limit <<= 2) ++c;
-  return c;
+  for (size_t limit = size_t{16} << 10; bytes >= limit && c < kSizeClasses - 1; limit <<= 2) ++c;
+  return shared_bucket ? kSizeClasses + c : c;
 }
 
-uint8_t Schedule::mask_at(uint64_t word, uint64_t call) {
-  const uint64_t from = word & kCallMask;
-  return static_cast<uint8_t>((call & kCallMask) >= from ? word >> 56 : word >> 48);
+Schedule::Mask Schedule::mask_at(uint64_t word, uint64_t call) {
+  const auto from = static_cast<uint32_t>(word & kCallMask);
+  const bool reached = static_cast<int32_t>(static_cast<uint32_t>(call) - from) >= 0;
+  return static_cast<Mask>(reached ? word >> 48 : word >> 32);
 }
 
-uint64_t Schedule::after(uint64_t k, uint8_t before, uint8_t after) {
-  return (static_cast<uint64_t>(after) << 56) | (static_cast<uint64_t>(before) << 48) | ((k + 2) & kCallMask);
+uint64_t Schedule::after(uint64_t k, Mask before, Mask after) {
+  return (static_cast<uint64_t>(after) << 48) | (static_cast<uint64_t>(before) << 32) | ((k + 2) & kCallMask);
 }
 
 void WriteModeChooser::record(int c, WriteMode used, double ns_per_byte) {
@@ -59,8 +59,8 @@ void WriteModeChooser::record(int c, WriteMode used, double ns_per_byte) {
     publish = other;
     s.since_try = 0;
   }
-  const uint8_t bit = static_cast<uint8_t>(1u << c);
-  mask_ = static_cast<uint8_t>(publish == static_cast<int>(WriteMode::Streaming) ? mask_ | bit : mask_ & ~bit);
+  const auto bit = static_cast<Schedule::Mask>(1u << c);
+  mask_ = static_cast<Schedule::Mask>(publish == static_cast<int>(WriteMode::Streaming) ? mask_ | bit : mask_ & ~bit);
 }
 
 }  // namespace ddp::core::shm

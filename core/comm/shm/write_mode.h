@@ -26,10 +26,13 @@ namespace ddp::core::shm {
 
 enum class WriteMode : uint8_t { Cached = 0, Streaming = 1 };
 
-// Size classes, by powers of 4 from 16 KiB: [0, 16 KiB), [16, 64 KiB), ...,
-// [64 MiB, ...). One bit each in a published mask.
-constexpr int kWriteClasses = 8;
-int write_class(size_t bytes);
+// Classes of calls, each measured on its own, one bit each in a published
+// mask: reduces through the slots by size in powers of 4 from 16 KiB
+// ([0, 16 KiB), [16, 64 KiB), ..., [64 MiB, ...)), then the same sizes
+// for reduces of shared buckets (whose writes go into the peers' copies).
+constexpr int kSizeClasses = 8;
+constexpr int kWriteClasses = 2 * kSizeClasses;
+int write_class(size_t bytes, bool shared_bucket = false);
 
 // Local rank 0's choice, call by call of the tuned collectives, which every
 // rank counts alike. A choice made after call k applies from call k + 2:
@@ -37,12 +40,17 @@ int write_class(size_t bytes);
 // call k + 2 rank 0 has certainly published what it decided after call k
 // (it did so before entering call k + 1); a rank starting call k + 1 may
 // see that or the word before, and both say the same for call k + 1.
+// Call numbers are compared modulo 2^32: a rank reads the word within a
+// call or two of its publishing.
 struct Schedule {
+  using Mask = uint16_t;
   // The mask in force for `call` under the published `word`.
-  static uint8_t mask_at(uint64_t word, uint64_t call);
+  static Mask mask_at(uint64_t word, uint64_t call);
   // The word after call k: `before` rules call k + 1 (what mask_at gives
   // for it now), `after` calls from k + 2 on.
-  static uint64_t after(uint64_t k, uint8_t before, uint8_t after);
+  static uint64_t after(uint64_t k, Mask before, Mask after);
+  // How class c is written under `mask`.
+  static WriteMode mode(Mask mask, int c) { return (mask >> c) & 1 ? WriteMode::Streaming : WriteMode::Cached; }
 };
 
 class WriteModeChooser {
@@ -62,7 +70,7 @@ class WriteModeChooser {
   // measured faster, or the other one where it is due a try: then for one
   // call of the class, since record() of the next call of the class
   // (made the way published before) takes the try back.
-  uint8_t mask() const { return mask_; }
+  Schedule::Mask mask() const { return mask_; }
 
  private:
   struct Class {
@@ -72,7 +80,7 @@ class WriteModeChooser {
     int off_level = 0;               // calls in a row off their mode's estimate
   };
   std::array<Class, kWriteClasses> classes_{};
-  uint8_t mask_ = 0;
+  Schedule::Mask mask_ = 0;
 };
 
 }  // namespace ddp::core::shm
