@@ -1,8 +1,8 @@
 // How the shm collectives choose between cached and streaming writes
 // (comm/shm/write_mode.h): local rank 0's chooser, driven here call by call
-// the way LocalCollectives drives it (each call made as the published word
-// says, recorded, the word published again), on machines whose speeds the
-// test sets; and the published word every rank reads.
+// the way LocalCollectives drives it (each call made as the word of its
+// parity says, recorded, the mask published for the call two later), on
+// machines whose speeds the test sets.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -12,8 +12,10 @@
 #include "comm/shm/write_mode.h"
 
 namespace {
-using ddp::core::shm::Schedule;
+using ddp::core::shm::mode_in;
+using ddp::core::shm::Tuned;
 using ddp::core::shm::write_class;
+using ddp::core::shm::WriteMask;
 using ddp::core::shm::WriteMode;
 using ddp::core::shm::WriteModeChooser;
 
@@ -23,16 +25,16 @@ constexpr int kClass = 5;  // 4 to 16 MiB
 // call k takes; `used` keeps how each call was made.
 struct Driver {
   WriteModeChooser chooser;
-  uint64_t word = 0;
+  uint64_t advice[2] = {0, 0};  // the segment's words, by the call's parity
   uint64_t next_call = 0;
   std::vector<WriteMode> used;
   void run(int calls, const std::function<double(uint64_t, WriteMode)>& cost) {
     for (int i = 0; i < calls; ++i, ++next_call) {
       const uint64_t k = next_call;
-      const WriteMode how = (Schedule::mask_at(word, k) >> kClass) & 1 ? WriteMode::Streaming : WriteMode::Cached;
+      const WriteMode how = mode_in(static_cast<WriteMask>(advice[k % 2]), kClass);
       used.push_back(how);
       chooser.record(kClass, how, cost(k, how));
-      word = Schedule::after(k, Schedule::mask_at(word, k + 1), chooser.mask());
+      advice[(k + 2) % 2] = chooser.mask();
     }
   }
   int count(WriteMode m, size_t from, size_t to) const {
@@ -42,35 +44,32 @@ struct Driver {
   }
 };
 
-TEST(WriteMode, SizeClassesArePowersOfFourFrom16KiB) {
-  EXPECT_EQ(write_class(0), 0);
-  EXPECT_EQ(write_class((16 << 10) - 1), 0);
-  EXPECT_EQ(write_class(16 << 10), 1);
-  EXPECT_EQ(write_class((64 << 10) - 1), 1);
-  EXPECT_EQ(write_class(64 << 10), 2);
-  EXPECT_EQ(write_class(16 << 20), 6);
-  EXPECT_EQ(write_class(64 << 20), 7);
-  EXPECT_EQ(write_class(size_t{1} << 40), 7);
-  EXPECT_EQ(write_class(16 << 20, /*shared_bucket=*/true), 14) << "shared buckets: classes of their own";
+TEST(WriteMode, SizeClassesArePowersOfFourFrom16KiBForEachKind) {
+  const Tuned r = Tuned::SlotReduce;
+  EXPECT_EQ(write_class(r, 0), 0);
+  EXPECT_EQ(write_class(r, (16 << 10) - 1), 0);
+  EXPECT_EQ(write_class(r, 16 << 10), 1);
+  EXPECT_EQ(write_class(r, (64 << 10) - 1), 1);
+  EXPECT_EQ(write_class(r, 64 << 10), 2);
+  EXPECT_EQ(write_class(r, 16 << 20), 6);
+  EXPECT_EQ(write_class(r, 64 << 20), 7);
+  EXPECT_EQ(write_class(r, size_t{1} << 40), 7);
+  EXPECT_EQ(write_class(Tuned::SharedReduce, 16 << 20), 14);
+  EXPECT_EQ(write_class(Tuned::Broadcast, 0), 16);
+  EXPECT_EQ(write_class(Tuned::AllGather, size_t{1} << 40), 31);
 }
 
-// Call k + 1 reads the same mask from the word published after call k - 1
-// and from the one published after call k, so a rank that starts it before
-// rank 0 published agrees with one that starts it after.
-TEST(WriteMode, ScheduleGivesTheNextCallTheSameMaskFromEitherWord) {
-  const uint64_t k = 1000;
-  const uint64_t older = Schedule::after(k - 1, 0x01, 0x22);  // decided after call k - 1
-  EXPECT_EQ(Schedule::mask_at(older, k), 0x01);
-  EXPECT_EQ(Schedule::mask_at(older, k + 1), 0x22);
-  const uint64_t newer = Schedule::after(k, Schedule::mask_at(older, k + 1), 0x40);
-  EXPECT_EQ(Schedule::mask_at(newer, k + 1), 0x22);
-  EXPECT_EQ(Schedule::mask_at(newer, k + 2), 0x40);
-  EXPECT_EQ(Schedule::mask_at(0, 0), 0) << "a new segment's word: cached everywhere";
-  // Across the wrap of the 32-bit call numbers.
-  const uint64_t last = 0xffffffffu;
-  const uint64_t wrapped = Schedule::after(last, 0x0003, 0x8000);
-  EXPECT_EQ(Schedule::mask_at(wrapped, last + 1), 0x0003);
-  EXPECT_EQ(Schedule::mask_at(wrapped, last + 2), 0x8000);
+// Each class's bit is its own: a choice for one class leaves the others'.
+TEST(WriteMode, ClassesChooseApart) {
+  WriteModeChooser c;
+  for (int i = 0; i < 50; ++i) {
+    const WriteMode a = mode_in(c.mask(), 3), b = mode_in(c.mask(), 20);
+    c.record(3, a, a == WriteMode::Streaming ? 1.0 : 3.0);
+    c.record(20, b, b == WriteMode::Cached ? 1.0 : 3.0);
+  }
+  EXPECT_EQ(mode_in(c.mask(), 3), WriteMode::Streaming);
+  EXPECT_EQ(mode_in(c.mask(), 20), WriteMode::Cached);
+  EXPECT_EQ(c.mask() & ~((WriteMask{1} << 3) | (WriteMask{1} << 20)), 0u);
 }
 
 // Streaming twice as fast: after both were tried, nearly every call streams;

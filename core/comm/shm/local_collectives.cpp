@@ -190,16 +190,8 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, cons
   const size_t part = seg_->slot_bytes() / esz / n;
   const size_t mine = (static_cast<size_t>(me) + 1) % n;
   auto slot = [&](size_t r, int h) { return seg_->slot(static_cast<int>(r), h); };
-  // How this call writes what the peers read (write_mode.h). Rank 0 times
-  // its own copy into its slot, then all from when every rank has arrived:
-  // not the wait for ranks that came late, which says nothing of the mode.
-  const uint64_t call_number = tuned_calls_;
-  const int size_class = write_class(total * esz);
-  const WriteMode how = write_mode(size_class);
-  const bool timed = times_calls();
-  const Clock::time_point began = timed ? Clock::now() : Clock::time_point{};
-  Clock::duration copying{};
-  Clock::time_point arrived{};
+  Tuning tune = tuning(Tuned::SlotReduce, total * esz);
+  const WriteMode how = tune.how;
   for (size_t q = 0; q * part < chunk; ++q) {
     const int h = next_half();
     auto span = [&](size_t c) {  // chunk c's part of this piece: [first, first + len)
@@ -212,12 +204,8 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, cons
       auto [first, len] = span(c);
       x.read(slot(me, h) + c * part * esz, first, len, how);
     }
-    if (q == 0 && timed) copying = Clock::now() - began;
-    seg_->barrier(deadline, op);
-    if (q == 0) {
-      ++tuned_calls_;
-      if (timed) arrived = Clock::now();
-    }
+    if (q == 0) first_barrier(tune, deadline, op);
+    else seg_->barrier(deadline, op);
     auto [own_first, len] = span(mine);
     uint8_t* acc = slot(me, h) + mine * part * esz;
     auto peer = [&](size_t step) { return slot(ring_rank_at_step(mine, step, n), h) + mine * part * esz; };
@@ -243,16 +231,31 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, cons
       x.write(first, clen, slot(ring_rank_at_step(c, 0, n), h) + c * part * esz);
     }
   }
-  if (timed) record_call(call_number, size_class, how, copying + (Clock::now() - arrived), total * esz);
+  tuned_call_done(tune, total * esz);
 }
 
-WriteMode LocalCollectives::write_mode(int c) const {
-  return writes_ ? *writes_ : Schedule::mode(Schedule::mask_at(seg_->advice(), tuned_calls_), c);
+LocalCollectives::Tuning LocalCollectives::tuning(Tuned kind, size_t bytes) const {
+  Tuning t;
+  t.number = tuned_calls_;
+  t.cls = write_class(kind, bytes);
+  t.how = writes_ ? *writes_ : mode_in(static_cast<WriteMask>(seg_->advice(t.number)), t.cls);
+  t.timed = seg_->rank() == 0 && !writes_;
+  if (t.timed) t.began = Clock::now();
+  return t;
 }
 
-void LocalCollectives::record_call(uint64_t k, int c, WriteMode how, Clock::duration took, size_t bytes) {
-  chooser_.record(c, how, std::chrono::duration<double, std::nano>(took).count() / static_cast<double>(bytes));
-  seg_->set_advice(Schedule::after(k, Schedule::mask_at(seg_->advice(), k + 1), chooser_.mask()));
+void LocalCollectives::first_barrier(Tuning& t, const Deadline& deadline, const char* op) {
+  if (t.timed) t.own = Clock::now() - t.began;
+  seg_->barrier(deadline, op);
+  ++tuned_calls_;
+  if (t.timed) t.arrived = Clock::now();
+}
+
+void LocalCollectives::tuned_call_done(const Tuning& t, size_t bytes) {
+  if (!t.timed || bytes == 0) return;
+  const Clock::duration took = t.own + (Clock::now() - t.arrived);
+  chooser_.record(t.cls, t.how, std::chrono::duration<double, std::nano>(took).count() / static_cast<double>(bytes));
+  seg_->set_advice(t.number + 2, chooser_.mask());
 }
 
 void LocalCollectives::add_shared(const std::shared_ptr<Segment>& memory, uint16_t id) {
@@ -286,15 +289,9 @@ void LocalCollectives::reduce_shared(Segment& memory, size_t offset, const Eleme
   const size_t esz = x.elem_size(), total = x.total();
   const double scale = x.scale();
   next_half();  // unused: see next_half()
-  // The copies into the peers' copies are what write_mode() decides; rank
-  // 0 times the call from when every rank has arrived.
-  const uint64_t call_number = tuned_calls_;
-  const int size_class = write_class(total * esz, /*shared_bucket=*/true);
-  const WriteMode how = write_mode(size_class);
-  seg_->barrier(deadline, op);
-  ++tuned_calls_;
-  const bool timed = times_calls();
-  const Clock::time_point arrived = timed ? Clock::now() : Clock::time_point{};
+  // The copies into the peers' copies choose how they write.
+  Tuning tune = tuning(Tuned::SharedReduce, total * esz);
+  first_barrier(tune, deadline, op);
   const size_t chunk = ring_chunk_elements(total, esz, n);
   const size_t mine = (static_cast<size_t>(me) + 1) % n;  // its ring order starts from this rank's value
   const size_t first = std::min(total, mine * chunk), last = std::min(total, first + chunk);
@@ -312,10 +309,10 @@ void LocalCollectives::reduce_shared(Segment& memory, size_t offset, const Eleme
       for (size_t step = 2; step < n; ++step) accumulate_scaled(x.type(), kind, out, value(step), scale, len);
     }
     for (size_t r = 0; r < n; ++r)
-      if (r != static_cast<size_t>(me)) copy_as(how, copy_of(r, a), out, len * esz);
+      if (r != static_cast<size_t>(me)) copy_as(tune.how, copy_of(r, a), out, len * esz);
   }
   seg_->barrier(deadline, op);
-  if (timed) record_call(call_number, size_class, how, Clock::now() - arrived, total * esz);
+  tuned_call_done(tune, total * esz);
 }
 
 // One piece, one barrier: every rank combines all of it itself, chunk by
@@ -385,17 +382,18 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, const Deadline& 
     seg_->barrier(deadline, op);
     return;
   }
-  // Written as a reduce of its size is (write_mode.h).
-  const WriteMode how = write_mode(write_class(bytes));
+  Tuning tune = tuning(Tuned::Broadcast, bytes);
   size_t off = 0;
   do {  // a tensor of no bytes still makes the barrier its peers make
     const size_t len = std::min(seg_->slot_bytes(), bytes - off);
     const int h = next_half();
-    if (me == root) copy_as(how, seg_->slot_for(root, h, len), data + off, len);
-    seg_->barrier(deadline, op);
+    if (me == root) copy_as(tune.how, seg_->slot_for(root, h, len), data + off, len);
+    if (off == 0) first_barrier(tune, deadline, op);
+    else seg_->barrier(deadline, op);
     if (me != root) copy_bytes(data + off, seg_->slot_for(root, h, len), len);
     off += len;
   } while (off < bytes);
+  tuned_call_done(tune, bytes);
 }
 
 void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_t*>& dst,
@@ -404,14 +402,14 @@ void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_
   announce(kAllGather, -1, &in, -1, deadline, "all_gather");
   const size_t bytes = in.nbytes();
   auto* src = static_cast<const uint8_t*>(in.data_ptr());
-  // Written as a reduce of the gathered size is (write_mode.h).
-  const WriteMode how = write_mode(write_class(bytes * static_cast<size_t>(n)));
+  Tuning tune = tuning(Tuned::AllGather, bytes * static_cast<size_t>(n));
   size_t off = 0;
   do {
     const size_t len = std::min(seg_->slot_bytes(), bytes - off);
     const int h = next_half();
-    if (n > 1) copy_as(how, seg_->slot_for(me, h, len), src + off, len);
-    seg_->barrier(deadline, "all_gather");
+    if (n > 1) copy_as(tune.how, seg_->slot_for(me, h, len), src + off, len);
+    if (off == 0) first_barrier(tune, deadline, "all_gather");
+    else seg_->barrier(deadline, "all_gather");
     // This rank's own part comes from its input (one read fewer), unless
     // the input is that part already (an in-place gather).
     for (int r = 0; r < n; ++r) {
@@ -420,6 +418,7 @@ void LocalCollectives::all_gather(const at::Tensor& in, const std::vector<uint8_
     }
     off += len;
   } while (off < bytes);
+  tuned_call_done(tune, bytes * static_cast<size_t>(n));
 }
 
 void LocalCollectives::barrier(const Deadline& deadline) {

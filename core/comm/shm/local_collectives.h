@@ -170,14 +170,24 @@ class LocalCollectives {
   // and they must still agree on the next call's half.
   int next_half() { return static_cast<int>(pieces_++ & 1); }
   void reduce_whole(const Elements& x, ReduceKind kind, bool keep, const Deadline& deadline, const char* op);
-  // How a call of class c (write_class) writes what its peers read: as
-  // forced, or as local rank 0 last published for the next tuned call.
-  WriteMode write_mode(int c) const;
-  // Whether this rank times its tuned calls and publishes the choice.
-  bool times_calls() const { return seg_->rank() == 0 && !writes_; }
-  // Rank 0: tuned call number k, of class c, made `how`, took `took` for
-  // `bytes`; publishes what the calls from k + 2 on do.
-  void record_call(uint64_t k, int c, WriteMode how, Clock::duration took, size_t bytes);
+  // A call that chooses how it writes what its peers read (write_mode.h).
+  struct Tuning {
+    uint64_t number;  // among the tuned calls: which advice word rules it
+    int cls;          // write_class
+    WriteMode how;
+    bool timed;       // local rank 0, where nothing is forced
+    Clock::time_point began{}, arrived{};
+    Clock::duration own{};  // rank 0's work before the first barrier
+  };
+  // At the call's start: how it writes, as forced or as rank 0 published.
+  Tuning tuning(Tuned kind, size_t bytes) const;
+  // The call's first barrier: counts the call on every rank that passes it,
+  // and stops rank 0's clock while it waits for ranks that came late, which
+  // says nothing of the mode.
+  void first_barrier(Tuning& t, const Deadline& deadline, const char* op);
+  // Rank 0 at the call's end: records it and publishes the mask for the
+  // tuned call two after it.
+  void tuned_call_done(const Tuning& t, size_t bytes);
 
   std::unique_ptr<Segment> seg_;
   uint64_t pieces_ = 0;

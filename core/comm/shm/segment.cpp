@@ -169,7 +169,7 @@ struct Segment::Header {
   int32_t abort_rank;
   int32_t abort_status;
   char abort_reason[256];
-  alignas(kLine) std::atomic<uint64_t> advice;  // Segment::advice()
+  alignas(kLine) std::atomic<uint64_t> advice[2];  // Segment::advice(), by the call's parity
 };
 
 namespace {
@@ -359,9 +359,11 @@ uint8_t* Segment::slot(int r, int h) const {
   return base_ + data_offset(size_) + (static_cast<size_t>(r) * halves_ + h) * slot_bytes_;
 }
 
-uint64_t Segment::advice() const { return header_->advice.load(std::memory_order_acquire); }
+uint64_t Segment::advice(uint64_t call) const { return header_->advice[call & 1].load(std::memory_order_acquire); }
 
-void Segment::set_advice(uint64_t word) { header_->advice.store(word, std::memory_order_release); }
+void Segment::set_advice(uint64_t call, uint64_t word) {
+  header_->advice[call & 1].store(word, std::memory_order_release);
+}
 
 uint8_t* Segment::inline_data(int r, int h) const { return lines(base_)[r].payload[h]; }
 

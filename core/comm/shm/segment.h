@@ -102,10 +102,11 @@ class Segment {
   // A failure aborts the segment: Status::PeerFailed where the peer has
   // exited, else Status::Backend naming the error.
   void read_from(int peer, void* to, uintptr_t from, size_t bytes, const char* op);
-  // A word local rank 0 writes for every rank to read, 0 in a new segment
-  // (how the collectives write their pieces: write_mode.h's Schedule).
-  uint64_t advice() const;
-  void set_advice(uint64_t word);
+  // Two words local rank 0 writes for every rank to read, one per parity
+  // of `call`, 0 in a new segment: how the collectives write their pieces
+  // (write_mode.h says when each is written and read).
+  uint64_t advice(uint64_t call) const;
+  void set_advice(uint64_t call, uint64_t word);
   size_t slot_bytes() const { return slot_bytes_; }
   // Rank r's half h (0 or 1): slot_bytes() bytes, 64-byte aligned.
   uint8_t* slot(int r, int h) const;

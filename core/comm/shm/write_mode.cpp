@@ -1,26 +1,12 @@
 #include "comm/shm/write_mode.h"
 
 namespace ddp::core::shm {
-namespace {
-// Schedule's word: the call number from which `after` rules (low 32 bits),
-// the mask before it, the mask after it.
-constexpr uint64_t kCallMask = 0xffffffffu;
-}  // namespace
+static_assert(kWriteClasses <= 8 * static_cast<int>(sizeof(WriteMask)), "a bit for each class");
 
-int write_class(size_t bytes, bool shared_bucket) {
+int write_class(Tuned kind, size_t bytes) {
   int c = 0;
   for (size_t limit = size_t{16} << 10; bytes >= limit && c < kSizeClasses - 1; limit <<= 2) ++c;
-  return shared_bucket ? kSizeClasses + c : c;
-}
-
-Schedule::Mask Schedule::mask_at(uint64_t word, uint64_t call) {
-  const auto from = static_cast<uint32_t>(word & kCallMask);
-  const bool reached = static_cast<int32_t>(static_cast<uint32_t>(call) - from) >= 0;
-  return static_cast<Mask>(reached ? word >> 48 : word >> 32);
-}
-
-uint64_t Schedule::after(uint64_t k, Mask before, Mask after) {
-  return (static_cast<uint64_t>(after) << 48) | (static_cast<uint64_t>(before) << 32) | ((k + 2) & kCallMask);
+  return static_cast<int>(kind) * kSizeClasses + c;
 }
 
 void WriteModeChooser::record(int c, WriteMode used, double ns_per_byte) {
@@ -59,8 +45,8 @@ void WriteModeChooser::record(int c, WriteMode used, double ns_per_byte) {
     publish = other;
     s.since_try = 0;
   }
-  const auto bit = static_cast<Schedule::Mask>(1u << c);
-  mask_ = static_cast<Schedule::Mask>(publish == static_cast<int>(WriteMode::Streaming) ? mask_ | bit : mask_ & ~bit);
+  const WriteMask bit = WriteMask{1} << c;
+  mask_ = publish == static_cast<int>(WriteMode::Streaming) ? mask_ | bit : mask_ & ~bit;
 }
 
 }  // namespace ddp::core::shm

@@ -13,7 +13,7 @@
 // times each call of a size class in the way it was made, keeps choosing
 // the faster, tries the other again when the one it uses changes speed (or
 // every kRetryEvery calls of the class), and publishes its choice to the
-// other ranks through the segment (Schedule). A rank that writes the other
+// other ranks through the segment. A rank that writes the other
 // way from its peers still gives the same result: only where the bytes
 // wait differs.
 #pragma once
@@ -26,32 +26,24 @@ namespace ddp::core::shm {
 
 enum class WriteMode : uint8_t { Cached = 0, Streaming = 1 };
 
-// Classes of calls, each measured on its own, one bit each in a published
-// mask: reduces through the slots by size in powers of 4 from 16 KiB
-// ([0, 16 KiB), [16, 64 KiB), ..., [64 MiB, ...)), then the same sizes
-// for reduces of shared buckets (whose writes go into the peers' copies).
+// The calls that choose, each kind measured on its own.
+enum class Tuned : int { SlotReduce = 0, SharedReduce, Broadcast, AllGather };
+// Classes of calls, one bit each in a published mask: for each kind, sizes
+// in powers of 4 from 16 KiB ([0, 16 KiB), [16, 64 KiB), ..., [64 MiB, ...)).
 constexpr int kSizeClasses = 8;
-constexpr int kWriteClasses = 2 * kSizeClasses;
-int write_class(size_t bytes, bool shared_bucket = false);
+constexpr int kWriteClasses = 4 * kSizeClasses;
+int write_class(Tuned kind, size_t bytes);
 
-// Local rank 0's choice, call by call of the tuned collectives, which every
-// rank counts alike. A choice made after call k applies from call k + 2:
-// the others read the word when they start a call, and by the start of
-// call k + 2 rank 0 has certainly published what it decided after call k
-// (it did so before entering call k + 1); a rank starting call k + 1 may
-// see that or the word before, and both say the same for call k + 1.
-// Call numbers are compared modulo 2^32: a rank reads the word within a
-// call or two of its publishing.
-struct Schedule {
-  using Mask = uint16_t;
-  // The mask in force for `call` under the published `word`.
-  static Mask mask_at(uint64_t word, uint64_t call);
-  // The word after call k: `before` rules call k + 1 (what mask_at gives
-  // for it now), `after` calls from k + 2 on.
-  static uint64_t after(uint64_t k, Mask before, Mask after);
-  // How class c is written under `mask`.
-  static WriteMode mode(Mask mask, int c) { return (mask >> c) & 1 ? WriteMode::Streaming : WriteMode::Cached; }
-};
+// Local rank 0's choice reaches the others through two words in the
+// segment, one per parity of the tuned calls' numbers, which every rank
+// counts alike. After call k rank 0 writes the mask for call k + 2 into
+// word (k + 2) % 2, which nobody reads until a rank starts call k + 2;
+// by then rank 0 has certainly written it (before entering call k + 1),
+// and it writes that word again only after call k + 2, which needs every
+// rank. So every rank makes call k + 2 the same way, and rank 0 times
+// calls made one way on every rank.
+using WriteMask = uint32_t;
+inline WriteMode mode_in(WriteMask mask, int c) { return (mask >> c) & 1 ? WriteMode::Streaming : WriteMode::Cached; }
 
 class WriteModeChooser {
  public:
@@ -70,7 +62,7 @@ class WriteModeChooser {
   // measured faster, or the other one where it is due a try: then for one
   // call of the class, since record() of the next call of the class
   // (made the way published before) takes the try back.
-  Schedule::Mask mask() const { return mask_; }
+  WriteMask mask() const { return mask_; }
 
  private:
   struct Class {
@@ -80,7 +72,7 @@ class WriteModeChooser {
     int off_level = 0;               // calls in a row off their mode's estimate
   };
   std::array<Class, kWriteClasses> classes_{};
-  Schedule::Mask mask_ = 0;
+  WriteMask mask_ = 0;
 };
 
 }  // namespace ddp::core::shm
