@@ -4,6 +4,7 @@
 // equal (shm adds in the order of Gloo's ring), except float reduce (Gloo's
 // reduce has an order of its own) and float all_reduce across nodes (shm
 // inside each node first): those agree within a few units in the last place.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -218,7 +219,23 @@ double tolerance(ddp_dtype d) {
   }
 }
 
+// DDP_TEST_ONE_CPU_RANK=r: rank r runs on one CPU only (as under taskset),
+// so that it alone finds the host crowded.
+void pin_if_asked() {
+  if (env_int("DDP_TEST_ONE_CPU_RANK", -1) != g_rank) return;
+  cpu_set_t mine, one;
+  WCHECK(sched_getaffinity(0, sizeof mine, &mine) == 0, "sched_getaffinity failed");
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mine)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  WCHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity failed");
+}
+
 void scenario_shm_matches_gloo() {
+  pin_if_asked();
   std::vector<Result> by[2];
   const char* names[2] = {"shm", "gloo"};
   int world = 0;

@@ -109,8 +109,7 @@ void Elements::accumulate_in_place(ReduceKind kind, size_t first, size_t len, co
 LocalCollectives::LocalCollectives(std::unique_ptr<Segment> segment, size_t post_bytes,
                                    std::optional<WriteMode> writes)
     : seg_(std::move(segment)),
-      whole_bytes_(cpus_available() > 0 && seg_->size() > cpus_available() ? kWholeBytesSleeping
-                                                                          : kWholeBytesSpinning),
+      whole_bytes_(seg_->crowded() ? kWholeBytesSleeping : kWholeBytesSpinning),
       post_bytes_(std::min({post_bytes, Segment::kPostBytes, seg_->slot_bytes()})),
       writes_(writes) {}
 

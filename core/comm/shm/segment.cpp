@@ -333,20 +333,30 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   // outnumber the cores a rank may use: there each peer's read and the
   // second barrier wait for the scheduler (4 ranks on 2 cores, 64 KiB
   // broadcast: 19.7-20.0 us against 13.5-17.6 through the slots).
+  // Whether the host is crowded is agreed the same way (any rank that
+  // has fewer cores than the host has ranks), since the collectives take
+  // their paths by it: ranks with different CPU affinities would otherwise
+  // split a call between paths that move different bytes.
   if (size > 1 && halves > 1) {
-    bool can = options.reads && !(size > cpus_available() && cpus_available() > 0);
+    const bool crowded = size > cpus_available() && cpus_available() > 0;
+    bool can = options.reads && !crowded;
     if (can) {
       const RankInfo& next = infos(seg->base_, size)[(local_rank + 1) % size];
       uint64_t word = 0;
       can = read_process(next.pid, &word, next.probe_at, sizeof word) == 0 && word == kCmaProbeValue;
     }
-    store.set("cma/" + std::to_string(local_rank), to_bytes(can ? "1" : "0"));
-    std::vector<std::string> cma_keys;
-    for (int r = 0; r < size; ++r) cma_keys.push_back("cma/" + std::to_string(r));
-    store.wait(cma_keys, timeout);
-    bool all = true;
-    for (const std::string& k : cma_keys) all = all && store.get(k) == to_bytes("1");
-    seg->cma_ = all;
+    store.set("host/" + std::to_string(local_rank), to_bytes(std::string(can ? "r" : "-") + (crowded ? "c" : "-")));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r) keys.push_back("host/" + std::to_string(r));
+    store.wait(keys, timeout);
+    bool all_read = true, any_crowded = false;
+    for (const std::string& k : keys) {
+      const std::vector<uint8_t> v = store.get(k);
+      all_read = all_read && !v.empty() && v[0] == 'r';
+      any_crowded = any_crowded || (v.size() > 1 && v[1] == 'c');
+    }
+    seg->cma_ = all_read;
+    seg->crowded_ = any_crowded;
   }
   return seg;
 }

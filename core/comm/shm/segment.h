@@ -97,6 +97,10 @@ class Segment {
   // Whether every rank may read its peers' memory directly (Linux's
   // process_vm_readv, checked at open): one copy where the slots take two.
   bool cma() const { return cma_; }
+  // Whether some rank of the host may use fewer cores than the host has
+  // ranks (agreed at open): waits there may need the scheduler, so the
+  // collectives take the paths with fewer barriers.
+  bool crowded() const { return crowded_; }
   // Copies `bytes` at address `from` of local rank `peer`'s process into
   // `to`, which the peer must keep unchanged until a barrier after this.
   // A failure aborts the segment: Status::PeerFailed where the peer has
@@ -264,6 +268,7 @@ class Segment {
   // sleeps that wake every kSleepSlice.
   Nanos spin_for_ = std::chrono::microseconds(50);
   bool cma_ = false;
+  bool crowded_ = false;
   uint64_t calls_ = 0;          // announced so far; its parity picks the rank line's call slot
   bool compare_pending_ = false;
   bool posted_ = false;  // the last call was a post(): its calls are compared at the next announce()
