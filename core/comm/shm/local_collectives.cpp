@@ -237,8 +237,15 @@ LocalCollectives::Tuning LocalCollectives::tuning(Tuned kind, size_t bytes) cons
   Tuning t;
   t.number = tuned_calls_;
   t.cls = write_class(kind, bytes);
-  t.how = writes_ ? *writes_ : mode_in(static_cast<WriteMask>(seg_->advice(t.number)), t.cls);
-  t.timed = seg_->rank() == 0 && !writes_;
+  // Below kTunedBytes a call stays cached and untimed: its bytes stay in
+  // the caches anyway, and the clock reads and the advice line moving
+  // between the cores cost it more than a way could save (2 ranks, 4-64 B
+  // all-gather: 0.4 us against MPICH's 0.3 when every call was timed).
+  t.tuned = bytes >= kTunedBytes;
+  t.how = writes_                ? *writes_
+          : t.tuned             ? mode_in(static_cast<WriteMask>(seg_->advice(t.number)), t.cls)
+                                : WriteMode::Cached;
+  t.timed = t.tuned && seg_->rank() == 0 && !writes_;
   if (t.timed) t.began = Clock::now();
   return t;
 }
@@ -246,7 +253,7 @@ LocalCollectives::Tuning LocalCollectives::tuning(Tuned kind, size_t bytes) cons
 void LocalCollectives::first_barrier(Tuning& t, const Deadline& deadline, const char* op) {
   if (t.timed) t.own = Clock::now() - t.began;
   seg_->barrier(deadline, op);
-  ++tuned_calls_;
+  if (t.tuned) ++tuned_calls_;
   if (t.timed) t.arrived = Clock::now();
 }
 

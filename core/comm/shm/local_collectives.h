@@ -170,10 +170,13 @@ class LocalCollectives {
   // and they must still agree on the next call's half.
   int next_half() { return static_cast<int>(pieces_++ & 1); }
   void reduce_whole(const Elements& x, ReduceKind kind, bool keep, const Deadline& deadline, const char* op);
-  // A call that chooses how it writes what its peers read (write_mode.h).
+  // A call that chooses how it writes what its peers read (write_mode.h),
+  // from kTunedBytes on.
+  static constexpr size_t kTunedBytes = size_t{16} << 10;
   struct Tuning {
     uint64_t number;  // among the tuned calls: which advice word rules it
     int cls;          // write_class
+    bool tuned;       // at least kTunedBytes: counted, and made as published
     WriteMode how;
     bool timed;       // local rank 0, where nothing is forced
     Clock::time_point began{}, arrived{};
