@@ -1,5 +1,6 @@
 #include "common/copy_kernel.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -14,38 +15,35 @@ namespace {
 constexpr size_t kVectorLoopFrom = 2048;
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) void copy_avx2(uint8_t* d, const uint8_t* s, size_t n) {
-  size_t i = 0;
+// Copies the 128-byte blocks of [d, d + n) from `from` on; returns where
+// they end. Streaming: non-temporal stores (d + from 32-byte aligned),
+// which go around the caches to memory (shm/write_mode.h).
+template <bool kStreaming>
+__attribute__((target("avx2"))) size_t copy_blocks_avx2(uint8_t* d, const uint8_t* s, size_t from, size_t n) {
+  size_t i = from;
   for (; i + 128 <= n; i += 128) {
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
-    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
-    __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 64));
-    __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 96));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), a);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 64), c);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 96), e);
+    __m256i v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32 * k));
+    for (int k = 0; k < 4; ++k) {
+      auto* to = reinterpret_cast<__m256i*>(d + i + 32 * k);
+      if constexpr (kStreaming) _mm256_stream_si256(to, v[k]);
+      else _mm256_storeu_si256(to, v[k]);
+    }
   }
+  return i;
+}
+
+__attribute__((target("avx2"))) void copy_avx2(uint8_t* d, const uint8_t* s, size_t n) {
+  const size_t i = copy_blocks_avx2<false>(d, s, 0, n);
   std::memcpy(d + i, s + i, n - i);
 }
 
 __attribute__((target("avx2"))) void stream_avx2(uint8_t* d, const uint8_t* s, size_t n) {
-  size_t head = (32 - (reinterpret_cast<uintptr_t>(d) & 31)) & 31;
-  if (head > n) head = n;
+  const size_t head = std::min(n, (32 - (reinterpret_cast<uintptr_t>(d) & 31)) & 31);
   std::memcpy(d, s, head);
-  size_t i = head;
-  for (; i + 128 <= n; i += 128) {
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
-    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
-    __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 64));
-    __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 96));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 64), c);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 96), e);
-  }
+  const size_t i = copy_blocks_avx2<true>(d, s, head, n);
   std::memcpy(d + i, s + i, n - i);
-  _mm_sfence();
+  _mm_sfence();  // the stores are weakly ordered: done before the barrier that publishes them
 }
 
 void copy_sse2(uint8_t* d, const uint8_t* s, size_t n) {
