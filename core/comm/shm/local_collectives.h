@@ -108,8 +108,8 @@ class LocalCollectives {
   // 0.11-0.15 in the same runs); 8 calls ahead took 0.60 to 0.36-0.40 in
   // one of the VM's slow stretches.
   static constexpr size_t kPostBytes = Segment::kPostBytes;
-  // `writes`: every reduce writes its pieces so (for measuring); none: the
-  // way measured faster (write_mode.h).
+  // `writes`: every call that chooses writes so (for measuring); none: the
+  // way local rank 0 measures faster (write_mode.h).
   LocalCollectives(std::unique_ptr<Segment> segment, size_t post_bytes = kPostBytes,
                    std::optional<WriteMode> writes = std::nullopt);
 
@@ -194,8 +194,8 @@ class LocalCollectives {
 
   std::unique_ptr<Segment> seg_;
   uint64_t pieces_ = 0;
-  // Reduces through the slots and of shared buckets that every rank
-  // entered (passed the first barrier of): Schedule's call numbers.
+  // Tuned calls every rank entered (passed the first barrier of): the
+  // numbers that pick the advice words (write_mode.h).
   uint64_t tuned_calls_ = 0;
   WriteModeChooser chooser_;  // local rank 0's
   std::optional<WriteMode> writes_;

@@ -76,9 +76,10 @@ std::optional<shm::Nanos> spin_time() {
 // through the slots, for measuring and for a host whose check passes where
 // reads later fail; every rank of a host must use the same value.
 bool reads_enabled() { return env_within("DDP_SHM_CMA", 0, 1, "0 or 1").value_or(1) == 1; }
-// DDP_SHM_STREAMING=1 or 0: every reduce through the slots streams its
-// writes past the caches, or keeps them cached, instead of the way local
-// rank 0 measures faster (shm/write_mode.h), for measuring.
+// DDP_SHM_STREAMING=1 or 0: every call that chooses how it writes (reduces,
+// broadcasts and all-gathers through the slots, shared buckets: see
+// shm/write_mode.h) streams its writes past the caches, or keeps them
+// cached, instead of the way local rank 0 measures faster, for measuring.
 std::optional<shm::WriteMode> writes_forced() {
   auto v = env_within("DDP_SHM_STREAMING", 0, 1, "0 or 1");
   if (!v) return std::nullopt;
@@ -166,13 +167,12 @@ Topology find_topology(c10d::Store& store, const BackendSpec& spec) {
 class ShmBackend final : public c10d::Backend, public DirectCollectives {
  public:
   ShmBackend(const BackendSpec& spec, Topology topo, std::unique_ptr<shm::Segment> segment,
-             c10::intrusive_ptr<c10d::Backend> leaders)
+             c10::intrusive_ptr<c10d::Backend> leaders, std::optional<shm::WriteMode> writes)
       : Backend(spec.rank, spec.size),
         spec_(spec),
         timeout_ms_(spec.timeout.count()),
         topo_(std::move(topo)),
-        local_(std::move(segment), posted_broadcast_enabled() ? shm::LocalCollectives::kPostBytes : 0,
-               writes_forced()),
+        local_(std::move(segment), posted_broadcast_enabled() ? shm::LocalCollectives::kPostBytes : 0, writes),
         leaders_(std::move(leaders)),
         executor_(std::make_unique<shm::Executor>(inline_always(topo_))) {}
 
@@ -470,6 +470,7 @@ c10::intrusive_ptr<c10d::Backend> make_shm_backend(const BackendSpec& spec) {
   std::string why_not;
   auto seg_store = c10::make_intrusive<c10d::PrefixStore>("segment" + std::to_string(topo.node_index), spec.store);
   const int post_depth = post_ring_depth();  // refused before the segment is made, as the others
+  const std::optional<shm::WriteMode> writes = writes_forced();
   auto segment = shm::Segment::open(*seg_store, topo.local_rank, topo.local_ranks, segment_options(slot_bytes(), 2),
                                     spec.timeout, &why_not);
   if (segment) segment->set_post_depth(post_depth);
@@ -488,7 +489,7 @@ c10::intrusive_ptr<c10d::Backend> make_shm_backend(const BackendSpec& spec) {
     lead.size = topo.nodes;
     leaders = make_gloo_backend(lead);
   }
-  return c10::make_intrusive<ShmBackend>(spec, std::move(topo), std::move(segment), std::move(leaders));
+  return c10::make_intrusive<ShmBackend>(spec, std::move(topo), std::move(segment), std::move(leaders), writes);
 }
 
 }  // namespace ddp::core
