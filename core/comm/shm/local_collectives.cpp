@@ -190,7 +190,6 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, cons
   const size_t mine = (static_cast<size_t>(me) + 1) % n;
   auto slot = [&](size_t r, int h) { return seg_->slot(static_cast<int>(r), h); };
   Tuning tune = tuning(Tuned::SlotReduce, total * esz);
-  const WriteMode how = tune.how;
   for (size_t q = 0; q * part < chunk; ++q) {
     const int h = next_half();
     auto span = [&](size_t c) {  // chunk c's part of this piece: [first, first + len)
@@ -201,18 +200,18 @@ void LocalCollectives::reduce(const Elements& x, ReduceKind kind, int root, cons
     for (size_t c = 0; c < n; ++c) {
       if (c == mine) continue;
       auto [first, len] = span(c);
-      x.read(slot(me, h) + c * part * esz, first, len, how);
+      x.read(slot(me, h) + c * part * esz, first, len, tune.how);
     }
     if (q == 0) first_barrier(tune, deadline, op);
     else seg_->barrier(deadline, op);
     auto [own_first, len] = span(mine);
     uint8_t* acc = slot(me, h) + mine * part * esz;
     auto peer = [&](size_t step) { return slot(ring_rank_at_step(mine, step, n), h) + mine * part * esz; };
-    if (keep && how == WriteMode::Streaming) {
+    if (keep && tune.how == WriteMode::Streaming) {
       // Combined in the elements, then streamed to acc for the peers.
       x.combine_in_place(kind, own_first, len, peer(1));
       for (size_t step = 2; step < n; ++step) x.accumulate_in_place(kind, own_first, len, peer(step));
-      x.copy_out(acc, own_first, len, how);
+      x.copy_out(acc, own_first, len, tune.how);
     } else {
       x.combine_with(kind, acc, own_first, len, peer(1));
       for (size_t step = 2; step < n; ++step) accumulate(x.type(), kind, acc, peer(step), len);
@@ -261,7 +260,10 @@ void LocalCollectives::tuned_call_done(const Tuning& t, size_t bytes) {
   if (!t.timed || bytes == 0) return;
   const Clock::duration took = t.own + (Clock::now() - t.arrived);
   chooser_.record(t.cls, t.how, std::chrono::duration<double, std::nano>(took).count() / static_cast<double>(bytes));
-  seg_->set_advice(t.number + 2, chooser_.mask());
+  // Written only when it changes: the peers read this line at every tuned
+  // call, and a write would move it between the cores each time.
+  const uint64_t mask = chooser_.mask();
+  if (seg_->advice(t.number + 2) != mask) seg_->set_advice(t.number + 2, mask);
 }
 
 void LocalCollectives::add_shared(const std::shared_ptr<Segment>& memory, uint16_t id) {
