@@ -68,10 +68,11 @@ struct Result {
 std::vector<Result> run_all(ddp_group* g) {
   const int rank = ddp_group_rank(g), world = ddp_group_size(g);
   std::vector<Result> out;
-  // 37: the one-barrier path; 9000: each rank reduces its share; 1.1M
-  // float32 and int64: several pieces through the 4 MiB slots.
+  // 37: the one-barrier path; 1000: a broadcast its root posts, streamed
+  // where it has more than 2 KiB (float32); 9000: each rank reduces its
+  // share; 1.1M float32 and int64: several pieces through the 4 MiB slots.
   for (ddp_dtype d : kAllDtypes)
-    for (size_t n : {size_t{1}, size_t{37}, size_t{9000}, size_t{1100000}}) {
+    for (size_t n : {size_t{1}, size_t{37}, size_t{1000}, size_t{9000}, size_t{1100000}}) {
       if (n > 9000 && d != DDP_FLOAT32 && d != DDP_INT64) continue;
       int64_t shape[1] = {static_cast<int64_t>(n)};
       std::string tag = std::string(ddp_dtype_name(d)) + "[" + std::to_string(n) + "] ";
@@ -417,7 +418,7 @@ void scenario_shm_posted_broadcast() {
   ddp_group* g = join(20000, "shm");
   const int rank = ddp_group_rank(g), world = ddp_group_size(g);
   float word = 0;
-  // 4 B: posted in the entry's line; 4 KiB: posted after it (the most a
+  // 4 B: posted in the entry's line; 4 KiB: posted after it, streamed (the most a
   // post carries); 4 KiB + 4 B: through the barrier.
   std::vector<float> row(1024, 0.0f), wide(1025, 0.0f);
   int64_t n_row[1] = {1024}, n_wide[1] = {1025};
@@ -429,13 +430,15 @@ void scenario_shm_posted_broadcast() {
     const int root = (k / 3) % world;  // each root posts three in a row
     const float v = static_cast<float>(1000 * k + root);
     word = rank == root ? v : -1.0f;
-    std::fill(row.begin(), row.end(), rank == root ? v + 0.5f : -1.0f);
+    for (size_t i = 0; i < row.size(); ++i) row[i] = rank == root ? v + 0.5f + static_cast<float>(i) : -1.0f;
     std::fill(wide.begin(), wide.end(), rank == root ? v + 0.25f : -1.0f);
     WOK(ddp_broadcast(g, w, root));
     WOK(ddp_broadcast(g, r, root));
     if (k % 2) WOK(ddp_broadcast(g, wt, root));
-    WCHECK(word == v && row[0] == v + 0.5f && row.back() == v + 0.5f, "call %d: got %g and %g from root %d, sent %g",
-           k, word, row.back(), root, v);
+    size_t wrong = 0;  // the first element that differs, if any
+    while (wrong < row.size() && row[wrong] == v + 0.5f + static_cast<float>(wrong)) ++wrong;
+    WCHECK(word == v && wrong == row.size(), "call %d: got %g, and element %zu of 1024 wrong, from root %d, sent %g",
+           k, word, wrong, root, v);
     if (k % 2)
       WCHECK(wide[0] == v + 0.25f && wide.back() == v + 0.25f, "call %d: the barrier's broadcast got %g", k,
              wide.back());

@@ -30,6 +30,16 @@ constexpr size_t kSharedBlockBytes = size_t{128} << 10;
 // KiB 20.1-24.1 against 28.6-31.8 (MPICH 20.7-25.2); at 1 MiB the two
 // overlapped slot pieces (52 us) beat one read (80-100 us).
 constexpr size_t kReadFromRootBytes = size_t{32} << 10;
+// Above this size a broadcast's root streams its post past the caches. A
+// cached write must first take back the lines of that entry its peers read
+// 24 posts before, which costs the most where their cores are far apart;
+// a streamed one does not, but its peers then read it from memory. On the
+// AMD EPYC VM, 2 ranks, root's p50 in us, cached against streamed, with
+// the cores close (a cached 16 MiB all-reduce in 1.4-1.7 ms) / apart (7-8
+// ms): 1 KiB 0.20/0.30 and 0.55/0.31-0.42; 2 KiB 0.29/0.33 and 0.90/0.43;
+// 3 KiB 0.39/0.39 and 1.28/0.47; 4 KiB 0.59/0.40 and 2.1/0.42 (MPICH 1.8
+// with the cores apart). 4 ranks, 4 KiB: 0.57/0.45 close, 2.1/0.54 apart.
+constexpr size_t kStreamedPostsAbove = size_t{2} << 10;
 
 // A copy that peers read next, made `how` (write_mode.h).
 void copy_as(WriteMode how, void* dst, const void* src, size_t bytes) {
@@ -358,8 +368,9 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, const Deadline& 
     // they see it. A mismatch reaches the root when it next waits
     // (Segment::post).
     next_half();  // unused: see next_half()
+    const WriteMode how = writes_ ? *writes_ : bytes > kStreamedPostsAbove ? WriteMode::Streaming : WriteMode::Cached;
     return seg_->post(call(kBroadcast, -1, t.scalar_type(), static_cast<size_t>(t.numel()), root),
-                      &LocalCollectives::describe, data, bytes, deadline, op);
+                      &LocalCollectives::describe, data, bytes, how, deadline, op);
   }
   if (one_piece && me != root) {
     // Whether the root posts it is the root's choice (post_bytes_): this

@@ -19,6 +19,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/copy_kernel.h"
 #include "common/error.h"
 
 namespace ddp::core::shm {
@@ -573,7 +574,7 @@ void Segment::barrier(const Deadline& deadline, const char* op) {
 }
 
 void Segment::post(const Call& call, std::string (*describe)(const Call&), const uint8_t* data, size_t bytes,
-                   const Deadline& deadline, const char* op) {
+                   WriteMode how, const Deadline& deadline, const char* op) {
   check_abort(op);
   describe_ = describe;
   const uint64_t n = calls_;
@@ -601,7 +602,9 @@ void Segment::post(const Call& call, std::string (*describe)(const Call&), const
   }
   if (!differ.empty()) fail_after_post(mismatched, differ, deadline, op);
   PostEntry& e = post_entry(base_, size_, rank_, n);
-  std::memcpy(bytes <= sizeof e.head ? e.head : e.rest, data, bytes);
+  if (bytes <= sizeof e.head) std::memcpy(e.head, data, bytes);
+  else if (how == WriteMode::Streaming) copy_bytes_streaming(e.rest, data, bytes);  // ends with a fence
+  else std::memcpy(e.rest, data, bytes);
   e.call = pack(call);
   e.seq.store(n + 1, std::memory_order_release);
   raise_phase();

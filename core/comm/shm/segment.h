@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/shm/write_mode.h"
+
 namespace c10d {
 class Store;
 }
@@ -165,9 +167,11 @@ class Segment {
   // announce()), and that call then fails on every rank. The root also
   // compares every rank's call of its post post_depth_ calls back, which
   // finds a rank that posted the same call, believing itself the root.
+  // `how`: whether the data past the entry's first line is written cached
+  // or streamed past the caches (write_mode.h).
   static constexpr size_t kPostBytes = 4096;
   static constexpr int kPostRing = 32;
-  void post(const Call& call, std::string (*describe)(const Call&), const uint8_t* data, size_t bytes,
+  void post(const Call& call, std::string (*describe)(const Call&), const uint8_t* data, size_t bytes, WriteMode how,
             const Deadline& deadline, const char* op);
   // How many calls ahead of what its peers have finished a posting root
   // may run: 1 to kPostRing. The default, three quarters of the ring,
