@@ -70,9 +70,11 @@ std::vector<Result> run_all(ddp_group* g) {
   std::vector<Result> out;
   // 37: the one-barrier path; 1000: a broadcast its root posts, streamed
   // where it has more than 2 KiB (float32); 9000: each rank reduces its
-  // share; 1.1M float32 and int64: several pieces through the 4 MiB slots.
+  // share, and a broadcast's ranks copy between their tensors; 300000
+  // float32 and int64: such a broadcast of more than a slot; 1.1M:
+  // several pieces through the slots.
   for (ddp_dtype d : kAllDtypes)
-    for (size_t n : {size_t{1}, size_t{37}, size_t{1000}, size_t{9000}, size_t{1100000}}) {
+    for (size_t n : {size_t{1}, size_t{37}, size_t{1000}, size_t{9000}, size_t{300000}, size_t{1100000}}) {
       if (n > 9000 && d != DDP_FLOAT32 && d != DDP_INT64) continue;
       int64_t shape[1] = {static_cast<int64_t>(n)};
       std::string tag = std::string(ddp_dtype_name(d)) + "[" + std::to_string(n) + "] ";
@@ -288,18 +290,21 @@ void scenario_shm_peer_death() {
   ddp_group_free(g);
 }
 
-// The root of 256 KiB broadcasts (its peers read them from its process,
-// Segment::read_from) is killed at a random moment, perhaps while a peer
-// reads: every survivor gets DDP_E_PEER_FAILED within 10 s.
+// The root of 256 KiB broadcasts (its peers read most of them from its
+// process, Segment::read_from, and it writes the rest into theirs,
+// write_to), or with DDP_TEST_VICTIM that rank, is killed at a random
+// moment, perhaps while a copy runs: every survivor gets DDP_E_PEER_FAILED
+// within 10 s.
 void scenario_shm_root_death_while_read() {
   ddp_group* g = join(20000, "shm");
   const int rank = ddp_group_rank(g), root = ddp_group_size(g) - 1;
+  const int victim = env_int("DDP_TEST_VICTIM", root);
   std::vector<float> x(1 << 16, 1.0f);
   int64_t shape[1] = {static_cast<int64_t>(x.size())};
   ddp_tensor* t = nullptr;
   WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, shape, 1));
   WOK(ddp_broadcast(g, t, root));
-  if (rank == root) {
+  if (rank == victim) {
     const int delay_ms = 20 + static_cast<int>(std::random_device{}() % 300);
     std::thread([=] {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));

@@ -125,6 +125,15 @@ TEST_P(ShmWorlds, RootKilledWhileItsBroadcastsAreReadGivesPeerFailed) {
   }
 }
 
+// The same with a peer killed: the root may be writing its share into it.
+TEST_P(ShmWorlds, PeerKilledWhileTheRootWritesIntoItGivesPeerFailed) {
+  for (int k = 0; k < 3; ++k) {
+    auto res = run(GetParam(), "shm_root_death_while_read", {"DDP_TEST_VICTIM=0"}, 60);
+    EXPECT_EQ(res.ranks[0].signal, 9) << res.summary();
+    expect_all_ok(res, {0});
+  }
+}
+
 TEST_P(ShmWorlds, KilledRankGivesPeerFailedAndLeavesNoSharedMemory) {
   auto before = dev_shm_entries();
   auto res = run(GetParam(), "shm_peer_death", {"DDP_TEST_VICTIM=1"}, 60);

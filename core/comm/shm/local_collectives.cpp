@@ -21,15 +21,24 @@ constexpr size_t kWholeBytesSleeping = size_t{32} << 10;
 // A shared bucket's chunk is combined and copied to the peers in blocks of
 // this size, so that the copies read the result from the cache.
 constexpr size_t kSharedBlockBytes = size_t{128} << 10;
-// Above this size, up to one slot, a broadcast's peers read the root's
-// tensor straight from its process (Segment::read_from): one copy, where
-// the slot takes two that nothing overlaps (a tensor of more than a slot
-// overlaps the root's copy of one piece with the peers' of the last).
-// MPICH's UCX does the same (process_vm_readv). 2 ranks on the AMD EPYC VM,
-// p50 of 3 runs: 64 KiB 6.4-6.8 us against 7.4-7.7 through the slot, 256
-// KiB 20.1-24.1 against 28.6-31.8 (MPICH 20.7-25.2); at 1 MiB the two
-// overlapped slot pieces (52 us) beat one read (80-100 us).
+// Above this size, up to kReadFromRootMaxBytes, a broadcast moves straight
+// between the ranks' tensors (Segment::read_from, write_to): one copy,
+// where the slot takes two that nothing overlaps. MPICH's UCX reads the
+// same way (process_vm_readv). 2 ranks on the AMD EPYC VM, p50 of 3 runs:
+// 64 KiB 6.4-6.8 us against 7.4-7.7 through the slot, 256 KiB 20.1-24.1
+// against 28.6-31.8 (MPICH 20.7-25.2), with each peer reading all of it.
+// With the root writing its share into each peer while they read the rest
+// (2 ranks, 5 runs each, in the VM's state where one read took longest):
+// 64 KiB 5.1-5.3 us against 6.7-6.9, 256 KiB 11.6-12.3 against 19.9-22.9
+// (MPICH 20.8-21.5); where reads were fast, 256 KiB took 10.6-11.7 either
+// way.
 constexpr size_t kReadFromRootBytes = size_t{32} << 10;
+// Beyond this the slots, whose pieces overlap the root's copy of one with
+// the peers' of the one before, are faster. 2 ranks, p50 of 3 runs each,
+// copied against through the slots: 1 MiB 40.9-41.1 us against 42.6-153
+// (the slots' speed changes with the VM's state), 4 MiB 158-159 against
+// 162-213, 8 MiB 329-343 against 332-386, 16 MiB 790-905 against 685-736.
+constexpr size_t kReadFromRootMaxBytes = size_t{4} << 20;
 // Above this size a broadcast's root streams its post past the caches. A
 // cached write must first take back the lines of that entry its peers read
 // 24 posts before, which costs the most where their cores are far apart;
@@ -119,9 +128,9 @@ void Elements::accumulate_in_place(ReduceKind kind, size_t first, size_t len, co
 LocalCollectives::LocalCollectives(std::unique_ptr<Segment> segment, size_t post_bytes,
                                    std::optional<WriteMode> writes)
     : seg_(std::move(segment)),
+      writes_(writes),
       whole_bytes_(seg_->crowded() ? kWholeBytesSleeping : kWholeBytesSpinning),
-      post_bytes_(std::min({post_bytes, Segment::kPostBytes, seg_->slot_bytes()})),
-      writes_(writes) {}
+      post_bytes_(std::min({post_bytes, Segment::kPostBytes, seg_->slot_bytes()})) {}
 
 std::string LocalCollectives::describe(const Segment::Call& c) {
   static const char* kinds[] = {"?", "all_reduce", "reduce", "broadcast", "all_gather", "barrier", "all_reduce"};
@@ -383,20 +392,28 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, const Deadline& 
     return;
   }
   announce(kBroadcast, -1, &t, root, deadline, op);
-  if (seg_->cma() && bytes > kReadFromRootBytes && bytes <= seg_->slot_bytes()) {
-    // The root's address goes through its slot; it keeps the tensor as it
-    // is until the second barrier, after every peer's read.
+  if (seg_->cma() && bytes > kReadFromRootBytes && bytes <= kReadFromRootMaxBytes) {
+    // Every rank's tensor address goes through its slot. The root writes
+    // the first 1/n of the tensor into each peer while every peer reads
+    // the rest from the root, so that n cores copy at once: each rank
+    // copies (n - 1)/n of the bytes, where one read by each peer left the
+    // root idle. Every rank keeps its tensor as it is until the second
+    // barrier, after every copy.
     const int h = next_half();
-    uint8_t* where = seg_->slot(root, h);
-    if (me == root) {
-      const uint64_t at = reinterpret_cast<uintptr_t>(data);
-      std::memcpy(where, &at, sizeof at);
-    }
+    const uint64_t mine = reinterpret_cast<uintptr_t>(data);
+    std::memcpy(seg_->slot(me, h), &mine, sizeof mine);
     seg_->barrier(deadline, op);
-    if (me != root) {
+    const size_t pushed = bytes / static_cast<size_t>(seg_->size()) / 64 * 64;  // whole cache lines
+    auto address_of = [&](int r) {
       uint64_t at = 0;
-      std::memcpy(&at, where, sizeof at);
-      seg_->read_from(root, data, static_cast<uintptr_t>(at), bytes, op);
+      std::memcpy(&at, seg_->slot(r, h), sizeof at);
+      return static_cast<uintptr_t>(at);
+    };
+    if (me == root) {
+      for (int r = 0; r < seg_->size(); ++r)
+        if (r != root) seg_->write_to(r, address_of(r), data, pushed, op);
+    } else {
+      seg_->read_from(root, data + pushed, address_of(root) + pushed, bytes - pushed, op);
     }
     seg_->barrier(deadline, op);
     return;

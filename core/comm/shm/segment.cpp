@@ -245,18 +245,20 @@ std::string Segment::attach(const std::string& where, size_t bytes) {
   return problem;
 }
 
-// A word each rank's peers read from its process at open, to learn whether
-// this host lets them (Segment::read_from).
+// A word each rank's peers read from its process at open, and write back
+// unchanged, to learn whether this host lets them (Segment::read_from,
+// write_to). Writable, so that the write can succeed.
 constexpr uint64_t kCmaProbeValue = 0x6464702d636d6131ULL;  // "ddp-cma1"
-const volatile uint64_t kCmaProbe = kCmaProbeValue;
+volatile uint64_t cma_probe = kCmaProbeValue;
 
-// Reads `bytes` at `from` in process `pid` into `to`; errno on failure.
-int read_process(int pid, void* to, uintptr_t from, size_t bytes) {
+// Copies `bytes` between `local` in this process and `remote` in process
+// `pid`: from it where `write` is false, into it where true. errno on failure.
+int transfer_process(int pid, void* local, uintptr_t remote, size_t bytes, bool write) {
   size_t done = 0;
   while (done < bytes) {
-    iovec local{static_cast<uint8_t*>(to) + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(from + done), bytes - done};
-    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    iovec here{static_cast<uint8_t*>(local) + done, bytes - done};
+    iovec there{reinterpret_cast<void*>(remote + done), bytes - done};
+    ssize_t n = write ? process_vm_writev(pid, &here, 1, &there, 1, 0) : process_vm_readv(pid, &here, 1, &there, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return n == 0 ? EFAULT : errno;
     done += static_cast<size_t>(n);
@@ -309,7 +311,7 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
     RankInfo& me = infos(seg->base_, size)[local_rank];
     me.pid = static_cast<int32_t>(getpid());
     me.start_time = live_start_time(getpid());
-    me.probe_at = reinterpret_cast<uintptr_t>(&kCmaProbe);
+    me.probe_at = reinterpret_cast<uintptr_t>(&cma_probe);
   }
   store.set("mapped/" + std::to_string(local_rank), to_bytes(problem.empty() ? "ok" : problem));
   std::string reasons;
@@ -344,7 +346,8 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
     if (can) {
       const RankInfo& next = infos(seg->base_, size)[(local_rank + 1) % size];
       uint64_t word = 0;
-      can = read_process(next.pid, &word, next.probe_at, sizeof word) == 0 && word == kCmaProbeValue;
+      can = transfer_process(next.pid, &word, next.probe_at, sizeof word, false) == 0 && word == kCmaProbeValue &&
+            transfer_process(next.pid, &word, next.probe_at, sizeof word, true) == 0;
     }
     store.set("host/" + std::to_string(local_rank), to_bytes(std::string(can ? "r" : "-") + (crowded ? "c" : "-")));
     std::vector<std::string> keys;
@@ -400,14 +403,23 @@ void Segment::check_abort(const char* op) {
 }
 
 void Segment::read_from(int peer, void* to, uintptr_t from, size_t bytes, const char* op) {
+  transfer(peer, to, from, bytes, false, op);
+}
+
+void Segment::write_to(int peer, uintptr_t to, const void* from, size_t bytes, const char* op) {
+  transfer(peer, const_cast<void*>(from), to, bytes, true, op);  // process_vm_writev only reads `from`
+}
+
+void Segment::transfer(int peer, void* local, uintptr_t remote, size_t bytes, bool write, const char* op) {
   const RankInfo& info = infos(base_, size_)[peer];
-  const int err = read_process(info.pid, to, from, bytes);
+  const int err = transfer_process(info.pid, local, remote, bytes, write);
   if (err == 0) return;
-  // A peer that is exiting fails the read with ESRCH, or EFAULT once its
+  // A peer that is exiting fails the copy with ESRCH, or EFAULT once its
   // pages are going.
   if (err == ESRCH || live_start_time(info.pid) != info.start_time) fail_peer_gone(peer, op);
   std::string msg = std::string(op) + " on shared memory: rank " + std::to_string(global_ranks_[rank_]) +
-                    " could not read rank " + std::to_string(global_ranks_[peer]) + "'s memory: " + std::strerror(err);
+                    " could not " + (write ? "write into" : "read") + " rank " + std::to_string(global_ranks_[peer]) +
+                    "'s memory: " + std::strerror(err);
   abort(static_cast<int>(Status::Backend), msg);
   fail(Status::Backend, msg);
 }

@@ -96,8 +96,9 @@ class Segment {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // Whether every rank may read its peers' memory directly (Linux's
-  // process_vm_readv, checked at open): one copy where the slots take two.
+  // Whether every rank may read and write its peers' memory directly
+  // (Linux's process_vm_readv and process_vm_writev, checked at open): one
+  // copy where the slots take two.
   bool cma() const { return cma_; }
   // Whether some rank of the host may use fewer cores than the host has
   // ranks (agreed at open): waits there may need the scheduler, so the
@@ -108,6 +109,10 @@ class Segment {
   // A failure aborts the segment: Status::PeerFailed where the peer has
   // exited, else Status::Backend naming the error.
   void read_from(int peer, void* to, uintptr_t from, size_t bytes, const char* op);
+  // The other way (Linux's process_vm_writev): `bytes` from `from` into
+  // address `to` of local rank `peer`'s process, which the peer leaves
+  // alone until a barrier after this. Fails as read_from does.
+  void write_to(int peer, uintptr_t to, const void* from, size_t bytes, const char* op);
   // Two words local rank 0 writes for every rank to read, one per parity
   // of `call`, 0 in a new segment: how the collectives write their pieces
   // (write_mode.h says when each is written and read).
@@ -212,6 +217,8 @@ class Segment {
   // waiting for the rank that is stopped.
   std::string waits_behind(int peer) const;
   [[noreturn]] void fail_peer_gone(int peer, const char* op);
+  // read_from (write false) or write_to (true).
+  void transfer(int peer, void* local, uintptr_t remote, size_t bytes, bool write, const char* op);
   void check_abort(const char* op);
   void compare_calls();
   // Publishes this rank's call number n as differing from the others'
