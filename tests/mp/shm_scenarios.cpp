@@ -328,6 +328,53 @@ void scenario_shm_root_death_while_read() {
   ddp_group_free(g);
 }
 
+// Broadcasts the ranks copy between their tensors (more than 32 KiB, where
+// the root writes into its peers' memory) that do not match: a tensor
+// smaller on one rank, and a rank naming another root. Every rank gets
+// DDP_E_INVALID_ARGUMENT, nobody's memory past its tensor is written (a
+// guard of 64 KiB after each), and a good broadcast works after.
+void scenario_shm_copied_broadcast_mismatches() {
+  ddp_group* g = join_then_set_timeout(5000);
+  const int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  WCHECK(std::string(ddp_group_backend(g)) == "shm", "the default backend is %s", ddp_group_backend(g));
+  const size_t big = 64 << 10, small = 16 << 10, guard = 16 << 10;  // floats
+  const float kGuard = -7.0f;
+  std::vector<float> x(big + guard, kGuard);
+  auto broadcast = [&](size_t n, int root, float value) {
+    std::fill(x.begin(), x.begin() + static_cast<ptrdiff_t>(n), rank == root ? value : 0.0f);
+    int64_t shape[1] = {static_cast<int64_t>(n)};
+    ddp_tensor* t = nullptr;
+    WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, shape, 1));
+    ddp_status st = ddp_broadcast(g, t, root);
+    ddp_tensor_free(t);
+    return st;
+  };
+  auto guard_intact = [&](size_t n, const char* after) {
+    size_t bad = 0;
+    for (size_t i = n; i < x.size(); ++i) bad += x[i] != kGuard;
+    WCHECK(bad == 0, "%s: %zu floats past the tensor's %zu were written", after, bad, n);
+  };
+  auto refused = [&](ddp_status st, const char* what) {
+    WCHECK(st == DDP_E_INVALID_ARGUMENT, "%s: got %s: %s", what, ddp_status_string(st), ddp_last_error_message());
+  };
+  // Rank 1's tensor is a quarter of the others': the root (rank 0) must not
+  // write its share of 256 KiB into it.
+  refused(broadcast(rank == 1 ? small : big, 0, 1.0f), "a smaller tensor on rank 1");
+  guard_intact(rank == 1 ? small : big, "the smaller tensor");
+  // Rank 1 believes itself the root; the others name rank 0.
+  refused(broadcast(big, rank == 1 ? 1 : 0, 2.0f), "another root on rank 1");
+  guard_intact(big, "another root");
+  // Rank 0 names the last rank as root; the others name rank 0.
+  refused(broadcast(big, rank == 0 ? world - 1 : 0, 3.0f), "another root on rank 0");
+  guard_intact(big, "another root on rank 0");
+  WOK(broadcast(big, world - 1, 4.0f));
+  size_t wrong = 0;
+  for (size_t i = 0; i < big; ++i) wrong += x[i] != 4.0f;
+  WCHECK(wrong == 0, "the broadcast after the mismatches: %zu of %zu floats wrong", wrong, big);
+  guard_intact(big, "the good broadcast");
+  ddp_group_free(g);
+}
+
 // A reducer of `n` parameters with gradient_as_bucket_view (on shm its
 // buckets are shared memory), and in *views each gradient's view.
 ddp_reducer* bucket_view_reducer(ddp_group* g, const FloatArrays& params, size_t n, std::vector<ddp_tensor*>* views) {
@@ -746,3 +793,4 @@ WORKER_SCENARIO("shm_shared_buckets_rejoin", scenario_shm_shared_buckets_rejoin)
 WORKER_SCENARIO("shm_matches_gloo", scenario_shm_matches_gloo);
 WORKER_SCENARIO("shm_peer_death", scenario_shm_peer_death);
 WORKER_SCENARIO("shm_root_death_while_read", scenario_shm_root_death_while_read);
+WORKER_SCENARIO("shm_copied_broadcast_mismatches", scenario_shm_copied_broadcast_mismatches);

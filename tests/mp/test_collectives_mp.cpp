@@ -175,6 +175,13 @@ TEST_P(ShmWorlds, SharedBucketsAttacked) { expect_attack_survived("shm_shared_bu
 // at its next call on every rank, and a rank killed while rank 0 posts.
 TEST_P(ShmWorlds, PostedBroadcastsAttacked) { expect_attack_survived("shm_posted_broadcast"); }
 
+// Broadcasts of more than 32 KiB, copied straight between the tensors (the
+// root writes into its peers), with a smaller tensor or another root on one
+// rank: refused on every rank before any copy, nothing written past a tensor.
+TEST_P(ShmWorlds, CopiedBroadcastMismatchesAreRefusedBeforeAnyCopy) {
+  expect_all_ok(run(GetParam(), "shm_copied_broadcast_mismatches", {}, 60));
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmWorlds, ::testing::Values(2, 3, 4));
 
 // A rank killed or stopped at a random moment of shared-bucket work (making
