@@ -112,6 +112,17 @@ bool detail_checks_from_env() {
   return false;
 }
 
+// The group's store monitor, on a connection of its own: a subgroup's too,
+// so that each monitor may shut its connection down when it ends, ending a
+// call its watcher has in progress against a stopped store host (a thread
+// left in one could wake in the middle of the process's exit).
+void connect_monitor(Group::Impl& impl, const std::string& who) {
+  auto monitor = connect_store(impl.master_addr, impl.master_port, impl.timeout, who, "rank 0");
+  impl.monitor_store = c10::make_intrusive<c10d::PrefixStore>(impl.prefix, monitor);
+  impl.job_monitor_store = c10::make_intrusive<c10d::PrefixStore>(impl.job_prefix, monitor);
+  impl.monitor = std::make_unique<StoreMonitor>(impl.monitor_store, impl.job_monitor_store);
+}
+
 // Every rank's backend up, or every rank told why not: a rank whose backend
 // cannot start publishes its reason, and the others stop waiting for it
 // (in the backend's own store waits, or in the ready check after them, which
@@ -304,10 +315,9 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   impl->flight_label = flight::intern_label("g" + std::to_string(gen));
   impl->store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, client);
 
-  auto monitor = connect_store(env.master_addr, port, opts.timeout, who, "rank 0");
-  impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(impl->prefix, monitor);
-  impl->job_monitor_store = c10::make_intrusive<c10d::PrefixStore>(base, monitor);
-  impl->monitor = std::make_unique<StoreMonitor>(impl->monitor_store, impl->job_monitor_store);
+  impl->master_port = port;
+  impl->job_prefix = base;
+  connect_monitor(*impl, who);
   connect_backend(*impl);
   return std::unique_ptr<Group>(new Group(std::move(impl)));
 }
@@ -335,10 +345,10 @@ std::unique_ptr<Group> Group::new_subgroup(int group_size) {
   impl->prefix = impl_->prefix + "/" + sub;
   impl->flight_label = flight::intern_label(impl_->flight_label + ("/" + sub));
   impl->store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->store);
-  impl->monitor_store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->monitor_store);
-  impl->job_monitor_store = impl_->job_monitor_store;
+  impl->master_port = impl_->master_port;
+  impl->job_prefix = impl_->job_prefix;
   count_in(*keys_of(impl->store), impl->size, impl->timeout, impl->prefix);
-  impl->monitor = std::make_unique<StoreMonitor>(impl->monitor_store, impl->job_monitor_store);
+  connect_monitor(*impl, "rank " + std::to_string(impl_->rank));
   connect_backend(*impl);
   return std::unique_ptr<Group>(new Group(std::move(impl)));
 }

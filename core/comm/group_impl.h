@@ -26,6 +26,8 @@ struct Group::Impl {
   std::string prefix;
   std::string backend_name;
   std::string master_addr;
+  int master_port = 0;     // the store's (a subgroup's monitor connects to it)
+  std::string job_prefix;  // the job's keys (job_monitor_store's prefix)
   std::string node;  // the environment's node rank: who shares a host
   int rank = 0;
   int size = 1;

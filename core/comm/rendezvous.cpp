@@ -146,7 +146,10 @@ void remember_bounded(const c10::intrusive_ptr<c10d::TCPStore>& store, std::vect
 }  // namespace
 
 void close_if_out_of_step(c10d::Store& store, const std::exception& e) {
-  if (!read_timed_out(e)) return;
+  if (read_timed_out(e)) shut_down_connection(store);
+}
+
+void shut_down_connection(c10d::Store& store) {
   c10d::Store* client = &store;
   if (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(&store)) client = prefixed->getUnderlyingNonPrefixStore().get();
   std::lock_guard<std::mutex> lock(g_bounded_mutex);

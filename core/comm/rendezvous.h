@@ -40,6 +40,11 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int po
 // (store, or the client under a PrefixStore), so that every later call on
 // it fails at once; does nothing for any other error.
 void close_if_out_of_step(c10d::Store& store, const std::exception& e);
+// Shuts down the connection of a client of connect_store (store, or the
+// client under a PrefixStore) whatever its state: a call on it in progress,
+// even one waiting for a stopped host, and every later one fail at once.
+// For the one user of a connection, at its end.
+void shut_down_connection(c10d::Store& store);
 
 // The same store as a KeyStore (store/key_store.h), for the meeting
 // protocol of store/meeting.h; what c10d throws arrives as ddp::core::Error,

@@ -2,6 +2,9 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -12,7 +15,13 @@
 namespace ddp::core {
 namespace {
 constexpr Millis kPollInterval{100};
+// How long the end of a monitor waits for its watcher to stop by itself
+// (a store call in progress, a failure's publish perhaps, to finish), and
+// then for it to leave once its connection is shut down.
 constexpr Millis kStopWait{500};
+constexpr Millis kShutDownWait{1000};
+// What the watcher thread is called (in /proc, top, gdb).
+constexpr const char* kWatcherName = "ddp-store-watch";
 }  // namespace
 
 std::string failure_report(Status status, const std::string& message) {
@@ -67,6 +76,7 @@ bool watcher_stalled(const StoreMonitor::State& s, Millis bound) {
 
 // The watcher's loop: every store call happens here, outside any lock.
 void watch(std::shared_ptr<StoreMonitor::State> s) {
+  pthread_setname_np(pthread_self(), kWatcherName);
   std::unique_lock<std::mutex> lock(s->m);
   while (!s->stop && !s->lost) {
     std::optional<std::string> payload = std::move(s->to_publish);
@@ -115,19 +125,36 @@ StoreMonitor::StoreMonitor(c10::intrusive_ptr<c10d::Store> store, c10::intrusive
     : s_(std::make_shared<State>()) {
   s_->store = std::move(store);
   s_->job = std::move(job);
-  std::thread(watch, s_).detach();
+  owner_ = getpid();
+  watcher_ = std::thread(watch, s_);
 }
 
 StoreMonitor::~StoreMonitor() {
+  if (getpid() != owner_) {
+    // A forked child's copy: its watcher was not forked, and the connection
+    // is still the parent's.
+    watcher_.detach();
+    return;
+  }
   std::unique_lock<std::mutex> lock(s_->m);
   s_->stop = true;
   s_->cv.notify_all();
-  // The detached watcher owns a reference to the state: if it is stuck in a
-  // store call, it finishes that call later and exits. A stalled one is
-  // waited for too: a watcher still in a call when the process exits can
-  // wake in the middle of exit (its stopped host killed) and touch what exit
-  // already destroyed, so the more of them have left by then the better.
-  s_->cv.wait_for(lock, kStopWait, [&] { return s_->exited; });
+  if (!s_->cv.wait_for(lock, kStopWait, [&] { return s_->exited; })) {
+    // In a store call that does not end: its host is stopped or stalled,
+    // and the call could last until the connection's read bound (the
+    // group's timeout). The connection is this monitor's alone (a group's
+    // connect_monitor): shutting it down ends the call now.
+    lock.unlock();
+    shut_down_connection(*s_->store);
+    lock.lock();
+    s_->cv.wait_for(lock, kShutDownWait, [&] { return s_->exited; });
+  }
+  const bool exited = s_->exited;
+  lock.unlock();
+  // A watcher still in a call (which a shut-down socket should not allow)
+  // is left to end on its own: it owns a reference to the state.
+  if (exited) watcher_.join();
+  else watcher_.detach();
 }
 
 std::optional<std::string> StoreMonitor::reported() const {

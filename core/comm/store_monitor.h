@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "comm/group.h"
@@ -33,8 +34,9 @@ class StoreMonitor {
   // its "abort" key is read too (never written), which is where a launcher
   // that lost a node tells every group of the job.
   explicit StoreMonitor(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Store> job = {});
-  // Stops the watcher; one stuck in a store call is left to end on its own
-  // (it holds what it uses), so this never blocks for long.
+  // Stops the watcher and waits for it to leave. One stuck in a store call
+  // (a stopped store host) is ended by shutting the connection down, which
+  // must be this monitor's alone; this blocks for at most about a second.
   ~StoreMonitor();
   StoreMonitor(const StoreMonitor&) = delete;
   StoreMonitor& operator=(const StoreMonitor&) = delete;
@@ -61,6 +63,8 @@ class StoreMonitor {
 
  private:
   std::shared_ptr<State> s_;
+  std::thread watcher_;
+  int owner_ = 0;  // the process that made it
 };
 
 }  // namespace ddp::core

@@ -1,6 +1,7 @@
 // hardening_worker scenarios: the fault-injection cases of issue 10 that
 // need real ranks (a stopped store host, a resumed rank, rejoining after a
 // breakage, reducer layouts, DETAIL mode, mismatched sizes).
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -61,6 +63,47 @@ void stopped_store_host(bool set_after_join) {
   ddp_group_free(g);
 }
 void scenario_stopped_store_host() { stopped_store_host(false); }
+
+// The threads of this process called `name` (/proc/self/task/*/comm).
+int threads_named(const std::string& name) {
+  int n = 0;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(dir)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string got;
+      std::getline(comm, got);
+      n += got == name;
+    }
+    closedir(dir);
+  }
+  return n;
+}
+
+// As above, but rank 1 frees its group while rank 0, the store host, is
+// still stopped: the free ends within 1.5 s and leaves no store watcher
+// thread behind. One left in a read from the stopped host (its connection
+// bounded by the 30 s the group joined with) could wake in the middle of
+// this process's exit once rank 0 is killed.
+void scenario_free_while_the_store_host_is_stopped() {
+  ddp_group* g = join_then_set_timeout(3000);
+  int rank = ddp_group_rank(g);
+  pid_t host = pid_of(g, 0);
+  WCHECK(threads_named("ddp-store-watch") == 1, "%d store watchers in a group's process", threads_named("ddp-store-watch"));
+  std::vector<float> x(1 << 12, 1.0f);
+  auto [st, el] = all_reduce_until_failure(g, x, [&](int it) {
+    if (rank == 0 && it == 3) raise(SIGSTOP);
+  });
+  WCHECK(st == DDP_E_TIMEOUT, "expected DDP_E_TIMEOUT, got %s", ddp_status_string(st));
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_group_free(g);
+  const double took = seconds_since(t0);
+  const int left = threads_named("ddp-store-watch");
+  std::fprintf(stderr, "[rank %d] free took %.2f s, %d store watcher(s) left\n", rank, took, left);
+  WCHECK(took < 1.5, "the free took %.2f s", took);
+  WCHECK(left == 0, "%d store watcher thread(s) left after the free", left);
+  kill(host, SIGKILL);
+}
 void scenario_stopped_store_host_timeout_set_after_join() { stopped_store_host(true); }
 
 // Rank 1 stops itself; ranks 0 and 2 time out (the root cause, published).
@@ -361,6 +404,7 @@ void scenario_rejoin_while_the_store_host_is_stopped() {
 
 WORKER_SCENARIO("shm_gloo_fails_on_one_rank", scenario_shm_gloo_fails_on_one_rank);
 WORKER_SCENARIO("stopped_store_host", scenario_stopped_store_host);
+WORKER_SCENARIO("free_while_the_store_host_is_stopped", scenario_free_while_the_store_host_is_stopped);
 WORKER_SCENARIO("stopped_store_host_timeout_set_after_join", scenario_stopped_store_host_timeout_set_after_join);
 WORKER_SCENARIO("rejoin_while_the_store_host_is_stopped", scenario_rejoin_while_the_store_host_is_stopped);
 WORKER_SCENARIO("backend_fails_on_one_rank", scenario_backend_fails_on_one_rank);
