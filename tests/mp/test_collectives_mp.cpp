@@ -2,9 +2,15 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "launcher.h"
@@ -174,6 +180,18 @@ TEST_P(ShmWorlds, SharedBucketsAttacked) { expect_attack_survived("shm_shared_bu
 // roots in turn between other collectives, mismatches that reach the root
 // at its next call on every rank, and a rank killed while rank 0 posts.
 TEST_P(ShmWorlds, PostedBroadcastsAttacked) { expect_attack_survived("shm_posted_broadcast"); }
+
+// A peer whose broadcast fails while the root writes its share into the
+// peer's tensor returns only once that write has ended (the root's write is
+// held by a page fault the peer serves late, through userfaultfd).
+TEST(ShmWriteWindow, AFailedPeerReturnsOnlyAfterTheRootsWriteIntoItEnded) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "skipped: 2 ranks need 2 cores to copy between their tensors";
+  const long fd = syscall(SYS_userfaultfd, O_CLOEXEC);
+  if (fd < 0) GTEST_SKIP() << "skipped: userfaultfd is not allowed here (" << std::strerror(errno) << ")";
+  close(static_cast<int>(fd));
+  auto res = run(2, "shm_write_window", {}, 60);
+  expect_all_ok(res);
+}
 
 // Broadcasts of more than 32 KiB, copied straight between the tensors (the
 // root writes into its peers), with a smaller tensor or another root on one

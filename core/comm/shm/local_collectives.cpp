@@ -398,24 +398,34 @@ void LocalCollectives::broadcast(const at::Tensor& t, int root, const Deadline& 
     // the rest from the root, so that n cores copy at once: each rank
     // copies (n - 1)/n of the bytes, where one read by each peer left the
     // root idle. Every rank keeps its tensor as it is until the second
-    // barrier, after every copy.
+    // barrier, after every copy. A peer whose call fails closes its write
+    // window before it returns (Segment::close_for_writes).
     const int h = next_half();
+    const uint64_t window = copied_broadcasts_++;
     const uint64_t mine = reinterpret_cast<uintptr_t>(data);
     std::memcpy(seg_->slot(me, h), &mine, sizeof mine);
-    seg_->barrier(deadline, op);
-    const size_t pushed = bytes / static_cast<size_t>(seg_->size()) / 64 * 64;  // whole cache lines
-    auto address_of = [&](int r) {
-      uint64_t at = 0;
-      std::memcpy(&at, seg_->slot(r, h), sizeof at);
-      return static_cast<uintptr_t>(at);
-    };
-    if (me == root) {
-      for (int r = 0; r < seg_->size(); ++r)
-        if (r != root) seg_->write_to(r, address_of(r), data, pushed, op);
-    } else {
-      seg_->read_from(root, data + pushed, address_of(root) + pushed, bytes - pushed, op);
+    if (me != root) seg_->open_for_writes(window);
+    try {
+      seg_->barrier(deadline, op);
+      const size_t pushed = bytes / static_cast<size_t>(seg_->size()) / 64 * 64;  // whole cache lines
+      auto address_of = [&](int r) {
+        uint64_t at = 0;
+        std::memcpy(&at, seg_->slot(r, h), sizeof at);
+        return static_cast<uintptr_t>(at);
+      };
+      if (me == root) {
+        // A peer that closed its window has failed, and so has this call:
+        // its barrier says so.
+        for (int r = 0; r < seg_->size(); ++r)
+          if (r != root) seg_->write_to(r, window, address_of(r), data, pushed, op);
+      } else {
+        seg_->read_from(root, data + pushed, address_of(root) + pushed, bytes - pushed, op);
+      }
+      seg_->barrier(deadline, op);
+    } catch (...) {
+      if (me != root) seg_->close_for_writes(window, root);
+      throw;
     }
-    seg_->barrier(deadline, op);
     return;
   }
   Tuning tune = tuning(Tuned::Broadcast, bytes);

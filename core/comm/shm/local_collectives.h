@@ -197,6 +197,8 @@ class LocalCollectives {
   // Tuned calls every rank entered (passed the first barrier of): the
   // numbers that pick the advice words (write_mode.h).
   uint64_t tuned_calls_ = 0;
+  // Broadcasts copied between the ranks' tensors: their write windows' numbers.
+  uint64_t copied_broadcasts_ = 0;
   WriteModeChooser chooser_;  // local rank 0's
   std::optional<WriteMode> writes_;
   size_t whole_bytes_;  // up to this size, reduce_whole

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "common/copy_kernel.h"
 #include "common/error.h"
@@ -97,6 +98,9 @@ struct alignas(kLine) RankInfo {
   uint64_t probe_at;  // the address of kCmaProbe in this rank's process (Segment::read_from)
   // (local rank waited for + 1) << 32 | the phase awaited; 0: not sleeping in a wait.
   std::atomic<uint64_t> waiting;
+  // Its write window (Segment::open_for_writes): a state in the top two
+  // bits, the window's number below.
+  std::atomic<uint64_t> writes;
 };
 static_assert(sizeof(RankInfo) == kLine, "one cache line per rank");
 
@@ -406,8 +410,42 @@ void Segment::read_from(int peer, void* to, uintptr_t from, size_t bytes, const 
   transfer(peer, to, from, bytes, false, op);
 }
 
-void Segment::write_to(int peer, uintptr_t to, const void* from, size_t bytes, const char* op) {
+namespace {
+// A write window's states (RankInfo::writes).
+constexpr uint64_t kWindowOpen = uint64_t{1} << 62, kWindowWriting = uint64_t{2} << 62,
+                   kWindowClosed = uint64_t{3} << 62, kWindowNumber = (uint64_t{1} << 62) - 1;
+}  // namespace
+
+void Segment::open_for_writes(uint64_t window) {
+  infos(base_, size_)[rank_].writes.store(kWindowOpen | (window & kWindowNumber), std::memory_order_release);
+}
+
+void Segment::close_for_writes(uint64_t window, int writer) {
+  std::atomic<uint64_t>& word = infos(base_, size_)[rank_].writes;
+  const uint64_t open = kWindowOpen | (window & kWindowNumber), writing = kWindowWriting | (window & kWindowNumber);
+  uint64_t seen = open;
+  if (word.compare_exchange_strong(seen, kWindowClosed | (window & kWindowNumber))) return;
+  // A peer is writing: a kernel copy of at most a few MiB, unless the
+  // writer stopped between taking the window and its copy.
+  const auto until = Clock::now() + kWriteEndWait;
+  const RankInfo& info = infos(base_, size_)[writer];
+  while (word.load(std::memory_order_acquire) == writing && Clock::now() < until) {
+    if (live_start_time(info.pid) != info.start_time) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+bool Segment::write_to(int peer, uint64_t window, uintptr_t to, const void* from, size_t bytes, const char* op) {
+  std::atomic<uint64_t>& word = infos(base_, size_)[peer].writes;
+  uint64_t seen = kWindowOpen | (window & kWindowNumber);
+  if (!word.compare_exchange_strong(seen, kWindowWriting | (window & kWindowNumber))) return false;
+  struct Done {  // the window is open again once the copy ends, even where it failed
+    std::atomic<uint64_t>& word;
+    uint64_t open;
+    ~Done() { word.store(open, std::memory_order_release); }
+  } done{word, kWindowOpen | (window & kWindowNumber)};
   transfer(peer, const_cast<void*>(from), to, bytes, true, op);  // process_vm_writev only reads `from`
+  return true;
 }
 
 void Segment::transfer(int peer, void* local, uintptr_t remote, size_t bytes, bool write, const char* op) {

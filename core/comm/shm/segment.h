@@ -110,9 +110,19 @@ class Segment {
   // exited, else Status::Backend naming the error.
   void read_from(int peer, void* to, uintptr_t from, size_t bytes, const char* op);
   // The other way (Linux's process_vm_writev): `bytes` from `from` into
-  // address `to` of local rank `peer`'s process, which the peer leaves
-  // alone until a barrier after this. Fails as read_from does.
-  void write_to(int peer, uintptr_t to, const void* from, size_t bytes, const char* op);
+  // address `to` of local rank `peer`'s process in the peer's write window
+  // `window` (open_for_writes), which it keeps open until a barrier after
+  // this. Returns false, writing nothing, where the peer closed it (its
+  // call failed and returned). Fails as read_from does.
+  bool write_to(int peer, uint64_t window, uintptr_t to, const void* from, size_t bytes, const char* op);
+  // A rank whose memory peers may write into (write_to) in a call opens a
+  // window for them first, numbered alike on every rank. A call that fails
+  // closes it before it returns: a write already in progress is waited for
+  // (until it ends, its writer, local rank `writer`, dies, or kWriteEndWait
+  // passes), so that nothing lands in memory the caller has taken back.
+  void open_for_writes(uint64_t window);
+  void close_for_writes(uint64_t window, int writer);
+  static constexpr std::chrono::seconds kWriteEndWait{10};
   // Two words local rank 0 writes for every rank to read, one per parity
   // of `call`, 0 in a new segment: how the collectives write their pieces
   // (write_mode.h says when each is written and read).
