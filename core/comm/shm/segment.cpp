@@ -95,7 +95,7 @@ struct alignas(32) CallEntry {
 struct alignas(kLine) RankInfo {
   int32_t pid;
   uint64_t start_time;  // from /proc/<pid>/stat, so that a reused pid is not taken for the peer
-  uint64_t probe_at;  // the address of kCmaProbe in this rank's process (Segment::read_from)
+  uint64_t probe_at;  // the address of cma_probe in this rank's process (Segment::read_from, write_to)
   // (local rank waited for + 1) << 32 | the phase awaited; 0: not sleeping in a wait.
   std::atomic<uint64_t> waiting;
   // Its write window (Segment::open_for_writes): a state in the top two
