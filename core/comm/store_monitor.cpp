@@ -76,7 +76,6 @@ bool watcher_stalled(const StoreMonitor::State& s, Millis bound) {
 
 // The watcher's loop: every store call happens here, outside any lock.
 void watch(std::shared_ptr<StoreMonitor::State> s) {
-  pthread_setname_np(pthread_self(), kWatcherName);
   std::unique_lock<std::mutex> lock(s->m);
   while (!s->stop && !s->lost) {
     std::optional<std::string> payload = std::move(s->to_publish);
@@ -127,6 +126,9 @@ StoreMonitor::StoreMonitor(c10::intrusive_ptr<c10d::Store> store, c10::intrusive
   s_->job = std::move(job);
   owner_ = getpid();
   watcher_ = std::thread(watch, s_);
+  // Named here, not by the thread itself, so that it has its name once the
+  // group is made.
+  pthread_setname_np(watcher_.native_handle(), kWatcherName);
 }
 
 StoreMonitor::~StoreMonitor() {
