@@ -414,22 +414,22 @@ namespace {
 // A write window's states (RankInfo::writes).
 constexpr uint64_t kWindowOpen = uint64_t{1} << 62, kWindowWriting = uint64_t{2} << 62,
                    kWindowClosed = uint64_t{3} << 62, kWindowNumber = (uint64_t{1} << 62) - 1;
+uint64_t window_word(uint64_t state, uint64_t window) { return state | (window & kWindowNumber); }
 }  // namespace
 
 void Segment::open_for_writes(uint64_t window) {
-  infos(base_, size_)[rank_].writes.store(kWindowOpen | (window & kWindowNumber), std::memory_order_release);
+  infos(base_, size_)[rank_].writes.store(window_word(kWindowOpen, window), std::memory_order_release);
 }
 
 void Segment::close_for_writes(uint64_t window, int writer) {
   std::atomic<uint64_t>& word = infos(base_, size_)[rank_].writes;
-  const uint64_t open = kWindowOpen | (window & kWindowNumber), writing = kWindowWriting | (window & kWindowNumber);
-  uint64_t seen = open;
-  if (word.compare_exchange_strong(seen, kWindowClosed | (window & kWindowNumber))) return;
+  uint64_t seen = window_word(kWindowOpen, window);
+  if (word.compare_exchange_strong(seen, window_word(kWindowClosed, window))) return;
   // A peer is writing: a kernel copy of at most a few MiB, unless the
   // writer stopped between taking the window and its copy.
   const auto until = Clock::now() + kWriteEndWait;
   const RankInfo& info = infos(base_, size_)[writer];
-  while (word.load(std::memory_order_acquire) == writing && Clock::now() < until) {
+  while (word.load(std::memory_order_acquire) == window_word(kWindowWriting, window) && Clock::now() < until) {
     if (live_start_time(info.pid) != info.start_time) return;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -437,13 +437,13 @@ void Segment::close_for_writes(uint64_t window, int writer) {
 
 bool Segment::write_to(int peer, uint64_t window, uintptr_t to, const void* from, size_t bytes, const char* op) {
   std::atomic<uint64_t>& word = infos(base_, size_)[peer].writes;
-  uint64_t seen = kWindowOpen | (window & kWindowNumber);
-  if (!word.compare_exchange_strong(seen, kWindowWriting | (window & kWindowNumber))) return false;
+  uint64_t seen = window_word(kWindowOpen, window);
+  if (!word.compare_exchange_strong(seen, window_word(kWindowWriting, window))) return false;
   struct Done {  // the window is open again once the copy ends, even where it failed
     std::atomic<uint64_t>& word;
     uint64_t open;
     ~Done() { word.store(open, std::memory_order_release); }
-  } done{word, kWindowOpen | (window & kWindowNumber)};
+  } done{word, window_word(kWindowOpen, window)};
   transfer(peer, const_cast<void*>(from), to, bytes, true, op);  // process_vm_writev only reads `from`
   return true;
 }
