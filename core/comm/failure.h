@@ -12,11 +12,9 @@ namespace ddp::core {
 // connections, Status::Backend otherwise (ddp::core::Error keeps its own status).
 Status classify_exception(const std::exception& e);
 
-// Whether `e` says a read on a store connection passed its socket's bound
-// (connect_store's SO_RCVTIMEO: c10d's DistNetworkError "Socket
-// Timeout"). The host is stopped or stalled, not gone, and the connection
-// is out of step: its late answer would be read as the next call's
-// (close_if_out_of_step).
+// Whether `e` says a store's host did not answer within the connection's
+// bound (a BoundedStore's DistNetworkError that says it timed out): the host
+// is stopped or stalled, not gone, and the connection is closed.
 bool read_timed_out(const std::exception& e);
 
 // The first line of what(), without c10's long C++ stack trace.

@@ -281,7 +281,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   // this store (a store that outlives one group, an agent's or across
   // restarts, never mixes two groups' counters).
   std::string base = job_prefix();
-  c10::intrusive_ptr<c10d::TCPStore> client;
+  c10::intrusive_ptr<BoundedStore> client;
   int64_t gen = 0;
   const auto deadline = Clock::now() + opts.timeout;
   // A failure this soon after joining is a store being replaced, not a timeout.
@@ -290,7 +290,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
     const auto joined_at = Clock::now();
     const Millis left = std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - joined_at));
     try {
-      client = connect_store(env.master_addr, port, left, who, "rank 0", opts.timeout);
+      client = connect_store(env.master_addr, port, left, who, "rank 0");
       auto job = keys_of(c10::make_intrusive<c10d::PrefixStore>(base, client));
       announce_joining(*job, impl->rank);
       gen = join_generation(job, impl->size, left, where);
@@ -344,11 +344,15 @@ std::unique_ptr<Group> Group::new_subgroup(int group_size) {
   impl->job_token = impl_->job_token;
   impl->prefix = impl_->prefix + "/" + sub;
   impl->flight_label = flight::intern_label(impl_->flight_label + ("/" + sub));
-  impl->store = c10::make_intrusive<c10d::PrefixStore>(sub, impl_->store);
   impl->master_port = impl_->master_port;
   impl->job_prefix = impl_->job_prefix;
+  // A connection of its own, as its monitor's: set_timeout on either group
+  // bounds its own store calls and not the other's.
+  const std::string who = "rank " + std::to_string(impl_->rank);
+  impl->store = c10::make_intrusive<c10d::PrefixStore>(
+      impl->prefix, connect_store(impl->master_addr, impl->master_port, impl->timeout, who, "rank 0"));
   count_in(*keys_of(impl->store), impl->size, impl->timeout, impl->prefix);
-  connect_monitor(*impl, "rank " + std::to_string(impl_->rank));
+  connect_monitor(*impl, who);
   connect_backend(*impl);
   return std::unique_ptr<Group>(new Group(std::move(impl)));
 }
@@ -364,6 +368,11 @@ void Group::set_timeout(Millis timeout) {
   check_timeout(timeout, "set_timeout: timeout");
   impl_->timeout = timeout;
   if (impl_->backend) impl_->backend->setTimeout(timeout);
+  // The group's store connections are its own (a subgroup's too): every
+  // store call from here on, the backend's and the watcher's, is bounded
+  // by the new timeout.
+  impl_->store->setTimeout(timeout);
+  if (impl_->monitor_store) impl_->monitor_store->setTimeout(timeout);
 }
 
 bool Group::broken() const { return impl_->broken; }

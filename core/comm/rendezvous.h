@@ -1,7 +1,7 @@
 // Where ranks meet: c10d's TCPStore, hosted on a socket bound to the job's
-// address or connected to, and seen as a KeyStore so that the meeting
-// protocol (store/meeting.h), which ddprun's agent runs without LibTorch,
-// has one home.
+// address, or connected to through a BoundedStore, and seen as a KeyStore
+// so that the meeting protocol (store/meeting.h), which ddprun's agent runs
+// without LibTorch, has one home.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "comm/bounded_store.h"
 #include "store/meeting.h"
 
 namespace ddp::core {
@@ -24,22 +25,14 @@ using Millis = std::chrono::milliseconds;
 c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port, int listen_fd,
                                               std::optional<int> num_workers, Millis timeout);
 
-// Connects to the store at addr:port, retrying until `timeout`. When nobody
-// answers in time: Status::Timeout, naming `who` ("rank 3", "node 1") and the
-// party that should be hosting it (`host`: "rank 0", "node 0"). Every read
-// of an answer then waits at most `read_bound` (default: `timeout`), so that
-// a stopped host ends its clients' calls with c10d's DistNetworkError
-// ("Socket Timeout") instead of holding them forever.
-c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& addr, int port, Millis timeout,
-                                                 const std::string& who, const std::string& host,
-                                                 std::optional<Millis> read_bound = std::nullopt);
+// Connects to the store at addr:port, retrying until `timeout`, which then
+// bounds every call on the connection (comm/bounded_store.h: a stopped host
+// ends a call with c10d's DistNetworkError, never holds it). When nobody
+// answers in time: Status::Timeout, naming `who` ("rank 3", "node 1") and
+// the party that should be hosting it (`host`: "rank 0", "node 0").
+c10::intrusive_ptr<BoundedStore> connect_store(const std::string& addr, int port, Millis timeout,
+                                               const std::string& who, const std::string& host);
 
-// A read on a client of connect_store that timed out (`e`: c10d's
-// DistNetworkError "Socket Timeout") leaves its connection out of step: the
-// late answer would be read as the next call's. Shuts that connection down
-// (store, or the client under a PrefixStore), so that every later call on
-// it fails at once; does nothing for any other error.
-void close_if_out_of_step(c10d::Store& store, const std::exception& e);
 // Shuts down the connection of a client of connect_store (store, or the
 // client under a PrefixStore) whatever its state: a call on it in progress,
 // even one waiting for a stopped host, and every later one fail at once.

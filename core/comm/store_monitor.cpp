@@ -66,9 +66,9 @@ namespace {
 
 // Whether the watcher's store call in progress has already taken longer than
 // `bound`: its host is stopped or stalled (a store answers in microseconds),
-// and the call may last until the connection's read bound, the timeout the
-// group joined with. Waiting `bound` more for it would only make a caller's
-// failure arrive late, after a timeout set lower since (a group's
+// and the call may last until the connection's bound, the group's timeout
+// when the call began. Waiting `bound` more for it would only make a
+// caller's failure arrive late, after a timeout set lower since (a group's
 // set_timeout); what the caller asked for stays queued for the watcher.
 bool watcher_stalled(const StoreMonitor::State& s, Millis bound) {
   return s.call_began && std::chrono::steady_clock::now() - *s.call_began >= bound;
@@ -94,13 +94,11 @@ void watch(std::shared_ptr<StoreMonitor::State> s) {
         seen = std::string(v.begin(), v.end());
       }
     } catch (const std::exception& e) {
-      // A stalled host times out (try again next round); anything else means
-      // the connection is gone, and so does a read that timed out on the
-      // socket: its answer may still come, out of step with the next
-      // question.
+      // A wait that timed out is tried again next round; anything else means
+      // the connection is gone (and closed), a host that did not answer
+      // within the bound included.
       by_timeout = read_timed_out(e);
       if (by_timeout || classify_exception(e) != Status::Timeout) lost = short_what(e);
-      close_if_out_of_step(*s->store, e);
     }
     lock.lock();
     s->call_began.reset();
@@ -143,7 +141,7 @@ StoreMonitor::~StoreMonitor() {
   s_->cv.notify_all();
   if (!s_->cv.wait_for(lock, kStopWait, [&] { return s_->exited; })) {
     // In a store call that does not end: its host is stopped or stalled,
-    // and the call could last until the connection's read bound (the
+    // and the call could last until the connection's bound (the
     // group's timeout). The connection is this monitor's alone (a group's
     // connect_monitor): shutting it down ends the call now.
     lock.unlock();

@@ -49,7 +49,8 @@ class StoreMonitor {
   // Why the store connection failed (its host died), if it did.
   std::optional<std::string> lost() const;
   // Whether it failed by not answering in time (its host stopped or
-  // stalled, connect_store's read bound) rather than by closing.
+  // stalled: the connection's bound, comm/bounded_store.h) rather than by
+  // closing.
   bool lost_by_timeout() const;
   // Polls now and waits up to `bound` for that poll; then reported().
   std::optional<std::string> refresh(Millis bound);

@@ -26,15 +26,10 @@ auto WatchedPrefixStore::answered(const std::vector<std::string>& keys, const Ca
     return call();
   } catch (const c10::DistNetworkError& e) {
     const std::string awaited = joinKeys(keys).front();
-    if (read_timed_out(e)) {
-      // No answer within the socket's bound: shut down, so that no later
-      // call reads this call's late answer.
-      close_if_out_of_step(*this, e);
+    if (read_timed_out(e))
       fail(Status::Timeout, "the rendezvous store did not answer within " + std::to_string(getTimeout().count()) +
                                 " ms while this rank waited for " + awaited +
                                 " (is its host, rank 0 or the launcher, stopped?): " + short_what(e));
-    }
-    // c10d says only "Connection reset by peer" or the like.
     fail(Status::PeerFailed, "the rendezvous store's host (rank 0 or the launcher) went away while this rank waited for " +
                                  awaited + ": " + short_what(e));
   }

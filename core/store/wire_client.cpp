@@ -56,7 +56,7 @@ int try_connect(const addrinfo* ai, std::chrono::steady_clock::time_point deadli
 }  // namespace
 
 WireStoreClient::WireStoreClient(const std::string& addr, int port, Millis timeout)
-    : where_(addr + ":" + std::to_string(port)), timeout_(timeout) {
+    : where_(addr + ":" + std::to_string(port)), timeout_ms_(timeout.count()) {
   auto deadline = Clock::now() + timeout;
   connect_until(deadline);
   Encoder hello;
@@ -104,7 +104,7 @@ void WireStoreClient::connect_until(Clock::time_point deadline) {
       last_what = gai_strerror(gai);  // a name that does not resolve yet may later (DNS of a starting pod)
     }
     if (Clock::now() >= deadline)
-      fail(Status::Timeout, "could not reach the store at " + where_ + " within " + std::to_string(timeout_.count()) +
+      fail(Status::Timeout, "could not reach the store at " + where_ + " within " + std::to_string(timeout().count()) +
                                 " ms (" + last_what + ")");
     std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), deadline - Clock::now()));
   }
@@ -134,7 +134,7 @@ void WireStoreClient::send_all(const std::vector<uint8_t>& bytes, Clock::time_po
       pollfd p{fd_, POLLOUT, 0};
       if (poll(&p, 1, remaining_ms(deadline)) == 0)
         broken(Status::Timeout, "the store at " + where_ + " took no data for " + what + " within " +
-                                    std::to_string(timeout_.count()) + " ms");
+                                    std::to_string(timeout().count()) + " ms");
       continue;
     }
     broken(Status::PeerFailed, std::string("the store at ") + where_ + " went away during " + what + " (" +
@@ -152,7 +152,9 @@ bool WireStoreClient::recv_all(void* out, size_t n, Clock::time_point deadline, 
       continue;
     }
     if (r == 0)
-      broken(Status::PeerFailed, std::string("the store at ") + where_ + " closed the connection during " + what);
+      broken(Status::PeerFailed, shut_down_ ? std::string("this client shut its connection to the store at ") + where_ +
+                                                  " down during " + what
+                                            : std::string("the store at ") + where_ + " closed the connection during " + what);
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       broken(Status::PeerFailed, std::string("the store at ") + where_ + " went away during " + what + " (" +
@@ -170,7 +172,7 @@ bool WireStoreClient::recv_all(void* out, size_t n, Clock::time_point deadline, 
 void WireStoreClient::recv_or_fail(void* out, size_t n, Clock::time_point deadline, const char* what) {
   if (!recv_all(out, n, deadline, what))
     broken(Status::Timeout, std::string("the store at ") + where_ + " did not answer " + what + " within " +
-                                std::to_string(timeout_.count()) + " ms");
+                                std::to_string(timeout().count()) + " ms");
 }
 
 Bytes WireStoreClient::recv_blob(Clock::time_point deadline, const char* what) {
@@ -188,16 +190,16 @@ void WireStoreClient::set(const std::string& key, const Bytes& value) {
   check_usable();
   Encoder e;
   e.query(Query::Set).str(on_wire(key)).blob(value);
-  send_all(e.out(), Clock::now() + timeout_, "a set");
+  send_all(e.out(), Clock::now() + timeout(), "a set");
 }
 
 Bytes WireStoreClient::get(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   check_usable();
-  wait_locked({key}, timeout_);
+  wait_locked({key}, timeout());
   Encoder e;
   e.query(Query::Get).str(on_wire(key));
-  auto deadline = Clock::now() + timeout_;
+  auto deadline = Clock::now() + timeout();
   send_all(e.out(), deadline, "a get");
   return recv_blob(deadline, "a get");
 }
@@ -207,7 +209,7 @@ int64_t WireStoreClient::add(const std::string& key, int64_t delta) {
   check_usable();
   Encoder e;
   e.query(Query::Add).str(on_wire(key)).i64(delta);
-  auto deadline = Clock::now() + timeout_;
+  auto deadline = Clock::now() + timeout();
   send_all(e.out(), deadline, "an add");
   int64_t v = 0;
   recv_or_fail(&v, sizeof v, deadline, "an add");
@@ -220,7 +222,7 @@ bool WireStoreClient::check(const std::vector<std::string>& keys) {
   Encoder e;
   e.query(Query::Check).u64(keys.size());
   for (const auto& k : keys) e.str(on_wire(k));
-  auto deadline = Clock::now() + timeout_;
+  auto deadline = Clock::now() + timeout();
   send_all(e.out(), deadline, "a check");
   uint8_t r = 0;
   recv_or_fail(&r, 1, deadline, "a check");
@@ -238,19 +240,19 @@ void WireStoreClient::wait(const std::vector<std::string>& keys, Millis timeout)
 // As c10d's client: WAIT, and when the keys do not come in time, CANCEL_WAIT
 // and read up to its acknowledgement (a wake-up may cross it), so the
 // connection stays in step and usable.
-void WireStoreClient::wait_locked(const std::vector<std::string>& keys, Millis timeout) {
+void WireStoreClient::wait_locked(const std::vector<std::string>& keys, Millis patience) {
   Encoder e;
   e.query(Query::Wait).u64(keys.size());
   for (const auto& k : keys) e.str(on_wire(k));
-  send_all(e.out(), Clock::now() + timeout_, "a wait");
+  send_all(e.out(), Clock::now() + timeout(), "a wait");
   uint8_t r = 0;
-  if (recv_all(&r, 1, Clock::now() + timeout, "a wait")) {
+  if (recv_all(&r, 1, Clock::now() + patience, "a wait")) {
     if (r != kStopWaiting) broken(Status::IO, "the store at " + where_ + " answered a wait with " + std::to_string(r));
     return;
   }
   Encoder cancel;
   cancel.query(Query::CancelWait);
-  auto deadline = Clock::now() + timeout_;
+  auto deadline = Clock::now() + timeout();
   send_all(cancel.out(), deadline, "cancelling a wait");
   do recv_or_fail(&r, 1, deadline, "cancelling a wait");
   while (r == kStopWaiting);
@@ -258,7 +260,7 @@ void WireStoreClient::wait_locked(const std::vector<std::string>& keys, Millis t
     broken(Status::IO, "the store at " + where_ + " answered a cancelled wait with " + std::to_string(r));
   std::string names;
   for (const auto& k : keys) names += (names.empty() ? "" : ", ") + k;
-  fail(Status::Timeout, "waited " + std::to_string(timeout.count()) + " ms for " + names + " at the store at " +
+  fail(Status::Timeout, "waited " + std::to_string(patience.count()) + " ms for " + names + " at the store at " +
                             where_);
 }
 
@@ -267,9 +269,48 @@ Bytes WireStoreClient::compare_set(const std::string& key, const Bytes& expected
   check_usable();
   Encoder e;
   e.query(Query::CompareSet).str(on_wire(key)).blob(expected).blob(desired);
-  auto deadline = Clock::now() + timeout_;
+  auto deadline = Clock::now() + timeout();
   send_all(e.out(), deadline, "a compare-and-set");
   return recv_blob(deadline, "a compare-and-set");
+}
+
+bool WireStoreClient::delete_key(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  check_usable();
+  Encoder e;
+  e.query(Query::DeleteKey).str(on_wire(key));
+  auto deadline = Clock::now() + timeout();
+  send_all(e.out(), deadline, "a delete");
+  int64_t deleted = 0;
+  recv_or_fail(&deleted, sizeof deleted, deadline, "a delete");
+  return deleted > 0;
+}
+
+int64_t WireStoreClient::num_keys() {
+  std::lock_guard<std::mutex> lock(mu_);
+  check_usable();
+  Encoder e;
+  e.query(Query::NumKeys);
+  auto deadline = Clock::now() + timeout();
+  send_all(e.out(), deadline, "a key count");
+  int64_t n = 0;
+  recv_or_fail(&n, sizeof n, deadline, "a key count");
+  return n;
+}
+
+void WireStoreClient::set_timeout(Millis timeout) {
+  check_arg(timeout > Millis(0), "a store client's timeout must be positive, not " + std::to_string(timeout.count()) + " ms");
+  timeout_ms_.store(timeout.count(), std::memory_order_relaxed);
+}
+
+bool WireStoreClient::usable() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !broken_;
+}
+
+void WireStoreClient::shut_down() {
+  shut_down_ = true;
+  ::shutdown(fd_, SHUT_RDWR);
 }
 
 }  // namespace ddp::core

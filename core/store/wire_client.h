@@ -5,6 +5,7 @@
 // fail at once with the same status) rather than out of step.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -31,6 +32,21 @@ class WireStoreClient : public KeyStore {
   bool check(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, Millis timeout) override;
   Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  // Whether `key` was there (and is now gone); the number of keys stored.
+  bool delete_key(const std::string& key);
+  int64_t num_keys();
+
+  // Each later call's bound; a call in progress keeps the one it began with.
+  void set_timeout(Millis timeout);
+  Millis timeout() const { return Millis(timeout_ms_.load(std::memory_order_relaxed)); }
+  // False once a call left the connection broken (every later call fails at
+  // once): a wait that ran out of time alone leaves it usable.
+  bool usable();
+  // Ends the connection whatever its state, from any thread: a call in
+  // progress, even one waiting for a stopped server, fails now
+  // (Status::PeerFailed), and so does every later one. For the one user of
+  // a connection, at its end.
+  void shut_down();
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -41,13 +57,14 @@ class WireStoreClient : public KeyStore {
   bool recv_all(void* out, size_t n, Clock::time_point deadline, const char* what);
   void recv_or_fail(void* out, size_t n, Clock::time_point deadline, const char* what);
   Bytes recv_blob(Clock::time_point deadline, const char* what);
-  void wait_locked(const std::vector<std::string>& keys, Millis timeout);
+  void wait_locked(const std::vector<std::string>& keys, Millis patience);
   [[noreturn]] void broken(Status s, const std::string& why);
   void check_usable() const;
 
   std::string where_;
-  Millis timeout_;
-  int fd_ = -1;
+  std::atomic<Millis::rep> timeout_ms_;
+  int fd_ = -1;  // open from the constructor to the destructor
+  std::atomic<bool> shut_down_{false};
   std::mutex mu_;
   bool broken_ = false;
   Status broken_status_ = Status::PeerFailed;

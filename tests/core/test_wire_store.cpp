@@ -19,6 +19,7 @@
 #include <future>
 #include <thread>
 
+#include "comm/failure.h"
 #include "comm/rendezvous.h"
 #include "common/error.h"
 #include "launch/supervisor.h"
@@ -69,8 +70,10 @@ c10::intrusive_ptr<c10d::TCPStore> c10d_server() {
 
 std::string text(const Bytes& v) { return std::string(v.begin(), v.end()); }
 
-// Every query c10d's client sends, with what each answered, in order.
-std::vector<std::string> exercise(c10d::Store& c) {
+// Every query c10d's client sends, with what each answered, in order
+// (without the queues and the key listing where `queues` is false: a
+// BoundedStore, like c10d's other stores, has neither).
+std::vector<std::string> exercise(c10d::Store& c, bool queues = true) {
   std::vector<std::string> seen;
   auto note = [&](const std::string& s) { seen.push_back(s); };
   c.set("k", b("v1"));
@@ -98,6 +101,7 @@ std::vector<std::string> exercise(c10d::Store& c) {
     note("wait timed out");
   }
   note(text(c.get("b")));
+  if (!queues) return seen;
   // The queues: first in, first out; a queue with an item counts as present
   // for check; popping an empty one without blocking is an error.
   c.queuePush("q", b("first"));
@@ -318,12 +322,12 @@ TEST(WireStore, AStoreThatDoesNotAnswerIsATimeoutAndAClosedOneAPeerFailure) {
   EXPECT_EQ(status_of([&] { w.add("n", 1); }), Status::PeerFailed);
 }
 
-// c10d's own client against a host that is stopped, not gone (its
-// listening socket still completes connections in the kernel), through
-// connect_store: the join, a wait, and the connection after a read that
-// timed out. Plain c10d waits forever in the first two, and in the third
-// reads the late answer of the earlier call as this one's.
-TEST(WireStore, AStoppedHostEndsAC10dClientsCallsWithinTheBoundAndItsConnectionIsClosed) {
+// A group's store connection (connect_store: a BoundedStore) against a host
+// that is stopped, not gone (its listening socket still completes
+// connections in the kernel): the join, a wait, and the connection after a
+// read that timed out. c10d's own client waits forever in the first two,
+// and in the third would read the late answer of the earlier call as its own.
+TEST(WireStore, AStoppedHostEndsABoundedStoresCallsWithinTheBoundAndItsConnectionIsClosed) {
   using Clock = std::chrono::steady_clock;
   // Listening, never answering: the join ends with Timeout naming the store.
   int port = 0;
@@ -356,7 +360,7 @@ TEST(WireStore, AStoppedHostEndsAC10dClientsCallsWithinTheBoundAndItsConnectionI
     store->wait({"never"}, Millis(100));  // its own timeout passes; the cancel's answer never comes
     ADD_FAILURE() << "a wait on a stopped host returned";
   } catch (const c10::DistNetworkError& e) {
-    close_if_out_of_step(*store, e);
+    EXPECT_TRUE(read_timed_out(e)) << e.what();
   }
   EXPECT_LT(Clock::now() - t0, Millis(2500));
   kill(child, SIGCONT);  // the late answers arrive now
@@ -364,6 +368,94 @@ TEST(WireStore, AStoppedHostEndsAC10dClientsCallsWithinTheBoundAndItsConnectionI
   t0 = Clock::now();
   EXPECT_ANY_THROW(store->check({"k"}));  // out of step, it would read the cancel's late answer
   EXPECT_LT(Clock::now() - t0, Millis(500));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+// A group's connection (BoundedStore) against c10d's own server, the one
+// rank 0 hosts: every call answers as c10d's client's does, and errors come
+// as c10d's, for the c10d code behind it.
+TEST(BoundedStore, AnswersAsC10dsClientOnC10dsServer) {
+  auto theirs = c10d_server();
+  auto expected = exercise(*c10d_client(theirs->getPort()), false);
+  auto fresh = c10d_server();
+  auto mine = c10::make_intrusive<BoundedStore>("127.0.0.1", fresh->getPort(), Millis(3000));
+  EXPECT_EQ(exercise(*mine, false), expected);
+  EXPECT_EQ(expected.size(), 18u);
+  // A wait that runs out is c10d's DistStoreError, and the connection goes on.
+  try {
+    mine->wait({"never"}, Millis(100));
+    ADD_FAILURE() << "waited for a key nobody sets";
+  } catch (const c10::DistStoreError& e) {
+    EXPECT_EQ(classify_exception(e), Status::Timeout) << e.what();
+    EXPECT_FALSE(read_timed_out(e)) << e.what();
+  }
+  EXPECT_EQ(text(mine->get("b")), "2");
+  // A clone is a connection of its own to the same keys; a wait on one is
+  // woken by a set through the other.
+  auto other = mine->clone();
+  auto waiter = std::async(std::launch::async, [&] { mine->wait({"late"}); });
+  std::this_thread::sleep_for(Millis(100));
+  EXPECT_EQ(waiter.wait_for(Millis(0)), std::future_status::timeout);
+  other->set("late", b("!"));
+  ASSERT_EQ(waiter.wait_for(Millis(2000)), std::future_status::ready);
+  waiter.get();
+  // Under a PrefixStore (the group's keys), as c10d's client is.
+  c10d::PrefixStore prefixed("g0", mine);
+  prefixed.set("x", b("y"));
+  EXPECT_EQ(text(other->get("g0/x")), "y");
+}
+
+// shut_down_connection ends a call in progress at once, whatever the host
+// does (a monitor's end), and every later call too; a timeout set after
+// connecting bounds the calls that follow.
+TEST(BoundedStore, ShutDownEndsAWaitAtOnceAndALoweredTimeoutBoundsTheNextCall) {
+  using Clock = std::chrono::steady_clock;
+  int port = 0;
+  int fd = launch::listen_socket("127.0.0.1", 0, &port);
+  pid_t child = fork();
+  if (child == 0) {
+    WireStoreServer server(fd);
+    for (;;) pause();
+  }
+  close(fd);
+  auto a = connect_store("127.0.0.1", port, Millis(30000), "this test", "the child");
+  auto b_store = connect_store("127.0.0.1", port, Millis(30000), "this test", "the child");
+  c10d::PrefixStore prefixed("p", a);
+  auto waiting = std::async(std::launch::async, [&] {
+    try {
+      prefixed.wait({"never"});
+    } catch (const c10::DistNetworkError& e) {
+      return std::string(read_timed_out(e) ? "timed out: " : "lost: ") + e.what();
+    } catch (const std::exception& e) {
+      return std::string("other: ") + e.what();
+    }
+    return std::string("returned");
+  });
+  std::this_thread::sleep_for(Millis(100));
+  auto t0 = Clock::now();
+  shut_down_connection(prefixed);
+  ASSERT_EQ(waiting.wait_for(Millis(1000)), std::future_status::ready);
+  const std::string how = waiting.get();
+  EXPECT_EQ(how.rfind("lost: ", 0), 0u) << how;
+  EXPECT_NE(how.find("shut its connection"), std::string::npos) << how;
+  EXPECT_LT(Clock::now() - t0, Millis(1000));
+  EXPECT_THROW(a->check({"k"}), c10::DistNetworkError);
+  // The other connection joined with 30 s; 300 ms set since bounds its next
+  // call against the stopped host.
+  b_store->set("k", b("v"));
+  b_store->setTimeout(Millis(300));
+  EXPECT_EQ(b_store->getTimeout(), Millis(300));
+  kill(child, SIGSTOP);
+  t0 = Clock::now();
+  try {
+    b_store->check({"k"});
+    ADD_FAILURE() << "a check on a stopped host returned";
+  } catch (const c10::DistNetworkError& e) {
+    EXPECT_TRUE(read_timed_out(e)) << e.what();
+    EXPECT_EQ(classify_exception(e), Status::Timeout) << e.what();
+  }
+  EXPECT_LT(Clock::now() - t0, Millis(1500));
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
 }

@@ -46,9 +46,10 @@ std::pair<ddp_status, double> all_reduce_until_failure(ddp_group* g, std::vector
 // Rank 0 hosts the store and stops itself (SIGSTOP) mid-loop. Rank 1 must
 // get DDP_E_TIMEOUT within its 5 s timeout plus a little: no wait of it may
 // block on the stopped store host. Rank 1 then kills rank 0. With
-// `set_after_join`, the group joins with 30 s and is set to 5 s afterwards:
-// the store connections keep the 30 s, and the failure must still come in
-// 5 s (it used to come 2 s late, waiting on the monitor's stalled read).
+// `set_after_join`, the group joins with 30 s and is set to 5 s afterwards,
+// and the failure must still come in 5 s (it used to come 2 s late,
+// waiting on the monitor's stalled read, when the store connections kept
+// the 30 s).
 void stopped_store_host(bool set_after_join) {
   ddp_group* g = set_after_join ? join_then_set_timeout(5000) : join(5000);
   int rank = ddp_group_rank(g);
@@ -82,9 +83,9 @@ int threads_named(const std::string& name) {
 
 // As above, but rank 1 frees its group while rank 0, the store host, is
 // still stopped: the free ends within 1.5 s and leaves no store watcher
-// thread behind. One left in a read from the stopped host (its connection
-// bounded by the 30 s the group joined with) could wake in the middle of
-// this process's exit once rank 0 is killed.
+// thread behind. One left in a read from the stopped host (bounded by the
+// group's timeout) could wake in the middle of this process's exit once
+// rank 0 is killed.
 void scenario_free_while_the_store_host_is_stopped() {
   ddp_group* g = join_then_set_timeout(3000);
   int rank = ddp_group_rank(g);
@@ -105,6 +106,30 @@ void scenario_free_while_the_store_host_is_stopped() {
   kill(host, SIGKILL);
 }
 void scenario_stopped_store_host_timeout_set_after_join() { stopped_store_host(true); }
+
+// Rank 0, the store host, stops itself once both ranks joined (with 30 s,
+// then set to 2 s); rank 1 then makes a subgroup. Its store calls go
+// through a connection of its own, bounded by the 2 s set since: DDP_E_TIMEOUT
+// within about that, where the connection the group joined on would have
+// held it for the 30 s.
+void scenario_subgroup_while_the_store_host_is_stopped() {
+  ddp_group* g = join_then_set_timeout(2000);
+  int rank = ddp_group_rank(g);
+  pid_t host = pid_of(g, 0);
+  WOK(ddp_barrier(g));
+  if (rank == 0) raise(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ddp_group* sub = nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  ddp_status st = ddp_group_new_subgroups(g, 1, &sub);
+  const double el = seconds_since(t0);
+  std::fprintf(stderr, "[rank %d] new_subgroups: %s after %.2f s (%s)\n", rank, ddp_status_string(st), el,
+               ddp_last_error_message());
+  WCHECK(st == DDP_E_TIMEOUT && sub == nullptr, "expected DDP_E_TIMEOUT, got %s", ddp_status_string(st));
+  WCHECK(el < 4.5, "took %.2f s with a 2 s timeout", el);
+  kill(host, SIGKILL);
+  ddp_group_free(g);
+}
 
 // Rank 1 stops itself; ranks 0 and 2 time out (the root cause, published).
 // Rank 0 (the store host) then resumes it and stays up a while: on resuming,
@@ -406,6 +431,7 @@ WORKER_SCENARIO("shm_gloo_fails_on_one_rank", scenario_shm_gloo_fails_on_one_ran
 WORKER_SCENARIO("stopped_store_host", scenario_stopped_store_host);
 WORKER_SCENARIO("free_while_the_store_host_is_stopped", scenario_free_while_the_store_host_is_stopped);
 WORKER_SCENARIO("stopped_store_host_timeout_set_after_join", scenario_stopped_store_host_timeout_set_after_join);
+WORKER_SCENARIO("subgroup_while_the_store_host_is_stopped", scenario_subgroup_while_the_store_host_is_stopped);
 WORKER_SCENARIO("rejoin_while_the_store_host_is_stopped", scenario_rejoin_while_the_store_host_is_stopped);
 WORKER_SCENARIO("backend_fails_on_one_rank", scenario_backend_fails_on_one_rank);
 WORKER_SCENARIO("resumed_rank_reports_the_root_cause", scenario_resumed_rank_reports_the_root_cause);

@@ -43,6 +43,12 @@ TEST(Hardening, StoppedStoreHostGivesTimeoutWithinATimeoutSetAfterJoining) {
   expect_ok(res, 0);
 }
 
+TEST(Hardening, ASubgroupMadeWhileTheStoreHostIsStoppedTimesOutWithinATimeoutSetAfterJoining) {
+  auto res = run(2, "subgroup_while_the_store_host_is_stopped", 60);
+  EXPECT_EQ(res.ranks[0].signal, 9) << res.summary();
+  expect_ok(res, 0);
+}
+
 TEST(Hardening, FreeWhileTheStoreHostIsStoppedLeavesNoWatcherThread) {
   auto res = run(2, "free_while_the_store_host_is_stopped", 60);
   EXPECT_EQ(res.ranks[0].signal, 9) << res.summary();

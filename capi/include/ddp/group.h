@@ -91,11 +91,11 @@ DDP_API const char *ddp_group_backend(const ddp_group *g);
 /** @return the group's timeout in milliseconds, -1 for an invalid handle. */
 DDP_API int64_t ddp_group_timeout_ms(const ddp_group *g);
 /**
- * Changes the timeout of later collectives on @p g (> 0). A collective that
- * fails (a peer or the store host stopped or dead) reports so within it. The
- * connections to the rendezvous store keep the timeout the group joined
- * with: making a subgroup of @p g may wait that long for a stopped store
- * host.
+ * Changes the timeout of later collectives on @p g (> 0), and of every later
+ * call on @p g's own connections to the rendezvous store (a subgroup has
+ * its own, so its timeout and its parent's are set apart). A collective or
+ * a subgroup's making that fails (a peer or the store host stopped or dead)
+ * reports so within it.
  */
 DDP_API ddp_status ddp_group_set_timeout(ddp_group *g, int64_t timeout_ms);
 /**
