@@ -68,6 +68,19 @@ c10::intrusive_ptr<c10d::TCPStore> c10d_server() {
   return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
 }
 
+// A WireStoreServer in a forked child (to be stopped, then killed), on a
+// port of its own.
+pid_t host_in_child(int* port) {
+  int fd = launch::listen_socket("127.0.0.1", 0, port);
+  pid_t child = fork();
+  if (child == 0) {
+    WireStoreServer server(fd);
+    for (;;) pause();
+  }
+  close(fd);
+  return child;
+}
+
 std::string text(const Bytes& v) { return std::string(v.begin(), v.end()); }
 
 // Every query c10d's client sends, with what each answered, in order
@@ -344,13 +357,7 @@ TEST(WireStore, AStoppedHostEndsABoundedStoresCallsWithinTheBoundAndItsConnectio
   close(quiet);
 
   // A host in a child process, stopped after the client joined.
-  int fd = launch::listen_socket("127.0.0.1", 0, &port);
-  pid_t child = fork();
-  if (child == 0) {
-    WireStoreServer server(fd);
-    for (;;) pause();
-  }
-  close(fd);
+  pid_t child = host_in_child(&port);
   auto store = connect_store("127.0.0.1", port, Millis(1000), "this test", "the child");
   store->set("k", b("v"));
   ASSERT_TRUE(store->check({"k"}));
@@ -412,13 +419,7 @@ TEST(BoundedStore, AnswersAsC10dsClientOnC10dsServer) {
 TEST(BoundedStore, ShutDownEndsAWaitAtOnceAndALoweredTimeoutBoundsTheNextCall) {
   using Clock = std::chrono::steady_clock;
   int port = 0;
-  int fd = launch::listen_socket("127.0.0.1", 0, &port);
-  pid_t child = fork();
-  if (child == 0) {
-    WireStoreServer server(fd);
-    for (;;) pause();
-  }
-  close(fd);
+  pid_t child = host_in_child(&port);
   auto a = connect_store("127.0.0.1", port, Millis(30000), "this test", "the child");
   auto b_store = connect_store("127.0.0.1", port, Millis(30000), "this test", "the child");
   c10d::PrefixStore prefixed("p", a);
