@@ -16,6 +16,7 @@
 
 #include "debug/flight_analysis.h"
 #include "debug/flight_recorder.h"
+#include "common/error.h"
 #include "launch/supervisor.h"
 #include "store/wire_client.h"
 #include "store/wire_server.h"
@@ -94,6 +95,43 @@ void store_race() {
   CHECK(ok == 1200);
 }
 
+// One client shared as a group shares its store connection: threads making
+// calls, one changing the timeout under them (Group::set_timeout), and at
+// the end one shutting the connection down while a wait is in progress
+// (a store monitor's end). Every call either answers or fails with a status.
+void store_shut_down_race() {
+  using namespace ddp::core;
+  int port = 0;
+  WireStoreServer server(launch::listen_socket("127.0.0.1", 0, &port));
+  WireStoreClient s("127.0.0.1", server.port(), std::chrono::milliseconds(10000));
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0}, failed{0};
+  std::vector<std::thread> users;
+  for (int c = 0; c < 3; ++c)
+    users.emplace_back([&, c] {
+      for (int i = 0; !stop; ++i) {
+        try {
+          s.set("u" + std::to_string(c), Bytes{static_cast<uint8_t>(i)});
+          s.wait({"never"}, std::chrono::milliseconds(1));
+        } catch (const Error&) {
+          ++failed;
+          if (!s.usable()) return;
+        }
+        ++calls;
+      }
+    });
+  std::thread timer([&] {
+    for (int i = 0; !stop; ++i) s.set_timeout(std::chrono::milliseconds(i % 2 ? 5000 : 10000));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  s.shut_down();
+  for (auto& t : users) t.join();
+  stop = true;
+  timer.join();
+  CHECK(calls > 0);
+  CHECK(!s.usable());
+}
+
 }  // namespace
 
 int main() {
@@ -101,6 +139,7 @@ int main() {
   if (!mkdtemp(dir)) return 2;
   flight_recorder_race(dir);
   store_race();
+  store_shut_down_race();
   std::string rm = std::string("rm -rf ") + dir;
   if (std::system(rm.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir);
   std::printf("tsan_stress: %s\n", failures ? "FAILED" : "every check held");
