@@ -81,6 +81,14 @@ pid_t host_in_child(int* port) {
   return child;
 }
 
+// Stops `child` and returns once it is stopped: kill() only queues the
+// signal, and a host in the middle of its loop would answer one more call.
+void stop(pid_t child) {
+  kill(child, SIGSTOP);
+  int status = 0;
+  waitpid(child, &status, WUNTRACED);
+}
+
 std::string text(const Bytes& v) { return std::string(v.begin(), v.end()); }
 
 // Every query c10d's client sends, with what each answered, in order
@@ -361,7 +369,7 @@ TEST(WireStore, AStoppedHostEndsABoundedStoresCallsWithinTheBoundAndItsConnectio
   auto store = connect_store("127.0.0.1", port, Millis(1000), "this test", "the child");
   store->set("k", b("v"));
   ASSERT_TRUE(store->check({"k"}));
-  kill(child, SIGSTOP);
+  stop(child);
   t0 = Clock::now();
   try {
     store->wait({"never"}, Millis(100));  // its own timeout passes; the cancel's answer never comes
@@ -447,7 +455,7 @@ TEST(BoundedStore, ShutDownEndsAWaitAtOnceAndALoweredTimeoutBoundsTheNextCall) {
   b_store->set("k", b("v"));
   b_store->setTimeout(Millis(300));
   EXPECT_EQ(b_store->getTimeout(), Millis(300));
-  kill(child, SIGSTOP);
+  stop(child);
   t0 = Clock::now();
   try {
     b_store->check({"k"});
