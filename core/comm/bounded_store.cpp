@@ -23,8 +23,9 @@ BoundedStore::BoundedStore(const std::string& addr, int port, Millis timeout)
 
 BoundedStore::~BoundedStore() = default;
 
+// With the client's copy of the timeout (see wait()).
 c10::intrusive_ptr<c10d::Store> BoundedStore::clone() {
-  return c10::make_intrusive<BoundedStore>(addr_, port_, timeout_);
+  return c10::make_intrusive<BoundedStore>(addr_, port_, client_->timeout());
 }
 
 // The client's errors as c10d's (see the header). Every other exception
