@@ -35,7 +35,6 @@ auto BoundedStore::translated(const char* what, const Call& call) -> decltype(ca
   try {
     return call();
   } catch (const Error& e) {
-    const std::string where = "the store at " + addr_ + ":" + std::to_string(port_);
     if (e.status() == Status::Timeout && client_->usable())
       C10_THROW_ERROR(DistStoreError, std::string(what) + ": wait timeout: " + e.what());
     // comm/failure.h classifies by these words: a timed-out read is
