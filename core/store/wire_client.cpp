@@ -204,16 +204,20 @@ Bytes WireStoreClient::get(const std::string& key) {
   return recv_blob(deadline, "a get");
 }
 
-int64_t WireStoreClient::add(const std::string& key, int64_t delta) {
+int64_t WireStoreClient::ask_number(Encoder& query, const char* what) {
   std::lock_guard<std::mutex> lock(mu_);
   check_usable();
+  auto deadline = Clock::now() + timeout();
+  send_all(query.out(), deadline, what);
+  int64_t v = 0;
+  recv_or_fail(&v, sizeof v, deadline, what);
+  return v;
+}
+
+int64_t WireStoreClient::add(const std::string& key, int64_t delta) {
   Encoder e;
   e.query(Query::Add).str(on_wire(key)).i64(delta);
-  auto deadline = Clock::now() + timeout();
-  send_all(e.out(), deadline, "an add");
-  int64_t v = 0;
-  recv_or_fail(&v, sizeof v, deadline, "an add");
-  return v;
+  return ask_number(e, "an add");
 }
 
 bool WireStoreClient::check(const std::vector<std::string>& keys) {
@@ -275,27 +279,15 @@ Bytes WireStoreClient::compare_set(const std::string& key, const Bytes& expected
 }
 
 bool WireStoreClient::delete_key(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  check_usable();
   Encoder e;
   e.query(Query::DeleteKey).str(on_wire(key));
-  auto deadline = Clock::now() + timeout();
-  send_all(e.out(), deadline, "a delete");
-  int64_t deleted = 0;
-  recv_or_fail(&deleted, sizeof deleted, deadline, "a delete");
-  return deleted > 0;
+  return ask_number(e, "a delete") > 0;
 }
 
 int64_t WireStoreClient::num_keys() {
-  std::lock_guard<std::mutex> lock(mu_);
-  check_usable();
   Encoder e;
   e.query(Query::NumKeys);
-  auto deadline = Clock::now() + timeout();
-  send_all(e.out(), deadline, "a key count");
-  int64_t n = 0;
-  recv_or_fail(&n, sizeof n, deadline, "a key count");
-  return n;
+  return ask_number(e, "a key count");
 }
 
 void WireStoreClient::set_timeout(Millis timeout) {

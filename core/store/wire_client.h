@@ -12,6 +12,7 @@
 
 #include "common/types.h"
 #include "store/key_store.h"
+#include "store/wire_protocol.h"
 
 namespace ddp::core {
 
@@ -57,6 +58,8 @@ class WireStoreClient : public KeyStore {
   bool recv_all(void* out, size_t n, Clock::time_point deadline, const char* what);
   void recv_or_fail(void* out, size_t n, Clock::time_point deadline, const char* what);
   Bytes recv_blob(Clock::time_point deadline, const char* what);
+  // Sends `query` and reads its answer, one int64 (add, delete, key count).
+  int64_t ask_number(wire::Encoder& query, const char* what);
   void wait_locked(const std::vector<std::string>& keys, Millis patience);
   [[noreturn]] void broken(Status s, const std::string& why);
   void check_usable() const;
