@@ -57,6 +57,33 @@ TEST(ShmExecutor, RunNowRefusesWhileAQueuedCollectiveIsAheadAndKeepsCallOrder) {
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
 }
 
+// A collective queued while a blocking one runs on another thread waits for
+// it, and starts when it ends: the end stores without a full fence
+// (finish_inline), and the worker, having found it running, fences heavily
+// before it sleeps, so that the end sees the queued job and wakes it.
+TEST(ShmExecutor, ACollectiveQueuedBehindABlockingOneStartsWhenThatEnds) {
+  Executor ex;
+  std::atomic<bool> inside{false}, release{false}, queued_ran{false};
+  std::thread blocking([&] {
+    EXPECT_TRUE(ex.run_now([&] {
+      inside = true;
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }));
+  });
+  while (!inside.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto work = ex.submit(c10d::OpType::ALLREDUCE, {}, kQueuedBytes, [&] { queued_ran = true; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the worker finds the blocking one and waits
+  EXPECT_FALSE(queued_ran.load()) << "the queued collective ran beside the blocking one";
+  release = true;
+  blocking.join();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!work->isCompleted() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(work->isCompleted()) << "the queued collective did not start within 5 s of the blocking one's end";
+  EXPECT_TRUE(queued_ran.load());
+  work->wait();
+}
+
 // A thread of blocking calls (run_now, falling back to submit and wait as
 // the backend does) beside a thread of queued ones: no two bodies overlap
 // and none is lost.

@@ -783,8 +783,54 @@ void scenario_shm_shared_buckets_rejoin() {
   }
 }
 
+// A wait that went to sleep is woken by the barrier of the peer it waits
+// for, not by the end of its sleep slice (2 ms): in each of 30 barriers
+// rank 0 waits for ranks that come 3 ms late (long past its spin and
+// yields), and the ranks then all-reduce (MAX) the time the last of them
+// entered. Rank 0 left within 0.5 ms of it in most barriers; were the
+// wakes lost, it would leave about 1 ms late (at its next slice) in all.
+// Raising the phase looks for sleepers with a light fence where the
+// sleepers make the heavy one (Segment::raise_phase): DDP_SHM_LIGHT_WAKES=0
+// runs the full-fence way.
+void scenario_shm_sleeping_wait_wakes() {
+  ddp_group* g = join(10000, "shm");
+  const int rank = ddp_group_rank(g);
+  auto now_ns = [] {
+    return static_cast<int64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+  };
+  int64_t entered = 0;
+  int64_t shape[1] = {1};
+  ddp_tensor* last = nullptr;
+  WOK(ddp_tensor_from_blob(&last, &entered, DDP_INT64, shape, 1));
+  std::vector<double> lags_us;
+  for (int i = 0; i < 30; ++i) {
+    entered = 0;
+    if (rank != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      entered = now_ns();
+    }
+    WOK(ddp_barrier(g));
+    const int64_t left = now_ns();
+    WOK(ddp_all_reduce(g, last, DDP_MAX));
+    if (rank == 0) lags_us.push_back(static_cast<double>(left - entered) / 1e3);
+  }
+  if (rank == 0) {
+    std::sort(lags_us.begin(), lags_us.end());
+    const double median = lags_us[lags_us.size() / 2];
+    std::fprintf(stderr, "[rank 0] woken %.0f us (median), %.0f to %.0f us after the last peer's barrier\n", median,
+                 lags_us.front(), lags_us.back());
+    WCHECK(median < 500, "a sleeping wait left %.0f us (median) after its peers' barrier: woken by its sleep slice, "
+                         "not by them", median);
+  }
+  ddp_tensor_free(last);
+  ddp_group_free(g);
+}
+
 }  // namespace
 
+WORKER_SCENARIO("shm_sleeping_wait_wakes", scenario_shm_sleeping_wait_wakes);
 WORKER_SCENARIO("shm_shared_buckets", scenario_shm_shared_buckets);
 WORKER_SCENARIO("shm_posted_broadcast", scenario_shm_posted_broadcast);
 WORKER_SCENARIO("shm_stalled_peer", scenario_shm_stalled_peer);

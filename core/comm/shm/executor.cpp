@@ -2,6 +2,8 @@
 
 #include <ATen/core/ivalue.h>
 
+#include "common/asymmetric_fence.h"
+
 namespace ddp::core::shm {
 namespace {
 
@@ -68,7 +70,8 @@ struct Executor::Job {
   std::function<void()> body;
 };
 
-Executor::Executor(bool inline_always) : inline_always_(inline_always) {}
+Executor::Executor(bool inline_always)
+    : asymmetric_(asymmetric_fences(FenceScope::Process)), inline_always_(inline_always) {}
 
 Executor::~Executor() {
   {
@@ -83,7 +86,7 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
                                                 std::function<void()> body) {
   auto work = c10::make_intrusive<ShmWork>(type, std::move(result));
   std::unique_lock<std::mutex> lock(mutex_);
-  if ((bytes <= kInlineBytes || inline_always_) && claim_idle()) {
+  if ((bytes <= kInlineBytes || inline_always_) && claim_idle(true)) {
     lock.unlock();
     perform(*work, body);
     finish_inline();
@@ -97,26 +100,38 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
   return work;
 }
 
-void Executor::finish_inline() {
-  // Only a queued job waits for this one (the worker, or ~Executor with
-  // nothing queued). Taking the mutex before the notify means the worker
-  // either has not yet read state_ or already waits.
-  if (state_.fetch_and(~kRunning) == kRunning) return;
-  { std::lock_guard<std::mutex> lock(mutex_); }
+void Executor::release_inline(bool holding_mutex) {
+  inline_.store(0, std::memory_order_release);
+  light_fence(asymmetric_);
+  // Only a queued job waits for this one (the worker). Taking the mutex
+  // before the notify means the worker either has not yet read inline_ or
+  // already waits.
+  if (state_.load(std::memory_order_relaxed) == 0) return;
+  if (!holding_mutex) {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
   changed_.notify_all();
+}
+
+bool Executor::inline_idle() const {
+  if (inline_.load(std::memory_order_seq_cst) == 0) return true;
+  // About to wait for it: the heavy fence makes finish_inline's store and
+  // load ordered, so that it sees this job counted or this reads 0.
+  heavy_fence(FenceScope::Process);
+  return inline_.load(std::memory_order_seq_cst) == 0;
 }
 
 void Executor::work_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     changed_.wait(lock, [&] {
-      return (!queue_.empty() && !(state_.load() & kRunning)) || (stopping_ && queue_.empty());
+      return (!queue_.empty() && !(state_.load() & kRunning) && inline_idle()) || (stopping_ && queue_.empty());
     });
     if (queue_.empty()) return;  // stopping
     std::unique_ptr<Job> job = std::move(queue_.front());
     queue_.pop_front();
-    // Nobody else sets kRunning while a job is counted (claim_idle needs
-    // state_ at 0): one queued job becomes the running one.
+    // Nobody runs a collective inline while a job is counted (claim_idle
+    // needs state_ at 0): one queued job becomes the running one.
     state_.fetch_sub(kQueued - kRunning);
     lock.unlock();
     perform(*job->work, job->body);

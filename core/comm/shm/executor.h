@@ -40,7 +40,7 @@ class Executor {
   // nothing. What `body` throws goes to the caller.
   template <typename Body>
   bool run_now(Body&& body) {
-    if (!claim_idle()) return false;
+    if (!claim_idle(false)) return false;
     struct Done {
       Executor& e;
       ~Done() { e.finish_inline(); }
@@ -53,22 +53,40 @@ class Executor {
   struct Job;
   void work_loop();
   // Ends a collective performed on the caller's thread: a job queued
-  // meanwhile may start.
-  void finish_inline();
-  // Marks a collective running where none runs or is queued: one atomic
-  // operation, no lock (a 4-byte collective's lock and unlock of mutex_
-  // twice were about 130 of its 1,000 instructions).
-  bool claim_idle() {
-    uint32_t idle = 0;
-    return state_.compare_exchange_strong(idle, kRunning, std::memory_order_acquire);
+  // meanwhile may start. No locked instruction where nothing is queued: it
+  // follows the collective's last stores to shared memory, and a full
+  // fence there waits for the peer's core to give those lines back.
+  void finish_inline() { release_inline(false); }
+  // `holding_mutex`: the caller holds mutex_ (submit()), so the worker is
+  // not between its check and its wait.
+  void release_inline(bool holding_mutex);
+  // Marks a collective running on the caller's thread where none runs or
+  // is queued: no lock (a 4-byte collective's lock and unlock of mutex_
+  // twice were about 130 of its 1,000 instructions). On failure the caller
+  // has released what it marked.
+  bool claim_idle(bool holding_mutex) {
+    if (inline_.exchange(1, std::memory_order_seq_cst) != 0) return false;  // another thread's
+    if (state_.load(std::memory_order_seq_cst) == 0) return true;
+    release_inline(holding_mutex);
+    return false;
   }
+  // Whether no collective runs on a caller's thread, for the worker (under
+  // mutex_, after the job was counted in state_).
+  bool inline_idle() const;
 
-  // state_: kRunning while a collective is performed (inline or on the
-  // worker), plus kQueued per job in queue_. A job is counted before it is
-  // queued, both under mutex_, so claim_idle() never overtakes it; only
-  // the worker starts a queued job, and only once kRunning is clear.
+  // inline_: 1 while a collective runs on a caller's thread (claim_idle to
+  // finish_inline). state_: kRunning while the worker performs a job, plus
+  // kQueued per job in queue_, changed only under mutex_. The claim stores
+  // inline_ and then reads state_; the worker's job was counted in state_
+  // before it reads inline_: each side sees the other (full fences on
+  // both). finish_inline stores inline_ and then reads state_ with a light
+  // fence; a worker that found inline_ set makes the heavy fence before it
+  // waits (common/asymmetric_fence.h), so that either it sees inline_
+  // clear or finish_inline sees the job and wakes it.
   static constexpr uint32_t kRunning = 1, kQueued = 2;
+  std::atomic<uint32_t> inline_{0};
   std::atomic<uint32_t> state_{0};
+  const bool asymmetric_;  // asymmetric_fences(FenceScope::Process)
   std::mutex mutex_;  // guards queue_, stopping_ and the worker's start; with changed_, its wake-ups
   std::condition_variable changed_;
   std::deque<std::unique_ptr<Job>> queue_;

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/asymmetric_fence.h"
 #include "common/copy_kernel.h"
 #include "common/error.h"
 
@@ -344,8 +345,15 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   // has fewer cores than the host has ranks), since the collectives take
   // their paths by it: ranks with different CPU affinities would otherwise
   // split a call between paths that move different bytes.
+  // Light wakes (raise_phase) too: a rank's wakes are light where its waits
+  // spin before they sleep, its process registered for the heavy fence and
+  // the host is not crowded (there every wait sleeps soon, and each heavy
+  // fence interrupts the other cores); every rank's sleeps then fence
+  // heavily if any rank's wakes are light.
   if (size > 1 && halves > 1) {
     const bool crowded = size > cpus_available() && cpus_available() > 0;
+    const bool light = options.light_wakes.value_or(true) && seg->spin_for_.count() > 0 &&
+                       asymmetric_fences(FenceScope::Host);
     bool can = options.reads && !crowded;
     if (can) {
       const RankInfo& next = infos(seg->base_, size)[(local_rank + 1) % size];
@@ -353,18 +361,22 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
       can = transfer_process(next.pid, &word, next.probe_at, sizeof word, false) == 0 && word == kCmaProbeValue &&
             transfer_process(next.pid, &word, next.probe_at, sizeof word, true) == 0;
     }
-    store.set("host/" + std::to_string(local_rank), to_bytes(std::string(can ? "r" : "-") + (crowded ? "c" : "-")));
+    store.set("host/" + std::to_string(local_rank),
+              to_bytes(std::string(can ? "r" : "-") + (crowded ? "c" : "-") + (light ? "l" : "-")));
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back("host/" + std::to_string(r));
     store.wait(keys, timeout);
-    bool all_read = true, any_crowded = false;
+    bool all_read = true, any_crowded = false, any_light = false;
     for (const std::string& k : keys) {
       const std::vector<uint8_t> v = store.get(k);
       all_read = all_read && !v.empty() && v[0] == 'r';
       any_crowded = any_crowded || (v.size() > 1 && v[1] == 'c');
+      any_light = any_light || (v.size() > 2 && v[2] == 'l');
     }
     seg->cma_ = all_read;
     seg->crowded_ = any_crowded;
+    seg->light_wakes_ = light && !any_crowded;
+    seg->heavy_sleeps_ = any_light && !any_crowded;
   }
   return seg;
 }
@@ -607,8 +619,14 @@ void Segment::fail_after_post(const Call& posted, const std::string& differ, con
 void Segment::raise_phase() {
   const uint32_t p = ++phase_;
   RankLine& me = lines(base_)[rank_];
-  me.phase.store(p, std::memory_order_seq_cst);
-  if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&me.phase);
+  // The flag handshake with a peer about to sleep (wait_for): this rank
+  // stores its phase and then looks for sleepers; the peer counts itself a
+  // sleeper and then looks at the phase. A full fence here (the default of
+  // a seq_cst store) stalls every call on the peer's core taking the line
+  // back; with light wakes the sleeper makes the heavy fence instead.
+  me.phase.store(p, std::memory_order_release);
+  light_fence(light_wakes_);
+  if (me.sleepers.load(std::memory_order_relaxed) != 0) futex_wake_all(&me.phase);
 }
 
 void Segment::wait_all(uint32_t phase, const Deadline& deadline, const char* op) {
@@ -773,6 +791,10 @@ void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const
       if (live_start_time(info.pid) != info.start_time) fail_peer_gone(peer, op);
     }
     line.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    // Pairs with the peer's light fence in raise_phase(). Where it fails
+    // (a kernel that allowed the peer's registration but forbids this
+    // call), a wake the peer missed costs at most kSleepSlice.
+    if (heavy_sleeps_) heavy_fence(FenceScope::Host);
     uint32_t v = line.phase.load(std::memory_order_seq_cst);
     if (!reached(v, phase)) {
       auto left = std::chrono::duration_cast<Millis>(deadline.at() - now) + Millis(1);

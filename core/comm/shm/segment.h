@@ -81,6 +81,10 @@ class Segment {
     // Whether ranks may read each other's memory (cma()) where the host
     // allows it; false keeps every byte in the slots.
     bool reads = true;
+    // Whether this rank's barriers may skip the full fence before they look
+    // for sleeping peers (Segment::raise_phase); none: yes, where its waits
+    // spin, the host offers the heavy fence and is not crowded (open()).
+    std::optional<bool> light_wakes;
   };
   // Every rank of the host calls this with the same store (prefixed for this
   // segment), local rank and size. Returns nullptr and sets *why_not when
@@ -290,6 +294,8 @@ class Segment {
   Nanos spin_for_ = std::chrono::microseconds(50);
   bool cma_ = false;
   bool crowded_ = false;
+  bool light_wakes_ = false;   // raise_phase()'s fence is a compiler barrier (common/asymmetric_fence.h)
+  bool heavy_sleeps_ = false;  // a wait about to sleep makes the heavy fence (some rank's wakes are light)
   uint64_t calls_ = 0;          // announced so far; its parity picks the rank line's call slot
   bool compare_pending_ = false;
   bool posted_ = false;  // the last call was a post(): its calls are compared at the next announce()

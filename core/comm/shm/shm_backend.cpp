@@ -85,6 +85,13 @@ std::optional<shm::WriteMode> writes_forced() {
   if (!v) return std::nullopt;
   return *v == 1 ? shm::WriteMode::Streaming : shm::WriteMode::Cached;
 }
+// DDP_SHM_LIGHT_WAKES=0: this rank's barriers make a full fence before they
+// look for sleeping peers, where by default the sleepers fence (Segment::
+// raise_phase), for measuring what that saves.
+std::optional<bool> light_wakes() {
+  auto v = env_within("DDP_SHM_LIGHT_WAKES", 0, 1, "0 or 1");
+  return v ? std::optional<bool>(*v == 1) : std::nullopt;
+}
 // The segment a group or a shared bucket opens: the switches above.
 shm::Segment::Options segment_options(size_t slot, int halves) {
   shm::Segment::Options o;
@@ -92,6 +99,7 @@ shm::Segment::Options segment_options(size_t slot, int halves) {
   o.spin = spin_time();
   o.halves = halves;
   o.reads = reads_enabled();
+  o.light_wakes = light_wakes();
   return o;
 }
 std::optional<ReduceKind> reduce_kind(const c10d::ReduceOp& op) {
