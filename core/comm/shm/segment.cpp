@@ -663,7 +663,7 @@ void Segment::post(const Call& call, std::string (*describe)(const Call&), const
   // writes while one root posts, so no transfer between cores).
   if (differ.empty() && n >= depth) {
     const uint64_t c = n - depth;
-    if (c >= settled_ && post_entry(base_, size_, rank_, c).seq.load(std::memory_order_relaxed) == c + 1) {
+    if (c >= settled_ && posted_seq_[c % kPostRing] == c + 1) {
       if (another_posted(c)) differ = differences(c, &mismatched);
       settled_ = c + 1;
     }
@@ -675,6 +675,7 @@ void Segment::post(const Call& call, std::string (*describe)(const Call&), const
   else std::memcpy(e.rest, data, bytes);
   e.call = pack(call);
   e.seq.store(n + 1, std::memory_order_release);
+  posted_seq_[n % kPostRing] = n + 1;
   raise_phase();
   compare_pending_ = false;
   ++calls_;

@@ -303,6 +303,11 @@ class Segment {
   uint64_t settled_ = 0;        // this rank's posts before this call number are all compared
   int post_depth_ = kPostDepth;
   bool skipped_ = false;  // the last call waited for its root alone (await_post): see rejoin()
+  // What this rank's post ring holds (each entry's seq), kept here too: a
+  // peer's read of an entry may take the line from this core (the cores
+  // hand lines that one writes and the other reads over whole), so reading
+  // it back cost a transfer per post (a third of a 4-byte post on our EPYC VMs).
+  uint64_t posted_seq_[kPostRing] = {};
   uint32_t begin_[kCallRing] = {};  // the phase call number n's first barrier raises, at n % kCallRing
   std::vector<uint32_t> seen_;  // each rank's phase as this rank last read it (phases only grow)
   std::string (*describe_)(const Call&) = nullptr;
