@@ -180,11 +180,11 @@ TEST_P(ShmWorlds, SharedBucketsAttacked) { expect_attack_survived("shm_shared_bu
 // Broadcasts whose root returns once it has posted them (at most 4 KiB):
 // roots in turn between other collectives, mismatches that reach the root
 // at its next call on every rank, and a rank killed while rank 0 posts.
-// Where its waits spin first (2 ranks here), a rank's barrier looks for
-// sleeping peers without a full fence and the sleepers fence instead
-// (common/asymmetric_fence.h); with more ranks than cores, and with
-// DDP_SHM_LIGHT_WAKES=0, both sides fence fully. Either way a wait that
-// slept is woken by its peer's barrier.
+// A rank's barrier looks for sleeping peers without a full fence and the
+// sleepers fence instead (common/asymmetric_fence.h); with
+// DDP_SHM_LIGHT_WAKES=0 both sides fence fully. Either way a wait that slept
+// is woken by its peer's barrier, whether the ranks spin first (2 ranks
+// here) or not (3 and 4 ranks on 2 cores).
 TEST_P(ShmWorlds, ASleepingWaitIsWokenByItsPeersBarrierNotItsSleepSlice) {
   expect_all_ok(run(GetParam(), "shm_sleeping_wait_wakes", {}, 60));
   expect_all_ok(run(GetParam(), "shm_sleeping_wait_wakes", {"DDP_SHM_LIGHT_WAKES=0"}, 60));

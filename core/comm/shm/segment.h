@@ -82,8 +82,8 @@ class Segment {
     // allows it; false keeps every byte in the slots.
     bool reads = true;
     // Whether this rank's barriers may skip the full fence before they look
-    // for sleeping peers (Segment::raise_phase); none: yes, where its waits
-    // spin, the host offers the heavy fence and is not crowded (open()).
+    // for sleeping peers (Segment::raise_phase); none: yes, where the host
+    // offers the heavy fence (open()).
     std::optional<bool> light_wakes;
   };
   // Every rank of the host calls this with the same store (prefixed for this
