@@ -511,6 +511,12 @@ TEST(Hardening, ShmTuningVariablesOutOfRangeAreRefusedByName) {
     EXPECT_NE(message.find(std::string("DDP_SHM_STREAMING='") + bad + "'"), std::string::npos) << message;
   }
   EXPECT_EQ(shm_group_with("DDP_SHM_STREAMING", "1").first, DDP_OK);
+  for (const char* bad : {"on", "-1", "2"}) {
+    auto [s, message] = shm_group_with("DDP_SHM_LIGHT_WAKES", bad);
+    EXPECT_EQ(s, DDP_E_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(message.find(std::string("DDP_SHM_LIGHT_WAKES='") + bad + "'"), std::string::npos) << message;
+  }
+  EXPECT_EQ(shm_group_with("DDP_SHM_LIGHT_WAKES", "0").first, DDP_OK);
   EXPECT_EQ(shm_group_with("DDP_SHM_POST_RING", "1").first, DDP_OK);
   EXPECT_EQ(shm_group_with("DDP_SHM_SPIN_US", "0").first, DDP_OK);
   EXPECT_EQ(shm_group_with("DDP_SHM_SLOT_KIB", "64").first, DDP_OK);
