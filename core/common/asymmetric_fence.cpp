@@ -9,20 +9,16 @@ namespace {
 
 long membarrier(int command) { return syscall(__NR_membarrier, command, 0, 0); }
 
-struct Commands {
-  int query_bit, reg, fence;
-};
-Commands commands(FenceScope scope) {
-  if (scope == FenceScope::Process)
-    return {MEMBARRIER_CMD_PRIVATE_EXPEDITED, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-            MEMBARRIER_CMD_PRIVATE_EXPEDITED};
-  return {MEMBARRIER_CMD_GLOBAL_EXPEDITED, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, MEMBARRIER_CMD_GLOBAL_EXPEDITED};
+// The scope's fence command (also its bit in MEMBARRIER_CMD_QUERY's answer).
+int fence_command(FenceScope scope) {
+  return scope == FenceScope::Process ? MEMBARRIER_CMD_PRIVATE_EXPEDITED : MEMBARRIER_CMD_GLOBAL_EXPEDITED;
 }
 
 bool register_for(FenceScope scope) {
-  const Commands c = commands(scope);
+  const int reg = scope == FenceScope::Process ? MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED
+                                               : MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
   const long supported = membarrier(MEMBARRIER_CMD_QUERY);
-  return supported > 0 && (supported & c.query_bit) != 0 && membarrier(c.reg) == 0;
+  return supported > 0 && (supported & fence_command(scope)) != 0 && membarrier(reg) == 0;
 }
 
 }  // namespace
@@ -38,12 +34,11 @@ bool asymmetric_fences(FenceScope scope) {
   return host;
 }
 
-bool heavy_fence(FenceScope scope) {
+void heavy_fence(FenceScope scope) {
   // A process that did not register for the private command may not use it
   // (EPERM); the global one needs no registration from its caller.
-  if ((scope == FenceScope::Host || asymmetric_fences(scope)) && membarrier(commands(scope).fence) == 0) return true;
+  if ((scope == FenceScope::Host || asymmetric_fences(scope)) && membarrier(fence_command(scope)) == 0) return;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  return false;
 }
 
 }  // namespace ddp::core

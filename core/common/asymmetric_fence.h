@@ -40,8 +40,8 @@ inline void light_fence(bool asymmetric) {
 // fences of every registered process of the scope (and with full fences).
 // A few microseconds and an interrupt to each core running such a process
 // (16 us on our 2-core VMs with the other core busy): only for a path that
-// is about to sleep anyway. Returns false where membarrier failed; it then
-// made a full fence, which pairs only with full fences.
-bool heavy_fence(FenceScope scope);
+// is about to sleep anyway. Where membarrier fails it makes a full fence,
+// which pairs only with full fences.
+void heavy_fence(FenceScope scope);
 
 }  // namespace ddp::core

@@ -776,6 +776,17 @@ void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const
       if (std::uncaught_exceptions() == 0) waiting.store(0, std::memory_order_relaxed);
     }
   } done{waiting};
+  // Counted a sleeper for the whole of the sleeping wait, so that the heavy
+  // fence that pairs with the peer's light one in raise_phase() is made once
+  // per wait, not once per sleep slice (each interrupts the other cores).
+  // Where it fails (a kernel that allowed the peer's registration but
+  // forbids this call), a wake the peer missed costs at most kSleepSlice.
+  line.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  struct Asleep {
+    std::atomic<uint32_t>& sleepers;
+    ~Asleep() { sleepers.fetch_sub(1, std::memory_order_seq_cst); }
+  } asleep{line.sleepers};
+  if (heavy_sleeps_) heavy_fence(FenceScope::Host);
   auto next_liveness = Clock::now() + kLivenessEvery;
   for (;;) {
     check_abort(op);
@@ -791,17 +802,11 @@ void Segment::wait_for(int peer, uint32_t phase, const Deadline& deadline, const
       const RankInfo& info = infos(base_, size_)[peer];
       if (live_start_time(info.pid) != info.start_time) fail_peer_gone(peer, op);
     }
-    line.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    // Pairs with the peer's light fence in raise_phase(). Where it fails
-    // (a kernel that allowed the peer's registration but forbids this
-    // call), a wake the peer missed costs at most kSleepSlice.
-    if (heavy_sleeps_) heavy_fence(FenceScope::Host);
     uint32_t v = line.phase.load(std::memory_order_seq_cst);
     if (!reached(v, phase)) {
       auto left = std::chrono::duration_cast<Millis>(deadline.at() - now) + Millis(1);
       futex_wait(&line.phase, v, std::min(kSleepSlice, left));
     }
-    line.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (arrived()) return;
   }
 }
