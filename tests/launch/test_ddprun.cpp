@@ -252,6 +252,11 @@ TEST(Ddprun, DeadAgentOfAnotherNodeIsNoticed) {
 }
 
 
+// A shell function printing milliseconds since boot. The wall clock
+// (`date +%s%N`) once jumped 4.5 s forward on a CI host during a 4.1 s test,
+// so a stop measured 8646 ms; /proc/uptime does not jump (10 ms steps).
+const std::string kMonotonicMs = "mono_ms() { read u r < /proc/uptime; u=${u%.*}${u#*.}; echo $((u * 10)); }; ";
+
 // Two nodes whose workers signal that they run; then node 0's agent (the
 // store host) is stopped, so node 1's store calls get no answer, as when its
 // host is cut off. `then` runs next; node 1's exit status and how long it took
@@ -267,8 +272,8 @@ ddptest::RankResult two_nodes_then_store_host_stopped(const std::string& tag, co
   std::string cmd = "rm -f " + dir + ".started.*; " + ddprun() + common + "--node-rank 0 " + script + " & Q=$!; " +
                     ddprun() + common + "--node-rank 1 " + node1_flags + " " + script + " & P=$!; " +
                     "while [ ! -e " + dir + ".started.0 ] || [ ! -e " + dir + ".started.1 ]; do sleep 0.1; done; " +
-                    "kill -STOP $Q; s=$(date +%s%N); " + then + "; wait $P; e=$?; " +
-                    "echo node1_exit=$e ms=$(( ($(date +%s%N) - s) / 1000000 )); " +
+                    "kill -STOP $Q; " + kMonotonicMs + "s=$(mono_ms); " + then + "; wait $P; e=$?; " +
+                    "echo node1_exit=$e ms=$(( $(mono_ms) - s )); " +
                     "kill -CONT $Q; kill -TERM $Q; wait $Q; rm -f " + script + " " + dir + ".started.*";
   auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag}, 120);
   EXPECT_FALSE(res.timed_out) << res.summary();
@@ -316,8 +321,8 @@ TEST(Ddprun, AStoppedNodeIsNamedToTheOtherNodesRanksWithinTheHeartbeatWindow) {
   std::string cmd = "rm -f " + mark + ".*; K=$(mktemp -d); TMPDIR=$K DDP_TEST_MARK=" + mark + " " + ddprun() + common + "--node-rank 1 " +
                     worker() + " node_stops & P=$!; " + ddprun() + common + "--node-rank 0 " + worker() +
                     " node_stops & Q=$!; while [ ! -e " + mark + ".2 ] || [ ! -e " + mark + ".3 ]; do sleep 0.05; done; " +
-                    "kill -STOP $P; s=$(date +%s%N); wait $Q; e=$?; " +
-                    "echo node0_exit=$e ms=$(( ($(date +%s%N) - s) / 1000000 )); " +
+                    "kill -STOP $P; " + kMonotonicMs + "s=$(mono_ms); wait $Q; e=$?; " +
+                    "echo node0_exit=$e ms=$(( $(mono_ms) - s )); " +
                     "kill -CONT $P; kill -KILL $P; pkill -KILL -P $P; wait $P; rm -f " + mark + ".*; rm -rf $K";
   auto res = ddptest::run_program({"/bin/sh", "-c", cmd}, {"DDP_TEST_TAG=" + tag, "DDP_TEST_IGNORE_SIGTERM=1"}, 120);
   const std::string& out = res.ranks[0].output;
