@@ -10,6 +10,9 @@
 // tensor made before the timing, ddp_all_gather_into_tensor, as MPI_Allgather
 // reuses its receive buffer) times the other collectives the DDP path uses
 // (C API only), as bench_mpi_allreduce does under the same variable.
+// BENCH_DUMP=<prefix> writes every timed call's microseconds, one per line,
+// to <prefix>.<bytes>.<rank> on every rank: where a p90 stands apart from
+// the p50, it shows which calls are slow and whether the ranks go in step.
 #include <ddp/ddp.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -152,6 +155,13 @@ int main() {
         call();
         double el = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
         if (i >= 3) us.push_back(el);
+      }
+    }
+    if (const char* dump = std::getenv("BENCH_DUMP")) {
+      const std::string path = std::string(dump) + "." + std::to_string(bytes) + "." + std::to_string(rank);
+      if (FILE* f = std::fopen(path.c_str(), "w")) {
+        for (double x : us) std::fprintf(f, "%.3f\n", x);
+        std::fclose(f);
       }
     }
     if (rank == 0) {
