@@ -353,7 +353,7 @@ std::unique_ptr<Segment> Segment::open(c10d::Store& store, int local_rank, const
   // 5.6 against 9.3).
   if (size > 1 && halves > 1) {
     const bool crowded = size > cpus_available() && cpus_available() > 0;
-    const bool light = options.light_wakes.value_or(true) && asymmetric_fences(FenceScope::Host);
+    const bool light = options.light_wakes && asymmetric_fences(FenceScope::Host);
     bool can = options.reads && !crowded;
     if (can) {
       const RankInfo& next = infos(seg->base_, size)[(local_rank + 1) % size];

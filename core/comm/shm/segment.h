@@ -82,9 +82,9 @@ class Segment {
     // allows it; false keeps every byte in the slots.
     bool reads = true;
     // Whether this rank's barriers may skip the full fence before they look
-    // for sleeping peers (Segment::raise_phase); none: yes, where the host
-    // offers the heavy fence (open()).
-    std::optional<bool> light_wakes;
+    // for sleeping peers (Segment::raise_phase), where the host offers the
+    // heavy fence (open()).
+    bool light_wakes = true;
   };
   // Every rank of the host calls this with the same store (prefixed for this
   // segment), local rank and size. Returns nullptr and sets *why_not when

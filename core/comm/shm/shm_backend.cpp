@@ -88,10 +88,7 @@ std::optional<shm::WriteMode> writes_forced() {
 // DDP_SHM_LIGHT_WAKES=0: this rank's barriers make a full fence before they
 // look for sleeping peers, where by default the sleepers fence (Segment::
 // raise_phase), for measuring what that saves.
-std::optional<bool> light_wakes() {
-  auto v = env_within("DDP_SHM_LIGHT_WAKES", 0, 1, "0 or 1");
-  return v ? std::optional<bool>(*v == 1) : std::nullopt;
-}
+bool light_wakes() { return env_within("DDP_SHM_LIGHT_WAKES", 0, 1, "0 or 1").value_or(1) == 1; }
 // The segment a group or a shared bucket opens: the switches above.
 shm::Segment::Options segment_options(size_t slot, int halves) {
   shm::Segment::Options o;
