@@ -51,7 +51,13 @@ ddp_status ddp_sampler_indices(int64_t dataset_size, int num_replicas, int rank,
   if (count) *count = 0;
   if (!out && cap > 0) return invalid("ddp_sampler_indices: out is NULL with cap > 0");
   return fence([&] {
-    auto mine = ddp::core::sampler_indices(dataset_size, num_replicas, rank, epoch, options_of(opts));
+    const ddp::core::SamplerOptions o = options_of(opts);
+    if (cap == 0) {  // sizing `out`: counted, not listed (the list is the whole epoch's permutation)
+      const int64_t n = ddp::core::sampler_count(dataset_size, num_replicas, rank, o);
+      if (count) *count = static_cast<size_t>(n);
+      return;
+    }
+    auto mine = ddp::core::sampler_indices(dataset_size, num_replicas, rank, epoch, o);
     std::copy_n(mine.begin(), std::min(cap, mine.size()), out);
     if (count) *count = mine.size();
   });

@@ -34,6 +34,9 @@ int64_t sampler_num_samples(int64_t dataset_size, int num_replicas, bool drop_la
 // The number rank `rank` gets from the unrepeated sampler.
 int64_t unrepeated_num_samples(int64_t dataset_size, int num_replicas, int rank);
 
+// How many indices sampler_indices gives rank `rank`, without listing them.
+int64_t sampler_count(int64_t dataset_size, int num_replicas, int rank, const SamplerOptions& opts);
+
 // Rank `rank`'s indices for `epoch`, in order.
 std::vector<int64_t> sampler_indices(int64_t dataset_size, int num_replicas, int rank, int64_t epoch,
                                      const SamplerOptions& opts);

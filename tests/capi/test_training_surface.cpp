@@ -628,6 +628,35 @@ TEST(Sampler, AVersionOneCallerIsServedWithinItsOwnStruct) {
   EXPECT_EQ(idx[2], 5);
 }
 
+TEST(Sampler, CountsAreExactAtEveryInt64SizeAndACountListsNothing) {
+  // ceil(n / R) as n + R - 1 over R wrapped negative near INT64_MAX.
+  int64_t n = 0;
+  ASSERT_EQ(ddp_sampler_num_samples(INT64_MAX, 3, 0, &n), DDP_OK) << last();
+  EXPECT_EQ(n, INT64_MAX / 3 + 1);
+  ASSERT_EQ(ddp_sampler_num_samples(INT64_MAX, 3, 1, &n), DDP_OK) << last();
+  EXPECT_EQ(n, INT64_MAX / 3);
+  ASSERT_EQ(ddp_sampler_num_samples(INT64_MAX, INT32_MAX, 0, &n), DDP_OK) << last();
+  EXPECT_EQ(n, INT64_MAX / INT32_MAX + 1);
+  // Sizing `out` for an epoch of 2^50 samples counts them: listing them
+  // would take 8 PiB.
+  ddp_sampler_options o = DDP_SAMPLER_OPTIONS_INIT;
+  size_t count = 0;
+  ASSERT_EQ(ddp_sampler_indices(int64_t{1} << 50, 2, 1, 3, &o, nullptr, 0, &count), DDP_OK) << last();
+  EXPECT_EQ(count, size_t{1} << 49);
+  o.unrepeated = 1;
+  ASSERT_EQ(ddp_sampler_indices(INT64_MAX, 2, 1, 3, &o, nullptr, 0, &count), DDP_OK) << last();
+  EXPECT_EQ(count, (size_t{1} << 62) - 1);  // len(range(1, 2^63 - 1, 2))
+  // Listing what cannot be held is refused by name, before any allocation.
+  int64_t idx[2];
+  count = 7;
+  EXPECT_EQ(ddp_sampler_indices(INT64_MAX, 2, 1, 3, &o, idx, 2, &count), DDP_E_NOMEM);
+  EXPECT_NE(last().find("too large to list"), std::string::npos) << last();
+  EXPECT_EQ(count, 0u);
+  // A count is checked as a listing is.
+  EXPECT_EQ(ddp_sampler_indices(10, 2, 2, 0, nullptr, nullptr, 0, &count), DDP_E_INVALID_ARGUMENT);
+  EXPECT_NE(last().find("rank 2 is outside [0, 2)"), std::string::npos) << last();
+}
+
 // All of an epoch's indices over `world` ranks from `start`, rank by rank.
 std::vector<std::vector<int64_t>> shards(int64_t n, int world, int64_t epoch, int64_t start) {
   std::vector<std::vector<int64_t>> out;
