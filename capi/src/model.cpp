@@ -396,7 +396,7 @@ ddp_status ddp_optimizer_group_lr(const ddp_optimizer* opt, size_t group, double
 ddp_status ddp_optimizer_set_group_lr(ddp_optimizer* opt, size_t group, double lr) {
   return fence([&] {
     auto* h = require(opt, "optimizer");
-    ddp::core::check_arg(lr >= 0, "ddp_optimizer_set_group_lr: lr " + std::to_string(lr) + " is negative");
+    ddp::core::check_arg(lr >= 0, "ddp_optimizer_set_group_lr: lr " + std::to_string(lr) + " is not a number >= 0");
     h->optimizer->set_group_lr(group, lr);
   });
 }
@@ -409,7 +409,7 @@ ddp_status ddp_optimizer_lr(const ddp_optimizer* opt, double* out) {
 ddp_status ddp_optimizer_set_lr(ddp_optimizer* opt, double lr) {
   return fence([&] {
     auto* h = require(opt, "optimizer");
-    ddp::core::check_arg(lr >= 0, "ddp_optimizer_set_lr: lr " + std::to_string(lr) + " is negative");
+    ddp::core::check_arg(lr >= 0, "ddp_optimizer_set_lr: lr " + std::to_string(lr) + " is not a number >= 0");
     h->optimizer->set_lr(lr);
   });
 }

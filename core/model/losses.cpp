@@ -67,7 +67,7 @@ at::Tensor compute(const LossSpec& s, const std::string& name, const at::Tensor&
       return at::l1_loss(x, y, red);
     case Kind::SmoothL1:
       check_same_shape(name, x, y);
-      check_arg(s.beta >= 0, name + ": beta " + std::to_string(s.beta) + " is negative");
+      check_arg(s.beta >= 0, name + ": beta " + std::to_string(s.beta) + " is not a number >= 0");
       return at::smooth_l1_loss(x, y, red, s.beta);
     case Kind::Huber:
       check_same_shape(name, x, y);

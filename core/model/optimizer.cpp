@@ -16,14 +16,14 @@ namespace ddp::core {
 namespace {
 
 void check_spec(const OptimizerSpec& s) {
-  check_arg(s.lr >= 0, "optimizer: lr " + std::to_string(s.lr) + " is negative");
-  check_arg(s.weight_decay >= 0, "optimizer: weight_decay " + std::to_string(s.weight_decay) + " is negative");
-  check_arg(s.momentum >= 0, "optimizer: momentum " + std::to_string(s.momentum) + " is negative");
+  check_arg(s.lr >= 0, "optimizer: lr " + std::to_string(s.lr) + " is not a number >= 0");
+  check_arg(s.weight_decay >= 0, "optimizer: weight_decay " + std::to_string(s.weight_decay) + " is not a number >= 0");
+  check_arg(s.momentum >= 0, "optimizer: momentum " + std::to_string(s.momentum) + " is not a number >= 0");
   check_arg(!s.nesterov || (s.momentum > 0 && s.dampening == 0),
             "optimizer: nesterov needs a momentum and zero dampening");
   check_arg(s.beta1 >= 0 && s.beta1 < 1, "optimizer: beta1 " + std::to_string(s.beta1) + " is outside [0, 1)");
   check_arg(s.beta2 >= 0 && s.beta2 < 1, "optimizer: beta2 " + std::to_string(s.beta2) + " is outside [0, 1)");
-  check_arg(s.eps >= 0, "optimizer: eps " + std::to_string(s.eps) + " is negative");
+  check_arg(s.eps >= 0, "optimizer: eps " + std::to_string(s.eps) + " is not a number >= 0");
 }
 
 // A hyper-parameter of a saved param_group: a number (int or float in

@@ -374,6 +374,8 @@ TEST_F(SurfaceModules, ParameterGroupsByNameAndTheirMistakes) {
   EXPECT_EQ(ddp_optimizer_group_lr(opt, 2, &lr), DDP_E_INVALID_ARGUMENT);
   EXPECT_TRUE(has(last(), "param group 2 is past its 2 groups")) << last();
   EXPECT_EQ(ddp_optimizer_set_group_lr(opt, 0, -1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ddp_optimizer_set_lr(opt, std::nan("")), DDP_E_INVALID_ARGUMENT);  // "nan is negative" said before
+  EXPECT_TRUE(has(last(), "lr nan is not a number >= 0")) << last();
   // A scheduler moves every group from its own rate (PyTorch's per-group base_lrs).
   ddp_lr_scheduler_options so = DDP_LR_SCHEDULER_OPTIONS_INIT(DDP_LR_STEP);
   so.gamma = 0.5;
