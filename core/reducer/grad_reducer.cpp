@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
+#include <utility>
 
 #include "common/error.h"
 #include "reducer/bucket_assignment.h"
@@ -24,12 +26,19 @@ std::string list_indices(const std::vector<size_t>& v) {
 
 }  // namespace
 
+void check_bucket_caps(double first_bucket_mb, double bucket_cap_mb) {
+  constexpr double kMostMb = 8796093022208.0;  // 2^43 MiB: 2^63 bytes
+  for (auto [name, mb] : {std::pair<const char*, double>{"first_bucket_mb", first_bucket_mb}, {"bucket_cap_mb", bucket_cap_mb}})
+    check_arg(mb > 0 && mb < kMostMb, std::string("reducer: ") + name + " " + std::to_string(mb) +
+                                          " is not a size in MiB (a positive number below 2^43)");
+}
+
 Reducer::Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::Tensor> grads,
                  const ReducerOptions& opts)
     : group_(group), grads_(std::move(grads)), opts_(opts) {
   const size_t n = grads_.size();
   check_arg(n > 0, "reducer: no gradients");
-  check_arg(opts.bucket_cap_mb > 0 && opts.first_bucket_mb > 0, "reducer: bucket caps must be positive");
+  check_bucket_caps(opts.first_bucket_mb, opts.bucket_cap_mb);
   check_arg(params.empty() || params.size() == n, "reducer: " + std::to_string(params.size()) +
                                                       " parameters for " + std::to_string(n) + " gradients");
   infos_.resize(n);

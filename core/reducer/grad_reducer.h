@@ -58,6 +58,12 @@ struct ReducerOptions {
   bool views_rebound_on_rebuild = false;
 };
 
+// Throws Status::InvalidArgument unless both caps are sizes in MiB whose
+// bytes fit in 63 bits: positive and finite (NaN, infinity and 1e300 were
+// taken, the last two converted to bytes with undefined behaviour).
+// PyTorch refuses those too: int(cap * 1024 * 1024) must fit its int64.
+void check_bucket_caps(double first_bucket_mb, double bucket_cap_mb);
+
 // Where a reducer finds each step's gradients and puts the averaged ones,
 // when they are not the caller's fixed buffers.
 class GradientSource {

@@ -35,8 +35,8 @@ DdpStrategy::DdpStrategy(StrategyOptions opts) : opts_(std::move(opts)) {
                                                    std::to_string(opts_.model_averaging_warmup) + " is negative");
   check_arg(opts_.devices >= 0, "strategy: devices " + std::to_string(opts_.devices) +
                                     " must be at least 1, or 0 for auto");
-  check_arg(opts_.timeout.count() > 0, "strategy: timeout " + std::to_string(opts_.timeout.count()) +
-                                           " ms must be positive");
+  check_timeout(opts_.timeout, "strategy: timeout");  // refused here, not first at setup_environment
+  check_bucket_caps(opts_.ddp.first_bucket_mb, opts_.ddp.bucket_cap_mb);
   check_arg(opts_.gradient_clipping.algorithm == ClipAlgorithm::Norm ||
                 opts_.gradient_clipping.algorithm == ClipAlgorithm::Value,
             "strategy: unknown gradient_clip_algorithm " +

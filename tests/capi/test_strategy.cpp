@@ -95,6 +95,22 @@ TEST(Strategy, OptionsAreCheckedByName) {
     EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT) << bad;
     EXPECT_TRUE(has(last(), "gradient_clip_val")) << last();
   }
+  // Bucket caps that are no size: NaN and 0 were refused only at
+  // setup_module, infinity and 1e300 taken (their bytes undefined).
+  for (double bad : {0.0, -1.0, std::nan(""), HUGE_VAL, 1e300}) {
+    for (int first : {0, 1}) {
+      o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+      (first ? o.first_bucket_mb : o.bucket_cap_mb) = bad;
+      EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT) << bad;
+      EXPECT_TRUE(has(last(), first ? "first_bucket_mb" : "bucket_cap_mb") && has(last(), "not a size in MiB"))
+          << last();
+    }
+  }
+  // A timeout past the groups' maximum, refused at setup_environment before.
+  o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
+  o.timeout_ms = INT64_MAX;
+  EXPECT_EQ(ddp_strategy_new(&s, &o), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "exceeds the maximum")) << last();
   o = ddp_strategy_options DDP_STRATEGY_OPTIONS_INIT;
   o.gradient_clip_val = 1.0;
   o.gradient_clip_algorithm = static_cast<ddp_clip_algorithm>(5);
