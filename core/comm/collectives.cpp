@@ -6,8 +6,10 @@
 #include <ATen/ops/tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "comm/direct_collectives.h"
 #include "comm/failure.h"
@@ -331,13 +333,34 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
   bool is_src = g.rank() == src;
   check_arg(!is_src || data || len == 0, "broadcast_bytes: data is NULL on src with len > 0");
   verify_same_call(g, {kBroadcastBytes, -1, src});
-  auto cpu = at::TensorOptions().dtype(at::kLong);
-  at::Tensor length = at::full({1}, is_src ? static_cast<int64_t>(len) : 0, cpu);
+  // A src that cannot send (a len no tensor holds, or no memory for its
+  // copy) still takes part in the length's broadcast, with a negative
+  // length that says why: the peers then fail at once, as it does, where
+  // they waited out the timeout for a length that never came; and every
+  // rank made the same one collective, so the group stays usable.
+  constexpr int64_t kLenRefused = -1, kNoMemory = -2;
+  int64_t sent = 0;
+  std::optional<Error> src_failure;
   at::Tensor payload;
   if (is_src) {
-    payload = at::empty({static_cast<int64_t>(len)}, at::TensorOptions().dtype(at::kByte));
-    if (len) std::memcpy(payload.data_ptr(), data, len);
+    if (len > static_cast<size_t>(INT64_MAX)) {
+      sent = kLenRefused;
+      src_failure = Error(Status::InvalidArgument, "broadcast_bytes: len " + std::to_string(len) +
+                                                       " exceeds the largest payload (2^63 - 1 bytes)");
+    } else {
+      try {
+        payload = at::empty({static_cast<int64_t>(len)}, at::TensorOptions().dtype(at::kByte));
+        sent = static_cast<int64_t>(len);
+        if (len) std::memcpy(payload.data_ptr(), data, len);
+      } catch (const std::exception& e) {
+        sent = kNoMemory;
+        src_failure = Error(Status::NoMemory, "broadcast_bytes: no memory for a copy of the " + std::to_string(len) +
+                                                  " bytes to send: " + short_what(e));
+      }
+    }
   }
+  auto cpu = at::TensorOptions().dtype(at::kLong);
+  at::Tensor length = at::full({1}, sent, cpu);
   auto to_dev = [&g](const at::Tensor& t) {
     return g.device().type == DeviceType::CUDA ? t.to(at::Device(at::kCUDA, g.device().index)) : t;
   };
@@ -349,8 +372,21 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
   auto w = start(g, "broadcast_bytes", ticket, [&](c10d::Backend& b) { return b.broadcast(ts, o); });
   return make(g, "broadcast_bytes", ticket, w, [=](Pending& p, Clock::time_point deadline) mutable {
     int64_t n = dev_length.cpu().item<int64_t>();
+    if (src_failure) throw *src_failure;
+    if (n == kLenRefused || n == kNoMemory)
+      fail(n == kNoMemory ? Status::NoMemory : Status::InvalidArgument,
+           "broadcast_bytes: src rank " + std::to_string(src) + " could not send its bytes (" +
+               (n == kNoMemory ? "no memory for their copy" : "its len exceeds 2^63 - 1") + "; its own error says more)");
     if (n < 0) fail(Status::Internal, "broadcast_bytes: received a negative length");
-    if (!payload.defined()) payload = at::empty({n}, at::TensorOptions().dtype(at::kByte));
+    if (!payload.defined()) {
+      try {
+        payload = at::empty({n}, at::TensorOptions().dtype(at::kByte));
+      } catch (const std::exception& e) {
+        // src then waits for this rank's part of the payload's broadcast until its timeout.
+        fail(Status::NoMemory, "broadcast_bytes: no memory for the " + std::to_string(n) + " bytes src rank " +
+                                   std::to_string(src) + " sends: " + short_what(e));
+      }
+    }
     at::Tensor dev_payload = to_dev(payload);
     if (n > 0) {
       std::vector<at::Tensor> pts{dev_payload};

@@ -192,9 +192,9 @@ std::shared_ptr<PowerSgdHook> make_powersgd_hook(const PowerSgdOptions& opts) {
                 std::to_string(opts.start_powersgd_iter) +
                 "): their per-bucket state must not be taken before the buckets are final");
   check_arg(opts.min_compression_rate >= 0,
-            "PowerSGD: min_compression_rate " + std::to_string(opts.min_compression_rate) + " is negative");
+            "PowerSGD: min_compression_rate " + std::to_string(opts.min_compression_rate) + " is not a number >= 0");
   check_arg(opts.orthogonalization_epsilon >= 0,
-            "PowerSGD: orthogonalization_epsilon " + std::to_string(opts.orthogonalization_epsilon) + " is negative");
+            "PowerSGD: orthogonalization_epsilon " + std::to_string(opts.orthogonalization_epsilon) + " is not a number >= 0");
   if (opts.batched) return powersgd::make_batched_hook(opts);
   return std::make_shared<powersgd::PerTensorHook>(opts);
 }

@@ -2,11 +2,14 @@
 #include <signal.h>
 #include <unistd.h>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <string>
 #include <thread>
 #include "worker_util.h"
 #include "worker_scenarios.h"
@@ -195,6 +198,26 @@ void scenario_collectives() {
     WCHECK(ddp_buffer_size(out) == len, "broadcast_bytes async size");
     ddp_buffer_free(out);
     ddp_work_free(w);
+  }
+  // A src that cannot send (a len past 2^63 - 1) fails on every rank at
+  // once, each saying so, where its peers waited out the 60 s timeout; and
+  // the group stays usable.
+  {
+    const int src = world - 1;
+    uint8_t one = 1;
+    ddp_buffer* out = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    const ddp_status st = ddp_broadcast_bytes(g, &one, rank == src ? SIZE_MAX : 1, src, &out);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string why = ddp_last_error_message();
+    WCHECK(st == DDP_E_INVALID_ARGUMENT, "unsendable broadcast_bytes -> %s: %s", ddp_status_string(st), why.c_str());
+    WCHECK(why.find(rank == src ? "exceeds the largest payload" : "could not send its bytes") != std::string::npos,
+           "unsendable broadcast_bytes said: %s", why.c_str());
+    WCHECK(s < 10, "unsendable broadcast_bytes took %.1f s", s);
+    WCHECK(out == nullptr, "unsendable broadcast_bytes gave a buffer");
+    WOK(ddp_broadcast_bytes(g, &one, 1, src, &out));
+    WCHECK(ddp_buffer_size(out) == 1 && *static_cast<const uint8_t*>(ddp_buffer_data(out)) == 1, "after it");
+    ddp_buffer_free(out);
   }
   // reduce_boolean_decision.
   for (int all = 0; all < 2; ++all) {

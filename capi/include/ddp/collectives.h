@@ -111,6 +111,10 @@ DDP_API ddp_status ddp_broadcast_async(ddp_group *g, ddp_tensor *t, int src, ddp
  * @param data  read on @p src only (copied before return); ignored elsewhere.
  * @param len   read on @p src only.
  * @param[out] out new reference holding src's bytes, on every rank (also src).
+ * @return DDP_OK; where src cannot send (@p len above INT64_MAX:
+ *         DDP_E_INVALID_ARGUMENT; no memory for its copy: DDP_E_NOMEM), that
+ *         status on every rank at once, the peers' messages naming src, and
+ *         the group stays usable.
  */
 DDP_API ddp_status ddp_broadcast_bytes(ddp_group *g, const void *data, size_t len, int src,
                                        ddp_buffer **out);
