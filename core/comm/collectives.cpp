@@ -546,14 +546,15 @@ void all_gather_into_blocking(Group& g, const at::Tensor& in, const at::Tensor& 
 PendingPtr all_gather_uneven(Group& g, const at::Tensor& in) {
   const char* op = "all_gather_uneven";
   check_tensor(g, in, op);
-  check_arg(in.dim() <= kMaxGatherDims, std::string(op) + ": at most " +
-                                            std::to_string(kMaxGatherDims) + " dimensions");
   verify_same_call(g, {kAllGatherUneven, -1, -1, &in});
-  // Step 1: everyone's ndim, dtype and sizes (one small gather).
+  // Step 1: everyone's ndim, dtype and sizes (one small gather). A tensor
+  // of too many dimensions is refused after it, on every rank: refused
+  // before, on its own rank alone, it left the others in this gather, to
+  // be matched with that rank's next call.
   std::vector<int64_t> meta(2 + kMaxGatherDims, -1);
   meta[0] = in.dim();
   meta[1] = static_cast<int64_t>(in.scalar_type());
-  for (int64_t d = 0; d < in.dim(); ++d) meta[2 + d] = in.size(d);
+  for (int64_t d = 0; d < in.dim() && d < kMaxGatherDims; ++d) meta[2 + d] = in.size(d);
   at::Tensor meta_t = at::tensor(meta, at::TensorOptions().dtype(at::kLong)).to(in.device());
   at::Tensor metas;
   auto ticket = record(g, op, nullptr, &in);
@@ -566,6 +567,10 @@ PendingPtr all_gather_uneven(Group& g, const at::Tensor& in) {
     int64_t ndim = in.dim();
     std::vector<int64_t> max_size(in.sizes().begin(), in.sizes().end());
     bool all_equal = true;
+    for (int r = 0; r < g.size(); ++r)
+      check_arg(mp[r * width] <= kMaxGatherDims, std::string(op) + ": rank " + std::to_string(r) + "'s tensor has " +
+                                                     std::to_string(mp[r * width]) + " dimensions; at most " +
+                                                     std::to_string(kMaxGatherDims));
     for (int r = 0; r < g.size(); ++r) {
       const int64_t* row = mp + r * width;
       check_arg(row[0] == ndim, std::string(op) + ": rank " + std::to_string(r) + " has " +

@@ -286,6 +286,19 @@ void scenario_invalid() {
   }
   for (auto* p : parts) WCHECK(p == nullptr, "no output on error");
   ddp_tensor_free(u);
+  // The last rank's tensor has more dimensions than a gather takes (17 of
+  // size 1): every rank refuses, naming it. Refused on that rank alone, it
+  // left the others in the gather, taking that rank's next call for it.
+  int64_t ones[17];
+  std::fill(ones, ones + 17, int64_t{1});
+  WOK(ddp_tensor_from_blob(&u, y, DDP_FLOAT32, ones, rank == world - 1 ? 17 : 1));
+  st = ddp_all_gather_uneven(g, u, parts.data());
+  WCHECK(st == DDP_E_INVALID_ARGUMENT, "17 dimensions -> %s", ddp_status_string(st));
+  WCHECK(std::strstr(ddp_last_error_message(),
+                     ("rank " + std::to_string(world - 1) + "'s tensor has 17 dimensions").c_str()) != nullptr,
+         "message: %s", ddp_last_error_message());
+  for (auto* p : parts) WCHECK(p == nullptr, "no output on error");
+  ddp_tensor_free(u);
   // The group still works.
   WOK(ddp_all_reduce(g, t, DDP_SUM));
   WCHECK(x[0] == world, "sum after errors: %g", x[0]);
