@@ -98,6 +98,11 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
   check_arg(arg != nullptr || arg_len == 0, "arg is NULL with arg_len " + std::to_string(arg_len));
   check_arg(o.master_port >= 0 && o.master_port <= 65535,
             "master_port " + std::to_string(o.master_port) + " is outside [0, 65535]");
+  check_arg(o.timeout.count() >= 0 && o.timeout <= kMaxJobTimeout,
+            "timeout " + std::to_string(o.timeout.count()) + " ms is outside [0, " +
+                std::to_string(kMaxJobTimeout.count()) + "] (0: none; the most is about 95 years)");
+  check_arg(o.grace.count() >= 0 && o.grace <= kMaxGrace, "grace " + std::to_string(o.grace.count()) +
+                                                              " ms is outside [0, " + std::to_string(kMaxGrace.count()) + "]");
   if (o.method == StartMethod::Fork) {
     int threads = thread_count();
     if (threads != 1)

@@ -8,6 +8,7 @@
  *   fork_threads         : DDP_START_FORK after starting a thread: refused
  *   timeout N            : the workers sleep past the job timeout
  *   port PORT N          : use an explicit master_port (maybe in use)
+ *   long_timeouts        : timeouts past the longest are refused; the longest works
  */
 #include <pthread.h>
 #include <signal.h>
@@ -112,6 +113,17 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "timeout")) {
     o.timeout_ms = 1500;
     return RUN(ddp_spawn(&o, sleeper, NULL, 0, &result));
+  }
+  if (!strcmp(mode, "long_timeouts")) {
+    /* INT64_MAX ms overflowed the supervisor's deadline: the job was stopped at once. */
+    o.timeout_ms = INT64_MAX;
+    int rc = RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
+    o.timeout_ms = 0;
+    o.grace_ms = INT64_MAX;
+    rc &= RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
+    o.timeout_ms = 3000000000000LL; /* the longest: about 95 years */
+    o.grace_ms = 2147483647;
+    return rc | RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result)) << 1;
   }
   if (!strcmp(mode, "port")) {
     o.master_port = atoi(argv[2]);

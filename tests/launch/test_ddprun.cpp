@@ -432,6 +432,14 @@ TEST(Ddprun, EmptyMasterAddressAndOutOfRangeRankFilterAreRefused) {
   r = ddprun_run({"--standalone", "--nproc-per-node", "2", "--local-ranks-filter", "9", worker(), "sleep"});
   EXPECT_EQ(r.r.exit_code, 2) << r.r.output;
   EXPECT_TRUE(has(r.r.output, "--local-ranks-filter names local rank 9")) << r.r.output;
+  // Durations that are no time the agent can wait: infinity and 1e300 were
+  // taken and converted to milliseconds with undefined behaviour.
+  for (const char* bad : {"inf", "1e300", "2147484"}) {
+    r = ddprun_run({"--standalone", "--nproc-per-node", "1", "--grace-period", bad, worker(), "sleep"});
+    EXPECT_EQ(r.r.exit_code, 2) << r.r.output;
+    EXPECT_TRUE(has(r.r.output, "--grace-period '" + std::string(bad) + "' must be a number of seconds from 0"))
+        << r.r.output;
+  }
 }
 
 TEST(Ddprun, AMissingProgramIsNamedWithItsError) {

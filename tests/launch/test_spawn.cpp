@@ -82,6 +82,15 @@ TEST(Spawn, JobTimeoutStopsEveryWorker) {
   EXPECT_LT(o.seconds, 15);
 }
 
+TEST(Spawn, TimeoutsPastTheLongestAreRefusedAndTheLongestWorks) {
+  auto o = run({"long_timeouts"});
+  const std::string& out = o.r.output;
+  EXPECT_TRUE(has(out, "timeout 9223372036854775807 ms is outside [0, 3000000000000]")) << out;
+  EXPECT_TRUE(has(out, "grace 9223372036854775807 ms is outside [0, 2147483647]")) << out;
+  EXPECT_TRUE(has(out, "result=hello sum=1 world=2")) << out;
+  EXPECT_EQ(o.r.exit_code, 1) << out;  // refused twice, then ok
+}
+
 TEST(Spawn, MasterPortInUseIsAClearError) {
   int port = 0;
   int fd = ddptest::occupy_port(&port);

@@ -23,7 +23,12 @@ int to_int(const std::string& flag, const std::string& v, int lo, int hi) {
 double to_seconds(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   double x = std::strtod(v.c_str(), &end);
-  check_arg(!v.empty() && end && *end == '\0' && x >= 0, flag + " '" + v + "' must be a non-negative number of seconds");
+  // At most 2^31 - 1 ms, a group's longest timeout: the agent turns these
+  // into milliseconds and its deadlines into nanoseconds ("inf" and 1e300
+  // were taken, and converted with undefined behaviour).
+  constexpr double kMostSeconds = 2147483.647;
+  check_arg(!v.empty() && end && *end == '\0' && x >= 0 && x <= kMostSeconds,
+            flag + " '" + v + "' must be a number of seconds from 0 to 2147483.647 (about 24.8 days)");
   return x;
 }
 

@@ -62,8 +62,8 @@ typedef struct ddp_spawn_options {
   ddp_start_method start_method; /**< DDP_START_POPEN */
   const char *master_addr;       /**< NULL: "127.0.0.1" */
   int master_port;               /**< 0: a free port */
-  int64_t timeout_ms;            /**< whole job; 0: no limit (DDP_E_TIMEOUT when exceeded) */
-  int64_t grace_ms;              /**< SIGTERM -> SIGKILL after a failure; 0: 5000 */
+  int64_t timeout_ms;            /**< whole job; 0: no limit (DDP_E_TIMEOUT when exceeded); at most 3e12 (about 95 years) */
+  int64_t grace_ms;              /**< SIGTERM -> SIGKILL after a failure; 0: 5000; at most 2^31 - 1 */
 } ddp_spawn_options;
 
 /** An initialiser of ::ddp_spawn_options with the defaults: `ddp_spawn_options o = DDP_SPAWN_OPTIONS_INIT;` */
