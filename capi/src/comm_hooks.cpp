@@ -55,9 +55,15 @@ ddp::core::Status run_c_hook(void* target, ddp::core::Group& group, const ddp::c
   release(handle);
   if (s != DDP_OK) {
     std::string message = ddp_last_error_message();
-    *why = "a custom comm hook returned " + std::string(ddp_status_string(s)) + " on rank " +
+    // A value that is no ddp_status (a hook's own error code) fails the
+    // step as the backend's error, on every rank alike: the other ranks
+    // take only error statuses from the failure this rank publishes.
+    const bool known = s >= DDP_E_WORKER_FAILED && s < DDP_OK;
+    *why = "a custom comm hook returned " +
+           (known ? std::string(ddp_status_string(s)) : std::to_string(s) + " (not a ddp_status)") + " on rank " +
            std::to_string(group.rank()) + " for bucket " + std::to_string(v.index) +
            (message.empty() ? "" : ": " + message);
+    if (!known) s = DDP_E_BACKEND;
   }
   return static_cast<ddp::core::Status>(s);
 }

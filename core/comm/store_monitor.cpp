@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -31,11 +32,16 @@ std::string failure_report(Status status, const std::string& message) {
 std::pair<Status, std::string> parse_report(const std::string& report) {
   auto bar = report.find('|');
   if (bar == std::string::npos) return {Status::PeerFailed, report};
+  // Only an error status is taken: the key may have been written by any
+  // process that reached the store, and "0|..." made the ranks stop with
+  // Status::Ok, which the C API returned as DDP_OK for a call that failed.
   Status status = Status::PeerFailed;
-  try {
-    status = static_cast<Status>(std::stoi(report.substr(0, bar)));
-  } catch (...) {
-  }
+  const std::string code = report.substr(0, bar);
+  char* end = nullptr;
+  const long v = std::strtol(code.c_str(), &end, 10);
+  if (!code.empty() && *end == '\0' && v >= static_cast<long>(Status::WorkerFailed) &&
+      v <= static_cast<long>(Status::InvalidArgument))
+    status = static_cast<Status>(v);
   return {status, report.substr(bar + 1)};
 }
 

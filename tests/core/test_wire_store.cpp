@@ -21,6 +21,7 @@
 
 #include "comm/failure.h"
 #include "comm/rendezvous.h"
+#include "comm/store_monitor.h"
 #include "common/error.h"
 #include "launch/supervisor.h"
 #include "store/meeting.h"
@@ -276,6 +277,19 @@ TEST(WireStore, ForeignWritersLoseOnlyTheirOwnConnection) {
 // Found by fuzzing (fuzz/corpus/store_wire/add_overflow_found_by_fuzzing):
 // an add past INT64_MAX was signed overflow in the server, undefined; it
 // wraps now, and the store goes on serving.
+// The abort key may be written by any process that reaches the store: its
+// status is taken only where it is an error's, so that "0|..." (Status::Ok)
+// cannot make a failed call return DDP_OK.
+TEST(StoreMonitor, AnAbortReportIsTakenOnlyWithAnErrorStatus) {
+  EXPECT_EQ(parse_report(failure_report(Status::Timeout, "rank 1: slow")),
+            std::make_pair(Status::Timeout, std::string("rank 1: slow")));
+  EXPECT_EQ(parse_report("-10|w").first, Status::WorkerFailed);
+  for (const char* foreign : {"0|boom", "5|boom", "-11|boom", "x|boom", "|boom", "-1x|boom", "99999999999999999999|boom"})
+    EXPECT_EQ(parse_report(foreign), std::make_pair(Status::PeerFailed, std::string("boom"))) << foreign;
+  EXPECT_EQ(parse_report("no bar").first, Status::PeerFailed);
+  EXPECT_EQ(reported_failure("0|boom").status(), Status::PeerFailed);
+}
+
 TEST(WireStore, AnOverflowingAddWrapsAndTheStoreGoesOn) {
   auto server = serve();
   WireStoreClient client("127.0.0.1", server->port(), Millis(3000));

@@ -54,7 +54,7 @@ ddp_status c_hook(ddp_group* g, const ddp_comm_bucket* b, void* user) {
   int* calls = static_cast<int*>(user);
   ++*calls;
   if (std::getenv("DDP_TEST_HOOK_FAILS_ON") && ddp_group_rank(g) == std::atoi(std::getenv("DDP_TEST_HOOK_FAILS_ON")))
-    return DDP_E_BACKEND;
+    return std::getenv("DDP_TEST_HOOK_RETURNS") ? std::atoi(std::getenv("DDP_TEST_HOOK_RETURNS")) : DDP_E_BACKEND;
   int64_t total = 0;
   for (size_t k = 0; k < b->num_params; ++k) {
     int64_t numel = 1;
@@ -142,6 +142,14 @@ void scenario_custom_hook_error() {
   std::fprintf(stderr, "[rank %d] -> %s after %.2f s: %s\n", rank, ddp_status_string(st), el, ddp_last_error_message());
   WCHECK(st != DDP_OK, "rank %d got no error", rank);
   WCHECK(el < 10, "took %.2f s", el);
+  // A hook's own error code (no ddp_status) is a ddp_status on every rank:
+  // DDP_E_BACKEND where it was returned, naming the value.
+  WCHECK(st >= DDP_E_WORKER_FAILED && st < DDP_OK, "rank %d got %d, no ddp_status", rank, st);
+  if (std::getenv("DDP_TEST_HOOK_RETURNS") && rank == std::atoi(std::getenv("DDP_TEST_HOOK_FAILS_ON"))) {
+    WCHECK(st == DDP_E_BACKEND, "the failing rank got %d", st);
+    WCHECK(std::strstr(ddp_last_error_message(), "returned 7 (not a ddp_status)") != nullptr, "said: %s",
+           ddp_last_error_message());
+  }
   ddp_reducer_free(red);
   ddp_group_free(g);
 }

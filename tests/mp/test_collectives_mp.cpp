@@ -281,6 +281,7 @@ TEST(ShmHierarchical, KilledRankOnOneNodeStopsEveryRankOfBoth) {
 TEST(Reducer, CustomCHook) { expect_all_ok(run(2, "custom_hook")); }
 TEST(Reducer, CustomCHookErrorOnOneRankFailsEveryRank) {
   expect_all_ok(run(3, "custom_hook_error", {"DDP_TEST_HOOK_FAILS_ON=1"}, 60));
+  expect_all_ok(run(3, "custom_hook_error", {"DDP_TEST_HOOK_FAILS_ON=1", "DDP_TEST_HOOK_RETURNS=7"}, 60));
 }
 
 TEST(Reducer, PostLocalSgdWithPeriodicModelAveraging) {

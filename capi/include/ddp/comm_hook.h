@@ -144,10 +144,11 @@ typedef struct ddp_comm_bucket {
 /**
  * A hook written in C. It runs when a bucket is ready, on the thread that
  * completed it, and must leave the reduced bucket in bucket->buffer before
- * it returns (e.g. with ddp_all_reduce on @p group). Returning a non-OK
+ * it returns (e.g. with ddp_all_reduce on @p group). Returning an error
  * status fails the step on every rank with that status (the failure is
  * published to the other ranks, whose waits stop instead of hanging), and
- * the group is unusable afterwards.
+ * the group is unusable afterwards; any other non-zero value does the same
+ * as DDP_E_BACKEND, the message naming the value.
  */
 typedef ddp_status (*ddp_comm_hook_fn)(struct ddp_group *group, const ddp_comm_bucket *bucket, void *user_data);
 
