@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <new>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -67,6 +68,14 @@ struct WireStoreServer::State {
   size_t queue_length(const std::string& key) const;
   void forget_waits(uint64_t id);
   static void send(Connection& c, Encoder& e) { c.out.insert(c.out.end(), e.out().begin(), e.out().end()); }
+  // Whether an answer of `bytes` more fits what the connection may buffer.
+  // Checked before the answer is built: a multi-get that lists one large
+  // key 65536 times asked for 64 GiB, and the server ran out of memory
+  // building it (found by fuzzing).
+  static bool room_for(const Connection& c, uint64_t bytes) {
+    return bytes <= kMaxBufferedBytes && c.out.size() <= kMaxBufferedBytes - bytes;
+  }
+  static uint64_t blob_bytes(size_t n) { return sizeof(uint64_t) + n; }
 };
 
 namespace {
@@ -144,14 +153,22 @@ void WireStoreServer::State::run() {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)) || it == conns.end()) continue;
       Connection& c = it->second;
       // What a client sent before it closed is still served (a last set).
-      bool open = read_from(c);
+      bool open = true;
       size_t off = 0;
-      for (;;) {
-        Decoder d(c.in.data() + off, c.in.size() - off);
-        Parsed p = handle_one(ids[i], c, d);
-        if (p == Parsed::Bad) open = false;
-        if (p != Parsed::Done) break;
-        off += d.used();
+      try {
+        open = read_from(c);
+        for (;;) {
+          Decoder d(c.in.data() + off, c.in.size() - off);
+          Parsed p = handle_one(ids[i], c, d);
+          if (p == Parsed::Bad) open = false;
+          if (p != Parsed::Done) break;
+          off += d.used();
+        }
+      } catch (const std::bad_alloc&) {
+        // The host's memory is full (each value and buffer is bounded,
+        // their number is not): this client loses its connection, where
+        // the exception ended the process that hosts the store.
+        open = false;
       }
       c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(off));
       if (c.in.size() > kMaxBufferedBytes || c.out.size() > kMaxBufferedBytes) open = false;
@@ -304,9 +321,11 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
       auto it = keys.find(key);
       if (it == keys.end()) {
         // As c10d: a missing key is created only when nothing was expected.
+        if (!room_for(c, blob_bytes(value.empty() ? desired.size() : value.size()))) return Parsed::Bad;
         if (value.empty()) store(key, desired);
         send(c, e.blob(value.empty() ? desired : value));
       } else {
+        if (!room_for(c, blob_bytes(std::max(it->second.size(), desired.size())))) return Parsed::Bad;
         if (it->second == value) store(key, std::move(desired));
         send(c, e.blob(keys[key]));
       }
@@ -316,6 +335,7 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
       if (!d.str(&key)) break;
       auto it = keys.find(key);
       if (it == keys.end()) return Parsed::Bad;  // c10d's clients wait for a key before they get it
+      if (!room_for(c, blob_bytes(it->second.size()))) return Parsed::Bad;
       send(c, e.blob(it->second));
       return Parsed::Done;
     }
@@ -377,8 +397,13 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
     }
     case Query::MultiGet: {
       if (!read_keys(d, &ks)) break;
-      for (const auto& k : ks)
-        if (!keys.count(k)) return Parsed::Bad;
+      uint64_t answer = 0;  // at most 2^16 keys of 2^28 bytes: no overflow
+      for (const auto& k : ks) {
+        auto it = keys.find(k);
+        if (it == keys.end()) return Parsed::Bad;
+        answer += blob_bytes(it->second.size());
+      }
+      if (!room_for(c, answer)) return Parsed::Bad;
       for (const auto& k : ks) e.blob(keys[k]);
       send(c, e);
       return Parsed::Done;
@@ -416,6 +441,7 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
       if (n > 0) {
         auto it = queues.find(key);
         Queue& q = it->second;
+        if (!room_for(c, sizeof(int64_t) + blob_bytes(q.items.front().size()))) return Parsed::Bad;
         e.blob(q.items.front());
         q.bytes -= q.items.front().size();
         q.items.pop_front();
@@ -429,11 +455,15 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
       send(c, e.i64(static_cast<int64_t>(queue_length(key))));
       return Parsed::Done;
     }
-    case Query::ListKeys:
+    case Query::ListKeys: {
+      uint64_t answer = sizeof(int64_t);
+      for (const auto& kv : keys) answer += blob_bytes(kv.first.size());
+      if (!room_for(c, answer)) return Parsed::Bad;
       e.i64(static_cast<int64_t>(keys.size()));
       for (const auto& [k, v] : keys) e.str(k);
       send(c, e);
       return Parsed::Done;
+    }
     default:
       return Parsed::Bad;  // a query this server does not serve, or a foreign byte
   }

@@ -274,9 +274,53 @@ TEST(WireStore, ForeignWritersLoseOnlyTheirOwnConnection) {
   close(fd);
 }
 
-// Found by fuzzing (fuzz/corpus/store_wire/add_overflow_found_by_fuzzing):
-// an add past INT64_MAX was signed overflow in the server, undefined; it
-// wraps now, and the store goes on serving.
+// Found by fuzzing (a ping unanswered for 9 s, then the server's memory):
+// an answer is built only where it fits what a connection may buffer. A
+// multi-get listing one 1 MiB key 65536 times asked for a 64 GiB answer,
+// which the server built before it looked at its size.
+TEST(WireStore, AnAnswerLargerThanAConnectionMayBufferIsNeverBuilt) {
+  auto server = serve();
+  WireStoreClient good("127.0.0.1", server->port(), Millis(3000));
+  good.set("big", Bytes(1 << 20, 7));
+  good.set("k", b("v"));
+  auto dropped = [&](const std::vector<uint8_t>& bytes) {
+    int fd = connect_raw(server->port());
+    EXPECT_GE(fd, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t off = 0; off < bytes.size();) {
+      ssize_t k = send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (k <= 0) break;  // dropped while still sending
+      off += static_cast<size_t>(k);
+    }
+    shutdown(fd, SHUT_WR);
+    timeval tv{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    uint8_t buf[1 << 16];
+    size_t got = 0;
+    for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) got += static_cast<size_t>(n);
+    close(fd);
+    return std::make_pair(got, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  const std::vector<uint8_t> validate = {0, 0xce, 0xf7, 0x85, 0x3c};
+  const std::vector<uint8_t> key = {4, 0, 0, 0, 0, 0, 0, 0, '/', 'b', 'i', 'g'};
+  std::vector<uint8_t> multi_get = validate;
+  multi_get.insert(multi_get.end(), {10, 0, 0, 1, 0, 0, 0, 0, 0});  // 65536 keys
+  for (int i = 0; i < 65536; ++i) multi_get.insert(multi_get.end(), key.begin(), key.end());
+  auto [got, s] = dropped(multi_get);
+  EXPECT_EQ(got, 0u) << "answered " << got << " bytes";
+  EXPECT_LT(s, 5) << "dropped only after " << s << " s";
+  // 300 gets of it in one go: answered while they fit (256 MiB and a
+  // little), then dropped, never holding more.
+  std::vector<uint8_t> gets = validate;
+  for (int i = 0; i < 300; ++i) {
+    gets.push_back(3);
+    gets.insert(gets.end(), key.begin(), key.end());
+  }
+  std::tie(got, s) = dropped(gets);
+  EXPECT_LE(got, wire::kMaxBufferedBytes);
+  EXPECT_EQ(good.get("k"), b("v"));  // everyone else is served as before
+}
+
 // The abort key may be written by any process that reaches the store: its
 // status is taken only where it is an error's, so that "0|..." (Status::Ok)
 // cannot make a failed call return DDP_OK.
@@ -290,6 +334,9 @@ TEST(StoreMonitor, AnAbortReportIsTakenOnlyWithAnErrorStatus) {
   EXPECT_EQ(reported_failure("0|boom").status(), Status::PeerFailed);
 }
 
+// Found by fuzzing (fuzz/corpus/store_wire/add_overflow_found_by_fuzzing):
+// an add past INT64_MAX was signed overflow in the server, undefined; it
+// wraps now, and the store goes on serving.
 TEST(WireStore, AnOverflowingAddWrapsAndTheStoreGoesOn) {
   auto server = serve();
   WireStoreClient client("127.0.0.1", server->port(), Millis(3000));
