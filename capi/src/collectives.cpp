@@ -45,8 +45,8 @@ ddp_status run_blocking(Start&& start) {
 ddp::core::Pending& waited(ddp_work* w, const char* fn, const char* kind = nullptr) {
   auto* h = require(w, "work");
   if (kind && h->pending->op() != kind)
-    fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": the work is a " + h->pending->op() +
-                                          "; only a " + kind + " work has this result");
+    fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": the work came from " + h->pending->op() +
+                                          "; only a work from " + kind + " has this result");
   if (!h->pending->done()) fail(DDP_E_STATE, std::string(fn) + ": the work has not been waited for yet");
   return *h->pending;
 }
