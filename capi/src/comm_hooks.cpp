@@ -58,7 +58,7 @@ ddp::core::Status run_c_hook(void* target, ddp::core::Group& group, const ddp::c
     // A value that is no ddp_status (a hook's own error code) fails the
     // step as the backend's error, on every rank alike: the other ranks
     // take only error statuses from the failure this rank publishes.
-    const bool known = s >= DDP_E_WORKER_FAILED && s < DDP_OK;
+    const bool known = ddp::core::is_error_status(s);
     *why = "a custom comm hook returned " +
            (known ? std::string(ddp_status_string(s)) : std::to_string(s) + " (not a ddp_status)") + " on rank " +
            std::to_string(group.rank()) + " for bucket " + std::to_string(v.index) +

@@ -39,9 +39,7 @@ std::pair<Status, std::string> parse_report(const std::string& report) {
   const std::string code = report.substr(0, bar);
   char* end = nullptr;
   const long v = std::strtol(code.c_str(), &end, 10);
-  if (!code.empty() && *end == '\0' && v >= static_cast<long>(Status::WorkerFailed) &&
-      v <= static_cast<long>(Status::InvalidArgument))
-    status = static_cast<Status>(v);
+  if (!code.empty() && *end == '\0' && is_error_status(v)) status = static_cast<Status>(v);
   return {status, report.substr(bar + 1)};
 }
 

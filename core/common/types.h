@@ -23,6 +23,12 @@ enum class Status : int32_t {
   WorkerFailed = -10,
 };
 
+// Whether a value, as read from outside (the store, a caller's hook), is
+// one of the error statuses above.
+constexpr bool is_error_status(int64_t v) {
+  return v >= static_cast<int64_t>(Status::WorkerFailed) && v <= static_cast<int64_t>(Status::InvalidArgument);
+}
+
 enum class DType : int32_t {
   Float32 = 0,
   Float64 = 1,

@@ -25,8 +25,8 @@ uint64_t generator_seed(int64_t seed) { return static_cast<uint64_t>(seed); }
 }  // namespace
 
 // The counts are exact for every int64 size: ceil(n / R) written as
-// n / R + 1 would overflow n + R - 1 near INT64_MAX, where PyTorch's float
-// division is no longer exact either (it is from 0 to 2^53).
+// (n + R - 1) / R overflowed near INT64_MAX, where PyTorch's float division
+// is no longer exact either (it is from 0 to 2^53).
 int64_t sampler_num_samples(int64_t dataset_size, int num_replicas, bool drop_last) {
   check_shape(dataset_size, num_replicas);
   // drop_last with a remainder: ceil((n - R) / R), which is n / R rounded down.
@@ -39,10 +39,8 @@ int64_t unrepeated_num_samples(int64_t dataset_size, int num_replicas, int rank)
   return rank >= dataset_size ? 0 : (dataset_size - rank - 1) / num_replicas + 1;  // len(range(rank, n, R))
 }
 
-namespace {
-
-// What rank `rank` gets after `start`.
-int64_t count_for(int64_t dataset_size, int num_replicas, int rank, const SamplerOptions& opts) {
+int64_t sampler_count(int64_t dataset_size, int num_replicas, int rank, const SamplerOptions& opts) {
+  check_shape(dataset_size, num_replicas);
   check_arg(rank >= 0 && rank < num_replicas, "sampler: rank " + std::to_string(rank) + " is outside [0, " +
                                                   std::to_string(num_replicas) + ")");
   check_arg(opts.start >= 0, "sampler: start " + std::to_string(opts.start) + " is negative");
@@ -51,13 +49,6 @@ int64_t count_for(int64_t dataset_size, int num_replicas, int rank, const Sample
   const int64_t left = std::max<int64_t>(dataset_size - opts.start, 0);
   return opts.unrepeated ? unrepeated_num_samples(left, num_replicas, rank)
                          : sampler_num_samples(left, num_replicas, opts.drop_last);
-}
-
-}  // namespace
-
-int64_t sampler_count(int64_t dataset_size, int num_replicas, int rank, const SamplerOptions& opts) {
-  check_shape(dataset_size, num_replicas);
-  return count_for(dataset_size, num_replicas, rank, opts);
 }
 
 std::vector<int64_t> sampler_indices(int64_t dataset_size, int num_replicas, int rank, int64_t epoch,

@@ -23,16 +23,18 @@ Bytes number(int64_t n) {
   return Bytes(s.begin(), s.end());
 }
 
-// The number a round's key holds, from lo to hi. Agents write only such
-// numbers; anything else came from another process that reached the store
-// (its port is open to anyone), and is named, where std::stoll said only
-// "stoll", or took a negative or huge count for the round's size.
-int64_t number_of(const Bytes& b, const char* key, int64_t lo, int64_t hi) {
+// The count a round's key holds (a round's size or number), from 0 to
+// INT32_MAX. Agents write only such numbers; anything else came from another
+// process that reached the store (its port is open to anyone), and is
+// named, where std::stoll said only "stoll", or took a negative or huge
+// count for the round's size.
+int number_of(const Bytes& b, const char* key) {
+  constexpr int64_t lo = 0, hi = INT32_MAX;
   const std::string s(b.begin(), b.end());
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (!s.empty() && *end == '\0' && errno == 0 && v >= lo && v <= hi) return v;
+  if (!s.empty() && *end == '\0' && errno == 0 && v >= lo && v <= hi) return static_cast<int>(v);
   std::string shown;
   for (char c : s.substr(0, 40)) shown += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
   if (s.size() > 40) shown += "...";
@@ -74,7 +76,7 @@ std::optional<Admission> join_elastic_round(KeyStore& round, const ElasticRound&
                                              std::to_string(r.min_nodes) + " needed; is node 0 running?)");
       std::this_thread::sleep_for(kPoll);
     }
-    closed = number_of(round.get("closed"), "closed", 0, INT32_MAX);
+    closed = number_of(round.get("closed"), "closed");
     if (closed == 0) {
       round.add("told", 1);  // the closer waits for this before its store goes away
       return Admission{0, 0};
@@ -96,7 +98,7 @@ void close_round_for_good(KeyStore& round, std::chrono::milliseconds bound) {
 int64_t nodes_waiting(KeyStore& round) { return round.add("waiting", 0); }
 
 int newest_round(KeyStore& job) {
-  return job.check({"open_round"}) ? static_cast<int>(number_of(job.get("open_round"), "open_round", 0, INT32_MAX)) : 0;
+  return job.check({"open_round"}) ? number_of(job.get("open_round"), "open_round") : 0;
 }
 
 void open_round(KeyStore& job, int round) { job.set("open_round", number(round)); }
