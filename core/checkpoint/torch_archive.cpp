@@ -10,12 +10,14 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <new>
 #include <set>
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/zip_directory.h"
+#include "comm/failure.h"
 #include "common/error.h"
 
 namespace ddp::core {
@@ -353,7 +355,10 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
     return unpickler.parse_ivalue();
   } catch (const Error&) {
     throw;
+  } catch (const std::bad_alloc&) {
+    fail(Status::NoMemory, "checkpoint " + name + ": out of memory while reading it");
   } catch (const c10::Error& e) {
+    if (is_out_of_memory(e)) fail_from_aten(Status::NoMemory, "checkpoint " + name, e);
     bad(name, std::string("not a readable torch.save file: ") + e.what_without_backtrace());
   } catch (const std::exception& e) {
     bad(name, std::string("not a readable torch.save file: ") + e.what());

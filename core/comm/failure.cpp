@@ -25,9 +25,19 @@ bool read_timed_out(const std::exception& e) {
   return dynamic_cast<const c10::DistNetworkError*>(&e) && classify_exception(e) == Status::Timeout;
 }
 
+bool is_out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
+  return dynamic_cast<const c10::Error*>(&e) && contains(short_what(e), "can't allocate memory");
+}
+
+void fail_from_aten(Status otherwise, const std::string& context, const std::exception& e) {
+  const bool no_memory = is_out_of_memory(e);
+  fail(no_memory ? Status::NoMemory : otherwise, context + (no_memory ? ": out of memory: " : ": ") + short_what(e));
+}
+
 Status classify_exception(const std::exception& e) {
   if (auto* de = dynamic_cast<const Error*>(&e)) return de->status();
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return Status::NoMemory;
+  if (is_out_of_memory(e)) return Status::NoMemory;
   std::string msg = short_what(e);
   std::string lower(msg);
   std::transform(lower.begin(), lower.end(), lower.begin(),

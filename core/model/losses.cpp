@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "comm/failure.h"
 #include "common/error.h"
 
 namespace ddp::core {
@@ -130,7 +131,7 @@ at::Tensor compute_loss(const LossSpec& spec, const at::Tensor& input, const at:
   try {
     return compute(spec, name, input, target).contiguous();
   } catch (const c10::Error& e) {
-    fail(Status::InvalidArgument, name + ": " + e.what_without_backtrace());
+    fail_from_aten(Status::InvalidArgument, name, e);
   }
 }
 

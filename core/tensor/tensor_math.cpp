@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "comm/failure.h"
 #include "common/error.h"
 
 namespace ddp::core {
@@ -13,7 +14,8 @@ namespace {
 std::string shape_of(const at::Tensor& t) { return c10::str(t.sizes()); }
 
 // ATen's refusal (shapes that do not broadcast, a dtype an operator does
-// not take) as the caller's mistake, naming the operator.
+// not take) as the caller's mistake, naming the operator; an output that
+// cannot be allocated as Status::NoMemory.
 template <typename F>
 at::Tensor checked(const std::string& what, F&& compute) {
   try {
@@ -21,7 +23,7 @@ at::Tensor checked(const std::string& what, F&& compute) {
     // give an expanded view.
     return compute().contiguous();
   } catch (const c10::Error& e) {
-    fail(Status::InvalidArgument, what + ": " + e.what_without_backtrace());
+    fail_from_aten(Status::InvalidArgument, what, e);
   }
 }
 

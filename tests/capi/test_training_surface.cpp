@@ -114,6 +114,22 @@ TEST(TensorOps, BadInputIsNamed) {
   for (ddp_tensor* t : {ta, tb, ti, neg}) ddp_tensor_free(t);
 }
 
+// An output too large for the host is DDP_E_NOMEM, not the caller's
+// mistake: c10's CPU allocator throws a plain c10::Error for it.
+TEST(TensorOps, AnOutputThatCannotBeAllocatedIsOutOfMemory) {
+  const int64_t n = int64_t{1} << 23;  // [n, 1] + [1, n] broadcasts to 2^46 floats: 256 TiB
+  ddp_tensor *column = nullptr, *row = nullptr, *out = nullptr;
+  const int64_t column_shape[2] = {n, 1}, row_shape[2] = {1, n};
+  const ddp_device cpu = DDP_DEVICE_CPU_INIT;
+  ASSERT_EQ(ddp_tensor_new(&column, DDP_FLOAT32, column_shape, 2, cpu), DDP_OK) << last();
+  ASSERT_EQ(ddp_tensor_new(&row, DDP_FLOAT32, row_shape, 2, cpu), DDP_OK) << last();
+  EXPECT_EQ(ddp_tensor_binary(DDP_OP_ADD, column, row, &out), DDP_E_NOMEM) << last();
+  EXPECT_TRUE(has(last(), "add") && has(last(), "out of memory")) << last();
+  EXPECT_EQ(out, nullptr);
+  ddp_tensor_free(column);
+  ddp_tensor_free(row);
+}
+
 TEST(Losses, ArgumentsAreCheckedByName) {
   float logits[6] = {1, 2, 3, 4, 5, 6}, w2[2] = {1, 1}, reg[6] = {0};
   int64_t y[2] = {2, 0}, two = 2;

@@ -8,7 +8,8 @@
  * keeps the autograd graph: its result, handed to ddp_strategy_backward,
  * trains. Results are new references to contiguous tensors on the first
  * input's device; a second tensor on another device is moved there.
- * Broadcasting and type promotion are PyTorch's.
+ * Broadcasting and type promotion are PyTorch's. A result the host has no
+ * memory for is DDP_E_NOMEM (say, shapes that broadcast to terabytes).
  *
  * Threading: grad mode is per thread, as torch.set_grad_enabled.
  */
@@ -53,7 +54,8 @@ typedef enum ddp_unary_op {
  * @p a (op) @p b, element-wise with broadcasting.
  * @param[out] out new reference.
  * @return DDP_OK; DDP_E_INVALID_ARGUMENT naming the operator and both shapes
- *         when they do not broadcast, or an unknown operator.
+ *         when they do not broadcast, or an unknown operator; DDP_E_NOMEM
+ *         when the result cannot be allocated.
  */
 DDP_API ddp_status ddp_tensor_binary(ddp_binary_op op, const ddp_tensor *a, const ddp_tensor *b, ddp_tensor **out);
 

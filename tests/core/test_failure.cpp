@@ -1,0 +1,62 @@
+// How exceptions from ATen and c10d become statuses (core/comm/failure.h).
+#include <ATen/Functions.h>
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "comm/failure.h"
+#include "common/error.h"
+
+namespace ddp::core {
+namespace {
+
+// What c10's CPU allocator throws when the host has no memory for a tensor
+// (a plain c10::Error, not c10::OutOfMemoryError).
+c10::Error cpu_allocator_refusal() {
+  try {
+    at::empty({int64_t{1} << 46}, at::kFloat);  // 256 TiB
+  } catch (const c10::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "a 256 TiB tensor was allocated";
+  return c10::Error({"cpu_allocator_refusal", __FILE__, __LINE__}, "no refusal");
+}
+
+TEST(Failure, AllocatorRefusalsAreOutOfMemoryAndOtherAtenErrorsAreNot) {
+  const c10::Error refusal = cpu_allocator_refusal();
+  EXPECT_TRUE(is_out_of_memory(refusal)) << short_what(refusal);
+  EXPECT_EQ(classify_exception(refusal), Status::NoMemory) << short_what(refusal);
+
+  const c10::OutOfMemoryError cuda_style({"f", "file", 1}, "CUDA out of memory. Tried to allocate 2.00 GiB");
+  EXPECT_EQ(classify_exception(cuda_style), Status::NoMemory);
+
+  try {
+    at::ones({2, 3}).add(at::ones({4}));
+    FAIL() << "shapes [2, 3] and [4] were added";
+  } catch (const c10::Error& e) {
+    EXPECT_FALSE(is_out_of_memory(e)) << short_what(e);
+    EXPECT_EQ(classify_exception(e), Status::Backend) << short_what(e);
+  }
+  EXPECT_FALSE(is_out_of_memory(std::runtime_error("can't allocate memory")))
+      << "only c10's errors are read for the allocator's words";
+}
+
+TEST(Failure, FailFromAtenKeepsTheCallersStatusUnlessMemoryRanOut) {
+  try {
+    fail_from_aten(Status::InvalidArgument, "add", cpu_allocator_refusal());
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::NoMemory);
+    EXPECT_NE(std::string(e.what()).find("add: out of memory: "), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("Exception raised from"), std::string::npos) << "no C++ stack trace";
+  }
+  try {
+    fail_from_aten(Status::InvalidArgument, "add", std::runtime_error("shapes differ"));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::InvalidArgument);
+    EXPECT_STREQ(e.what(), "add: shapes differ");
+  }
+}
+
+}  // namespace
+}  // namespace ddp::core
