@@ -339,6 +339,7 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
   // they waited out the timeout for a length that never came; and every
   // rank made the same one collective, so the group stays usable.
   constexpr int64_t kLenRefused = -1, kNoMemory = -2;
+  constexpr int64_t kAgreedAbove = int64_t{1} << 20;
   int64_t sent = 0;
   std::optional<Error> src_failure;
   at::Tensor payload;
@@ -378,15 +379,36 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
            "broadcast_bytes: src rank " + std::to_string(src) + " could not send its bytes (" +
                (n == kNoMemory ? "no memory for their copy" : "its len exceeds 2^63 - 1") + "; its own error says more)");
     if (n < 0) fail(Status::Internal, "broadcast_bytes: received a negative length");
+    std::optional<Error> no_memory;
     if (!payload.defined()) {
       try {
         payload = at::empty({n}, at::TensorOptions().dtype(at::kByte));
       } catch (const std::exception& e) {
-        // src then waits for this rank's part of the payload's broadcast until its timeout.
-        fail(Status::NoMemory, "broadcast_bytes: no memory for the " + std::to_string(n) + " bytes src rank " +
-                                   std::to_string(src) + " sends: " + short_what(e));
+        no_memory = Error(Status::NoMemory, "broadcast_bytes: no memory for the " + std::to_string(n) +
+                                                " bytes src rank " + std::to_string(src) + " sends: " + short_what(e));
       }
     }
+    // Above kAgreedAbove the ranks agree that each has room before the
+    // payload moves (one more all-reduce of 8 bytes, small beside the
+    // payload): a peer without memory then fails every rank at once, where
+    // src and the other peers would wait in the payload's broadcast until
+    // their timeout. Below it a peer has no memory for a megabyte, which no
+    // call of ours survives anyway; it fails alone.
+    if (n > kAgreedAbove) {
+      at::Tensor lacking = to_dev(at::full({1}, no_memory ? int64_t{p.group().rank()} + 1 : 0, cpu));
+      std::vector<at::Tensor> lts{lacking};
+      c10d::AllreduceOptions max;
+      max.reduceOp = c10d::ReduceOp::MAX;
+      auto w3 = start(p.group(), "broadcast_bytes", 0, [&](c10d::Backend& b) { return b.allreduce(lts, max); });
+      p.wait_work(w3, deadline);
+      const int64_t lacking_rank = lacking.cpu().item<int64_t>() - 1;
+      if (no_memory) throw *no_memory;
+      if (lacking_rank >= 0)
+        fail(Status::NoMemory, "broadcast_bytes: rank " + std::to_string(lacking_rank) + " has no memory for the " +
+                                   std::to_string(n) + " bytes src rank " + std::to_string(src) +
+                                   " sends; no rank received them");
+    }
+    if (no_memory) throw *no_memory;
     at::Tensor dev_payload = to_dev(payload);
     if (n > 0) {
       std::vector<at::Tensor> pts{dev_payload};

@@ -1,12 +1,15 @@
 // mp_worker scenarios: Collectives on real ranks: every op x every dtype, bad arguments, subgroups.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -219,6 +222,43 @@ void scenario_collectives() {
     WCHECK(ddp_buffer_size(out) == 1 && *static_cast<const uint8_t*>(ddp_buffer_data(out)) == 1, "after it");
     ddp_buffer_free(out);
   }
+  // A peer with no memory for what src sends (its address space capped
+  // below the payload) fails every rank at once, each naming it, where src
+  // and the others waited out the 60 s timeout in the payload's broadcast;
+  // the group stays usable. Not under the sanitizers, whose shadow memory
+  // an address-space cap would refuse.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  if (world > 1) {
+    const int src = world - 1, starved = 0;
+    const size_t len = size_t(512) << 20;
+    std::vector<uint8_t> data(rank == src ? len : 0, 7);
+    rlimit before{};
+    getrlimit(RLIMIT_AS, &before);
+    if (rank == starved) {
+      size_t pages = 0;
+      std::ifstream("/proc/self/statm") >> pages;
+      rlimit capped = before;
+      capped.rlim_cur = pages * size_t(sysconf(_SC_PAGESIZE)) + (size_t(128) << 20);
+      WCHECK(setrlimit(RLIMIT_AS, &capped) == 0, "capping the address space: %s", std::strerror(errno));
+    }
+    ddp_buffer* out = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    const ddp_status st = ddp_broadcast_bytes(g, data.data(), rank == src ? len : 0, src, &out);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string why = ddp_last_error_message();
+    if (rank == starved) setrlimit(RLIMIT_AS, &before);
+    WCHECK(st == DDP_E_NOMEM, "broadcast_bytes to a starved peer -> %s: %s", ddp_status_string(st), why.c_str());
+    WCHECK(why.find(rank == starved ? "no memory for the 536870912 bytes src rank" : "rank 0 has no memory") !=
+               std::string::npos,
+           "broadcast_bytes to a starved peer said: %s", why.c_str());
+    WCHECK(s < 10, "broadcast_bytes to a starved peer took %.1f s", s);
+    WCHECK(out == nullptr, "broadcast_bytes to a starved peer gave a buffer");
+    uint8_t one = 1;
+    WOK(ddp_broadcast_bytes(g, &one, 1, src, &out));
+    WCHECK(ddp_buffer_size(out) == 1 && *static_cast<const uint8_t*>(ddp_buffer_data(out)) == 1, "after it");
+    ddp_buffer_free(out);
+  }
+#endif
   // reduce_boolean_decision.
   for (int all = 0; all < 2; ++all) {
     int out = -1;

@@ -114,7 +114,11 @@ DDP_API ddp_status ddp_broadcast_async(ddp_group *g, ddp_tensor *t, int src, ddp
  * @return DDP_OK; where src cannot send (@p len above INT64_MAX:
  *         DDP_E_INVALID_ARGUMENT; no memory for its copy: DDP_E_NOMEM), that
  *         status on every rank at once, the peers' messages naming src, and
- *         the group stays usable.
+ *         the group stays usable. Where a peer has no memory for more than
+ *         1 MiB that src sends, DDP_E_NOMEM on every rank at once, naming
+ *         that peer (the ranks agree on it before the payload moves, one
+ *         8-byte all-reduce more); a peer without memory for 1 MiB or less
+ *         fails alone, and the others wait for it until their timeout.
  */
 DDP_API ddp_status ddp_broadcast_bytes(ddp_group *g, const void *data, size_t len, int src,
                                        ddp_buffer **out);
