@@ -23,11 +23,6 @@ class DirectCollectives;
 using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// The longest timeout libddp accepts (about 24.8 days): the largest wait
-// that poll(2) and the backends' condition waits hold without overflowing
-// (c10d and Gloo add the timeout to a nanosecond clock; 1e13 ms wraps it).
-constexpr Millis kMaxTimeout{2147483647};
-
 // Throws Status::InvalidArgument unless 0 < timeout <= kMaxTimeout; `what`
 // names the setting in the message.
 void check_timeout(Millis timeout, const std::string& what);

@@ -5,9 +5,17 @@
 // API's (checked there by static_assert), which makes the mapping a cast.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 namespace ddp::core {
+
+// The longest timeout libddp accepts (2^31 - 1 ms, about 24.8 days): the
+// largest wait that poll(2) and the backends' condition waits hold without
+// overflowing (c10d and Gloo add the timeout to a nanosecond clock; 1e13 ms
+// wraps it). A group's timeout, spawn's SIGTERM grace and ddprun's
+// durations are bounded by it.
+constexpr std::chrono::milliseconds kMaxTimeout{2147483647};
 
 enum class Status : int32_t {
   Ok = 0,

@@ -101,8 +101,8 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
   check_arg(o.timeout.count() >= 0 && o.timeout <= kMaxJobTimeout,
             "timeout " + std::to_string(o.timeout.count()) + " ms is outside [0, " +
                 std::to_string(kMaxJobTimeout.count()) + "] (0: none; the most is about 95 years)");
-  check_arg(o.grace.count() >= 0 && o.grace <= kMaxGrace, "grace " + std::to_string(o.grace.count()) +
-                                                              " ms is outside [0, " + std::to_string(kMaxGrace.count()) + "]");
+  check_arg(o.grace.count() >= 0 && o.grace <= kMaxTimeout, "grace " + std::to_string(o.grace.count()) +
+                                                              " ms is outside [0, " + std::to_string(kMaxTimeout.count()) + "]");
   if (o.method == StartMethod::Fork) {
     int threads = thread_count();
     if (threads != 1)

@@ -14,12 +14,11 @@ namespace ddp::core::launch {
 
 enum class StartMethod { Popen, Fork };
 
-// The longest job timeout (3e12 ms, about 95 years) and SIGTERM grace
-// (2^31 - 1 ms, a group's longest timeout). The supervisor's deadlines are
+// The longest job timeout (3e12 ms, about 95 years); the SIGTERM grace is
+// at most kMaxTimeout, a group's longest. The supervisor's deadlines are
 // counted in nanoseconds, which overflow past about 292 years: a timeout
 // of INT64_MAX ms stopped the job at once.
 constexpr Millis kMaxJobTimeout{3000000000000};
-constexpr Millis kMaxGrace{2147483647};
 
 struct SpawnOptions {
   int nprocs = 1;

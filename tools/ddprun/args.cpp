@@ -23,10 +23,10 @@ int to_int(const std::string& flag, const std::string& v, int lo, int hi) {
 double to_seconds(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   double x = std::strtod(v.c_str(), &end);
-  // At most 2^31 - 1 ms, a group's longest timeout: the agent turns these
-  // into milliseconds and its deadlines into nanoseconds ("inf" and 1e300
-  // were taken, and converted with undefined behaviour).
-  constexpr double kMostSeconds = 2147483.647;
+  // At most kMaxTimeout, a group's longest: the agent turns these into
+  // milliseconds and its deadlines into nanoseconds ("inf" and 1e300 were
+  // taken, and converted with undefined behaviour).
+  constexpr double kMostSeconds = ddp::core::kMaxTimeout.count() / 1000.0;
   check_arg(!v.empty() && end && *end == '\0' && x >= 0 && x <= kMostSeconds,
             flag + " '" + v + "' must be a number of seconds from 0 to 2147483.647 (about 24.8 days)");
   return x;
