@@ -48,6 +48,13 @@ constexpr uint64_t kMaxKeyBytes = 64 * 1024;
 constexpr uint64_t kMaxValueBytes = 256ull * 1024 * 1024;
 constexpr uint64_t kMaxKeysPerQuery = 1 << 16;
 constexpr uint64_t kMaxQueueItems = 1 << 16;  // and a queue holds at most kMaxValueBytes
+// What the store may hold in all, keys, values and queued items, each
+// entry counted with kEntryOverhead for the tables' own memory. A write
+// past it drops the writer's connection (as any refused query does), where
+// a foreign writer could fill the host's memory until the kernel killed
+// the process that hosts the store, and every rank's job with it.
+constexpr uint64_t kMaxStoreBytes = 1ull << 30;
+constexpr uint64_t kEntryOverhead = 64;
 // What one connection may have buffered, either way: a query being received,
 // or answers its client does not read. Past it the connection is dropped.
 constexpr uint64_t kMaxBufferedBytes = kMaxValueBytes + (1u << 20);

@@ -65,13 +65,19 @@ struct WireStoreServer::State {
     uint64_t bytes = 0;
   };
   std::unordered_map<std::string, Queue> queues;  // apart from the keys, as in c10d
+  uint64_t held = 0;  // keys, values and queued items, as counted by entry_bytes
+  uint64_t max_held = kMaxStoreBytes;
 
   void run();
   void accept_new();
   bool read_from(Connection& c);
   bool write_to(Connection& c);
   Parsed handle_one(uint64_t id, Connection& c, Decoder& d);
-  void store(const std::string& key, Bytes value);
+  // Whether the store may take `adding` bytes more once `freeing` are gone.
+  bool fits(uint64_t adding, uint64_t freeing = 0) const { return held - freeing + adding <= max_held; }
+  // Sets `key`; false (nothing changed) where the store would hold more than max_held.
+  [[nodiscard]] bool store(const std::string& key, Bytes value);
+  void erase_key(std::unordered_map<std::string, Bytes>::iterator it);
   void wake(const std::string& key);
   void wake_one(const std::string& key);
   bool present(const std::string& key) const;
@@ -86,6 +92,7 @@ struct WireStoreServer::State {
     return bytes <= kMaxBufferedBytes && c.out.size() <= kMaxBufferedBytes - bytes;
   }
   static uint64_t blob_bytes(size_t n) { return sizeof(uint64_t) + n; }
+  static uint64_t entry_bytes(size_t key, size_t value) { return key + value + kEntryOverhead; }
 };
 
 namespace {
@@ -114,8 +121,9 @@ bool read_keys(Decoder& d, std::vector<std::string>* keys) {
 
 }  // namespace
 
-WireStoreServer::WireStoreServer(int listen_fd) : s_(std::make_unique<State>()) {
+WireStoreServer::WireStoreServer(int listen_fd, uint64_t max_held) : s_(std::make_unique<State>()) {
   s_->listen_fd = listen_fd;
+  if (max_held) s_->max_held = max_held;
   // The agent forks workers: neither the listening socket nor a connection
   // may leak into them.
   if (!set_flags(listen_fd) || pipe2(s_->stop_pipe, O_CLOEXEC) != 0) {
@@ -253,9 +261,23 @@ bool WireStoreServer::State::write_to(Connection& c) {
   return true;
 }
 
-void WireStoreServer::State::store(const std::string& key, Bytes value) {
-  keys[key] = std::move(value);
+bool WireStoreServer::State::store(const std::string& key, Bytes value) {
+  auto it = keys.find(key);
+  const uint64_t was = it == keys.end() ? 0 : entry_bytes(key.size(), it->second.size());
+  const uint64_t now = entry_bytes(key.size(), value.size());
+  if (!fits(now, was)) return false;
+  held = held - was + now;
+  if (it == keys.end())
+    keys.emplace(key, std::move(value));
+  else
+    it->second = std::move(value);
   wake(key);
+  return true;
+}
+
+void WireStoreServer::State::erase_key(std::unordered_map<std::string, Bytes>::iterator it) {
+  held -= entry_bytes(it->first.size(), it->second.size());
+  keys.erase(it);
 }
 
 void WireStoreServer::State::wake(const std::string& key) {
@@ -337,19 +359,18 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
     }
     case Query::Set:
       if (!d.str(&key) || !d.blob(&value)) break;
-      store(key, std::move(value));
-      return Parsed::Done;
+      return store(key, std::move(value)) ? Parsed::Done : Parsed::Bad;
     case Query::CompareSet: {
       if (!d.str(&key) || !d.blob(&value) || !d.blob(&desired)) break;
       auto it = keys.find(key);
       if (it == keys.end()) {
         // As c10d: a missing key is created only when nothing was expected.
         if (!room_for(c, blob_bytes(value.empty() ? desired.size() : value.size()))) return Parsed::Bad;
-        if (value.empty()) store(key, desired);
+        if (value.empty() && !store(key, desired)) return Parsed::Bad;
         send(c, e.blob(value.empty() ? desired : value));
       } else {
         if (!room_for(c, blob_bytes(std::max(it->second.size(), desired.size())))) return Parsed::Bad;
-        if (it->second == value) store(key, std::move(desired));
+        if (it->second == value && !store(key, std::move(desired))) return Parsed::Bad;
         send(c, e.blob(keys[key]));
       }
       return Parsed::Done;
@@ -377,7 +398,7 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
         delta = static_cast<int64_t>(static_cast<uint64_t>(delta) + static_cast<uint64_t>(v));
       }
       std::string now = std::to_string(delta);
-      store(key, Bytes(now.begin(), now.end()));
+      if (!store(key, Bytes(now.begin(), now.end()))) return Parsed::Bad;
       send(c, e.i64(delta));
       return Parsed::Done;
     }
@@ -406,14 +427,22 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
     case Query::NumKeys:
       send(c, e.i64(static_cast<int64_t>(keys.size())));
       return Parsed::Done;
-    case Query::DeleteKey:
+    case Query::DeleteKey: {
       if (!d.str(&key)) break;
-      send(c, e.i64(static_cast<int64_t>(keys.erase(key))));
+      auto it = keys.find(key);
+      const bool found = it != keys.end();
+      if (found) erase_key(it);
+      send(c, e.i64(found ? 1 : 0));
       return Parsed::Done;
+    }
     case Query::Append: {
       if (!d.str(&key) || !d.blob(&value)) break;
+      auto it = keys.find(key);
+      const size_t had = it == keys.end() ? 0 : it->second.size();
+      if (had + value.size() > kMaxValueBytes) return Parsed::Bad;
+      if (!fits(it == keys.end() ? entry_bytes(key.size(), value.size()) : value.size())) return Parsed::Bad;
+      held += it == keys.end() ? entry_bytes(key.size(), value.size()) : value.size();
       Bytes& v = keys[key];
-      if (v.size() + value.size() > kMaxValueBytes) return Parsed::Bad;
       v.insert(v.end(), value.begin(), value.end());
       wake(key);
       return Parsed::Done;
@@ -442,15 +471,25 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
           break;
         }
       if (!whole) break;
-      for (auto& [k, v] : kv) store(k, std::move(v));
+      // All or nothing: the entries' own sizes bound what they add, so
+      // each store below fits where their sum does.
+      uint64_t adding = 0;
+      for (const auto& [k, v] : kv) adding += entry_bytes(k.size(), v.size());
+      if (!fits(adding)) return Parsed::Bad;
+      for (auto& [k, v] : kv)
+        if (!store(k, std::move(v))) return Parsed::Bad;
       return Parsed::Done;
     }
     case Query::QueuePush: {
       if (!d.str(&key) || !d.blob(&value)) break;
       auto found = queues.find(key);
-      uint64_t held = found == queues.end() ? 0 : found->second.bytes;
+      const uint64_t queued_bytes = found == queues.end() ? 0 : found->second.bytes;
       // Bounded as one value is: a writer cannot grow a queue without end.
-      if (held + value.size() > kMaxValueBytes || queue_length(key) >= kMaxQueueItems) return Parsed::Bad;
+      if (queued_bytes + value.size() > kMaxValueBytes || queue_length(key) >= kMaxQueueItems) return Parsed::Bad;
+      // An item costs an entry; a new queue, its key's entry too.
+      const uint64_t adding = entry_bytes(0, value.size()) + (found == queues.end() ? entry_bytes(key.size(), 0) : 0);
+      if (!fits(adding)) return Parsed::Bad;
+      held += adding;
       Queue& q = queues[key];
       q.bytes += value.size();
       q.items.push_back(std::move(value));
@@ -467,8 +506,12 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
         if (!room_for(c, sizeof(int64_t) + blob_bytes(q.items.front().size()))) return Parsed::Bad;
         e.blob(q.items.front());
         q.bytes -= q.items.front().size();
+        held -= entry_bytes(0, q.items.front().size());
         q.items.pop_front();
-        if (q.items.empty()) queues.erase(it);
+        if (q.items.empty()) {
+          held -= entry_bytes(it->first.size(), 0);
+          queues.erase(it);
+        }
       }
       send(c, e);
       return Parsed::Done;

@@ -14,8 +14,9 @@ namespace ddp::core {
 class WireStoreServer {
  public:
   // Serves on `listen_fd`, a socket bound and listening (launch::listen_socket);
-  // the server owns it from now on.
-  explicit WireStoreServer(int listen_fd);
+  // the server owns it from now on. It holds at most `max_held` bytes of
+  // keys, values and queued items (wire::kMaxStoreBytes; tests pass less).
+  explicit WireStoreServer(int listen_fd, uint64_t max_held = 0);
   ~WireStoreServer();  // stops serving and closes every connection
   WireStoreServer(const WireStoreServer&) = delete;
   WireStoreServer& operator=(const WireStoreServer&) = delete;

@@ -388,6 +388,64 @@ TEST(WireStore, AnOverflowingAddWrapsAndTheStoreGoesOn) {
   EXPECT_EQ(client.add("n", -1), INT64_MAX);
 }
 
+// What the store holds is bounded (keys, values, queued items; 1 GiB in
+// the agent's store, 1 MiB here): a write past it drops its writer, every
+// other client is served as before, and room freed is used again.
+TEST(WireStore, WhatTheStoreHoldsIsBoundedAndRoomFreedIsUsedAgain) {
+  int port = 0;
+  WireStoreServer server(launch::listen_socket("127.0.0.1", 0, &port), 1 << 20);
+  WireStoreClient keeper("127.0.0.1", server.port(), Millis(3000));
+  keeper.set("kept", b("v"));
+  auto throws = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::exception&) {
+      return true;
+    }
+    return false;
+  };
+  const Bytes piece(100000, 1);  // 10 fit in 1 MiB with their keys, 11 do not
+  auto name = [](const char* what, int i) { return std::string(what) + std::to_string(i); };
+  {
+    WireStoreClient filler("127.0.0.1", server.port(), Millis(3000));
+    EXPECT_TRUE(throws([&] {
+      for (int i = 0; i < 11; ++i) filler.set(name("f", i), piece);
+      filler.get("f0");
+    })) << "the set past the bound was taken";
+  }
+  EXPECT_EQ(keeper.num_keys(), 11) << "kept and the 10 that fit";
+  EXPECT_TRUE(keeper.check({"f9"}));
+  EXPECT_FALSE(keeper.check({"f10"}));
+  EXPECT_EQ(keeper.get("kept"), b("v"));
+  // Room freed by a delete is used again; a replaced value counts once.
+  EXPECT_TRUE(keeper.delete_key("f0"));
+  keeper.set("f10", piece);
+  keeper.set("f10", piece);
+  EXPECT_EQ(keeper.get("f10"), piece);
+  for (int i = 1; i <= 10; ++i) EXPECT_TRUE(keeper.delete_key(name("f", i)));
+  // Queues and appends count as keys do.
+  {
+    auto pusher = c10d_client(port);
+    EXPECT_TRUE(throws([&] {
+      for (int i = 0; i < 11; ++i) pusher->queuePush("q", piece);
+      pusher->queueLen("q");
+    })) << "the push past the bound was taken";
+  }
+  auto popper = c10d_client(port);
+  EXPECT_EQ(popper->queueLen("q"), 10);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(popper->queuePop("q", false), piece);
+  popper->append("a", Bytes(600000, 2));
+  EXPECT_TRUE(throws([&] {
+    auto appender = c10d_client(port);
+    appender->append("a", Bytes(600000, 3));
+    appender->get("a");
+  })) << "the append past the bound was taken";
+  EXPECT_EQ(popper->get("a"), Bytes(600000, 2));
+  popper->append("a", Bytes(300000, 3));
+  EXPECT_EQ(popper->get("a").size(), 900000u);
+  EXPECT_EQ(keeper.get("kept"), b("v"));
+}
+
 TEST(WireStore, AClientThatBuffersMoreThanOneLargestQueryIsDropped) {
   auto server = serve();
   int fd = connect_raw(server->port());
