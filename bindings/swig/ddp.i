@@ -79,12 +79,16 @@ typedef enum ddp_start_method { DDP_START_POPEN = 0, DDP_START_FORK = 1 } ddp_st
 #if defined(SWIGJAVA)
 %rename(versionString) ddp_version_string;
 %rename(statusString) ddp_status_string;
+%rename(dtypeSize) ddp_dtype_size;
 #else
 %rename(version_string) ddp_version_string;
 %rename(status_string) ddp_status_string;
+%rename(dtype_size) ddp_dtype_size;
 #endif
 const char *ddp_version_string(void);
 const char *ddp_status_string(ddp_status status);
+/* An element's bytes (4 for FLOAT32); 0 for an unknown dtype. */
+size_t ddp_dtype_size(ddp_dtype dtype);
 
 /* ---- the language's own mappings ----------------------------------------- */
 #if defined(SWIGPYTHON)
@@ -196,13 +200,15 @@ typedef struct {} DdpEnv;
   /** A view of the caller's memory (no copy); the binding keeps it alive. */
   static DdpTensor *wrap(void *BUFFER, size_t BUFLEN, ddp_dtype dtype, const int64_t *SHAPE, size_t NDIM) {
     DdpTensor *t = NULL;
-    int64_t numel = 1;
-    for (size_t i = 0; i < NDIM; ++i) numel *= SHAPE[i];
-    if ((size_t)numel * ddp_dtype_size(dtype) != BUFLEN) {
+    /* libddp checks the dtype and the shape (negative or overflowing
+       sizes) and counts the bytes; no memory is read before the length
+       below matches. */
+    if (ddp_swig_check(ddp_tensor_from_blob(&t, BUFFER, dtype, SHAPE, NDIM))) return NULL;
+    if (ddp_tensor_nbytes(t) != BUFLEN) {
+      ddp_tensor_free(t);
       ddp_swig_fail(DDP_E_INVALID_ARGUMENT, "Tensor.wrap: the buffer's length is not the shape's elements times the dtype's size");
       return NULL;
     }
-    ddp_swig_check(ddp_tensor_from_blob(&t, BUFFER, dtype, SHAPE, NDIM));
     return t;
   }
   /** A tensor of the caller's own LibTorch binding (JavaCPP's presets:

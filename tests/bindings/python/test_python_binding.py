@@ -35,6 +35,16 @@ def test_errors_raise_with_status_and_message():
     assert "start_powersgd_iter" in e.value.message
     with pytest.raises(TypeError):
         libddp.wrap(np.zeros(3, np.float32)[::2])  # not contiguous: refused before C
+    # Tensor.wrap's shape and dtype are checked by libddp, by name, before
+    # the buffer's length is compared (an overflowing shape wrapped to a
+    # small count where the binding multiplied it out).
+    buf = np.ones(4, np.float32)
+    for shape, dtype, said in (([2**62, 4], libddp.FLOAT32, "overflows int64"), ([-4], libddp.FLOAT32, "negative"),
+                               ([4], 99, "unknown dtype 99"), ([5], libddp.FLOAT32, "the buffer's length")):
+        with pytest.raises(libddp.Error) as e:
+            libddp.Tensor.wrap(buf, dtype, shape)
+        assert e.value.status == libddp.E_INVALID_ARGUMENT and said in e.value.message, (shape, e.value.message)
+    assert [libddp.dtype_size(d) for d in (libddp.FLOAT32, libddp.FLOAT64, libddp.BFLOAT16, 99)] == [4, 8, 2, 0]
 
 
 def test_methods_carry_the_interfaces_doc_comments():
