@@ -2,8 +2,9 @@
  * Time from a launch call to the first completed barrier.
  *   bench_launch spawn popen|fork N : ddp_spawn from this program
  *   bench_launch worker             : one rank started by a launcher (ddprun)
- * Rank 0 prints the wall-clock time (ns since the epoch) at which its first
- * barrier completed; for spawn the program prints launch-to-barrier in ms.
+ * Rank 0 prints the CLOCK_MONOTONIC time (ns, as bench/mono_ns prints it) at
+ * which its first barrier completed; for spawn the program prints
+ * launch-to-barrier in ms.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 
 static long long now_ns(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 

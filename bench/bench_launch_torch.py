@@ -1,6 +1,7 @@
 """The Python peers of bench_launch: torch.multiprocessing.spawn from a
 Python program, and a worker for torchrun. Rank 0 reports when its first
-gloo barrier completed."""
+gloo barrier completed, on CLOCK_MONOTONIC (as bench/mono_ns and
+bench_launch read it)."""
 import os
 import sys
 import time
@@ -14,7 +15,7 @@ def join_and_barrier(rank, world, queue=None):
     else:
         dist.init_process_group("gloo")  # env:// from torchrun
     dist.barrier()
-    t = time.time_ns()
+    t = time.monotonic_ns()
     if rank == 0:
         if queue is not None:
             queue.put(t)
@@ -34,6 +35,6 @@ if __name__ == "__main__":
         import torch.multiprocessing as mp
         world = int(sys.argv[2])
         queue = mp.get_context("spawn").SimpleQueue()
-        t0 = time.time_ns()
+        t0 = time.monotonic_ns()
         mp.spawn(mp_worker, args=(world, queue), nprocs=world, join=True)
         print(f"launch_to_barrier_ms={(queue.get() - t0) / 1e6:.1f}")

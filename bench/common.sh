@@ -14,4 +14,6 @@ else
   py="$here/.venv/bin/python"
 fi
 export OMP_NUM_THREADS=1
+# Nanoseconds on CLOCK_MONOTONIC (bench/mono_ns.c says why not `date`).
+mono_ns() { "$build/bench/mono_ns"; }
 port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

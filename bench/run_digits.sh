@@ -24,11 +24,11 @@ steps_ms="$data/steps"
 timed() {  # prints "<seconds> <accuracy>"; appends epoch 2..20 times (ms) to $steps_ms.<tag>
   local tag=$1 t0 t1 out
   shift
-  t0=$(date +%s.%N)
+  t0=$("$build/bench/mono_ns")  # CLOCK_MONOTONIC: bench/mono_ns.c says why not `date`
   out=$(OMP_NUM_THREADS=1 "$@" 2>/dev/null)
-  t1=$(date +%s.%N)
+  t1=$("$build/bench/mono_ns")
   echo "$out" | sed -n 's/^\(\[rank0\]: \)\{0,1\}epoch *\([0-9]*\) .*(\([0-9]*\) ms)$/\2 \3/p' | awk '$1 > 1 {print $2}' >>"$steps_ms.$tag"
-  echo "$(echo "$t1 - $t0" | bc) $(echo "$out" | sed -n 's/^held-out accuracy \([0-9.]*\).*/\1/p')"
+  echo "$(echo "$t0 $t1" | awk '{printf "%.3f", ($2 - $1) / 1e9}') $(echo "$out" | sed -n 's/^held-out accuracy \([0-9.]*\).*/\1/p')"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 ours=() theirs=()

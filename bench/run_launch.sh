@@ -4,12 +4,11 @@
 # torchrun running the same barrier in Python. Median of REPEAT runs each.
 source "$(dirname "$0")/common.sh"
 repeat=${REPEAT:-5}
-now_ns() { date +%s%N; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # launcher_ms <cmd...>: runs a launcher whose rank 0 prints barrier_ns=...; ms since the call
 launcher_ms() {
   local t0 out
-  t0=$(now_ns)
+  t0=$(mono_ns)
   out=$("$@" 2>/dev/null | grep -o 'barrier_ns=[0-9]*' | head -1 | cut -d= -f2)
   echo "scale=1; ($out - $t0) / 1000000" | bc
 }

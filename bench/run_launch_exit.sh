@@ -9,9 +9,9 @@ repeat=${REPEAT:-7}
 prog="$build/bench/bench_launch"
 ms_of() {  # ms_of <cmd...>: wall time of the command, which must succeed
   local t0 t1
-  t0=$(date +%s%N)
+  t0=$(mono_ns)
   "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; exit 1; }
-  t1=$(date +%s%N)
+  t1=$(mono_ns)
   echo $(((t1 - t0) / 1000000))
 }
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
