@@ -2,7 +2,8 @@
 # Runs every libFuzzer target (fuzz/targets/) for a bounded time and reports
 # executions, coverage and findings:
 #   scripts/fuzz.sh [SECONDS_PER_TARGET (default 60)] [TARGET...]
-# Targets: cluster_env ddprun_args store_wire flight_record checkpoint_zip.
+# Targets: cluster_env ddprun_args store_wire flight_record checkpoint_zip
+# pickle_filter.
 # Each starts from the seeds in fuzz/corpus/<target> plus what earlier runs
 # found (build-fuzz/corpus/<target>, not committed; DDP_FUZZ_BUILD_DIR moves
 # build-fuzz/); a crash, leak, UB or timeout is written to
@@ -14,7 +15,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(cluster_env ddprun_args store_wire flight_record checkpoint_zip)
+[ ${#targets[@]} -eq 0 ] && targets=(cluster_env ddprun_args store_wire flight_record checkpoint_zip pickle_filter)
 out="${DDP_FUZZ_BUILD_DIR:-$here/build-fuzz}"
 
 if ! command -v clang++ >/dev/null; then

@@ -9,7 +9,10 @@
 #include <ATen/ATen.h>
 #include <caffe2/serialize/inline_container.h>
 
+#include <pthread.h>
+
 #include <cstdio>
+#include <functional>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -156,6 +159,60 @@ TEST(TorchCheckpoint, APickledGlobalThatIsNotDataIsRefusedByName) {
   // A pickle of something other than a dict.
   write_raw(path, std::string("\x80\x02K\x05.", 5));
   EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  std::remove(path.c_str());
+}
+
+// {"a": `depth` lists, each holding the next}: nesting depth + 1.
+std::string nested_lists(size_t depth) {
+  std::string pkl("\x80\x02}X\x01\x00\x00\x00" "a", 9);
+  return pkl + std::string(depth, ']') + std::string(depth - 1, 'a') + "s.";
+}
+
+// Runs `f` on a thread with a 512 KiB stack (a JVM's threads get 1 MiB).
+void on_small_stack(const std::function<void()>& f) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 512 << 10);
+  pthread_t t;
+  auto run = [](void* arg) -> void* {
+    (*static_cast<const std::function<void()>*>(arg))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&t, &attr, run, const_cast<std::function<void()>*>(&f)), 0);
+  pthread_join(t, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+// A pickle is walked before LibTorch's unpickler sees it: containers nested
+// past 1000 levels (a million ended the process on a stack overflow while
+// the value was freed), a list that holds itself, a container changed after
+// it was recalled, and a recall of what was never stored are refused by
+// name; a thousand levels load, on a small stack too.
+TEST(TorchCheckpoint, DeepCyclicAndDanglingPicklesAreRefusedBeforeUnpickling) {
+  std::string path = temp_path("deep");
+  std::string why;
+  write_raw(path, nested_lists(1000000));
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("nests containers deeper than 1000 levels"), std::string::npos) << why;
+  write_raw(path, nested_lists(1000));
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("nests containers deeper than 1000 levels"), std::string::npos) << why;
+  write_raw(path, nested_lists(999));  // 1000 levels with the dict
+  on_small_stack([&] { EXPECT_EQ(try_load(path, nullptr, &why), Status::IO); });
+  EXPECT_EQ(why.find("nests"), std::string::npos) << why;
+  EXPECT_NE(why.find("epoch"), std::string::npos) << "refused as a checkpoint without an epoch: " << why;
+  // A list memoised, recalled, and appended to itself.
+  write_raw(path, std::string("\x80\x02]q\x00h\x00" "a.", 8));
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("changes a container after a reference to it was made"), std::string::npos) << why;
+  write_raw(path, std::string("\x80\x02h\x05.", 5));
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("recalls memo entry 5, which it never stored"), std::string::npos) << why;
+  // A list recalled twice in one container (tied weights are written so) loads as data.
+  write_raw(path, std::string("\x80\x02}q\x00(X\x05\x00\x00\x00" "epochK\x03X\x0b\x00\x00\x00" "global_stepK\x07"
+                              "X\x01\x00\x00\x00" "a]q\x01K\x01" "aX\x01\x00\x00\x00" "bh\x01u.", 58));
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("state_dict"), std::string::npos) << "refused for its missing state_dict only: " << why;
   std::remove(path.c_str());
 }
 
