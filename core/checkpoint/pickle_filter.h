@@ -20,8 +20,8 @@ constexpr size_t kMaxPickleNesting = 1000;
 // was wrong, at the first thing LibTorch must not be given: a global that
 // is not data, an opcode torch.save does not write, containers nested
 // deeper than kMaxPickleNesting, a container that holds itself or is
-// changed after a reference to it was made, a memo entry never stored,
-// or bytes that end inside an opcode.
+// changed after a reference to it was made, a memo entry never stored or
+// stored out of order, or bytes that end inside an opcode.
 //
 // Returns the pickle to unpickle: the same opcodes, with three rewrites that
 // LibTorch's unpickler needs for what Python writes (see the definition).

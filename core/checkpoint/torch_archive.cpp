@@ -28,6 +28,63 @@ namespace {
   fail(Status::IO, "checkpoint " + name + ": " + what);
 }
 
+// LibTorch's unpickler builds each tensor as the pickle says: a storage of
+// the element count the pickle gives, over its record's memory, and a view
+// of the size, stride and offset the pickle gives, checked against
+// neither (Python's torch.load checks the view, through Tensor.set_). A
+// hostile file could so make a tensor that reads memory past its record.
+// Every tensor reached from `root` must lie in its record (`record_bytes`:
+// each record's memory and size). Containers the pickle recalls are walked
+// once, so a value shared many times costs no more than once.
+void check_tensors_lie_in_their_records(const c10::IValue& root, const std::map<const void*, size_t>& record_bytes,
+                                        const std::string& name) {
+  std::vector<c10::IValue> todo{root};
+  std::set<const void*> seen;
+  while (!todo.empty()) {
+    const c10::IValue v = std::move(todo.back());
+    todo.pop_back();
+    if (v.isPtrType() && !seen.insert(v.internalToPointer()).second) continue;
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      const at::Storage& storage = t.storage();
+      // An empty storage (an empty record's memory may be no address at
+      // all) holds nothing a view could reach; the extent below says so.
+      auto record = record_bytes.find(storage.data());
+      if (storage.nbytes() > 0 && (record == record_bytes.end() || storage.nbytes() > record->second))
+        bad(name, "data.pkl sizes a tensor storage at " + std::to_string(storage.nbytes()) +
+                      " bytes, more than its record holds");
+      // The elements the view reaches, in units of its dtype: offset plus
+      // (size - 1) * stride per dimension, every stride non-negative.
+      int64_t last = t.storage_offset();
+      bool overflow = last < 0;
+      for (int64_t d = 0; d < t.dim() && !overflow; ++d) {
+        if (t.size(d) == 0) {
+          last = -1;  // no element: nothing to reach
+          break;
+        }
+        int64_t reach = 0;
+        overflow = t.stride(d) < 0 || __builtin_mul_overflow(t.size(d) - 1, t.stride(d), &reach) ||
+                   __builtin_add_overflow(last, reach, &last);
+      }
+      int64_t end_bytes = 0;
+      if (overflow || (last >= 0 && (__builtin_mul_overflow(last + 1, static_cast<int64_t>(t.element_size()), &end_bytes) ||
+                                     static_cast<uint64_t>(end_bytes) > storage.nbytes())))
+        bad(name, "data.pkl makes a tensor of size " + c10::str(t.sizes()) + ", stride " + c10::str(t.strides()) +
+                      " and offset " + std::to_string(t.storage_offset()) + " that reaches past its storage of " +
+                      std::to_string(storage.nbytes()) + " bytes");
+    } else if (v.isList()) {
+      for (const auto& x : v.toListRef()) todo.push_back(x);
+    } else if (v.isTuple()) {
+      for (const auto& x : v.toTupleRef().elements()) todo.push_back(x);
+    } else if (v.isGenericDict()) {
+      for (const auto& e : v.toGenericDict()) {
+        todo.push_back(e.key());
+        todo.push_back(e.value());
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void write_torch_archive(const c10::IValue& root, const ByteSink& sink) {
@@ -89,7 +146,13 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
     auto damaged = [&](const std::string& record) {
       bad(name, "record " + record + " does not match its CRC-32 (the file is damaged)");
     };
-    std::map<std::string, at::DataPtr> records;
+    // Each tensor record's memory, shared by every storage the pickle
+    // names by it, and its size.
+    struct Record {
+      std::shared_ptr<at::DataPtr> data;
+      size_t size;
+    };
+    std::map<std::string, Record> records;
     {
       std::vector<std::pair<std::string, std::future<bool>>> checks;
       auto* mappable = dynamic_cast<MappableSource*>(in.get());
@@ -110,7 +173,7 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
         checks.emplace_back(record, std::async(std::launch::async, [p, size = size, want = expected(record)] {
                               return crc32_of(0, p, size) == want;
                             }));
-        records[record] = std::move(data);
+        records[record] = {std::make_shared<at::DataPtr>(std::move(data)), size};
       }
       for (auto& [record, ok] : checks)
         if (!ok.get()) damaged(record);
@@ -130,13 +193,20 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
         [&](const std::string& key) {
           auto it = records.find("data/" + key);
           if (it == records.end()) bad(name, "data.pkl names a storage " + key + " the file lacks");
-          at::DataPtr out = std::move(it->second);
-          records.erase(it);  // a storage named twice is then "lacking", not empty
-          return out;
+          // A storage named again (a view of another tensor, tied weights)
+          // is the same memory, as torch.load shares one storage; each
+          // tensor keeps the record alive.
+          const std::shared_ptr<at::DataPtr>& memory = it->second.data;
+          return at::DataPtr(memory->get(), new std::shared_ptr<at::DataPtr>(memory),
+                             [](void* ctx) { delete static_cast<std::shared_ptr<at::DataPtr>*>(ctx); }, at::kCPU);
         },
         at::Device(at::kCPU));
     unpickler.set_version(reader.version());
-    return unpickler.parse_ivalue();
+    c10::IValue root = unpickler.parse_ivalue();
+    std::map<const void*, size_t> record_bytes;
+    for (const auto& [record, r] : records) record_bytes[r.data->get()] = r.size;
+    check_tensors_lie_in_their_records(root, record_bytes, name);
+    return root;
   } catch (const Error&) {
     throw;
   } catch (const std::bad_alloc&) {

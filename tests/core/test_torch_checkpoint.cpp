@@ -81,13 +81,16 @@ bool same(const LightningCheckpoint& a, const LightningCheckpoint& b) {
   return true;
 }
 
-// A torch.save-like file whose data.pkl is `pkl` (no tensors).
-void write_raw(const std::string& path, const std::string& pkl) {
+// A torch.save-like file whose data.pkl is `pkl`, with the tensor records
+// `storages` (name under data/, bytes).
+void write_raw(const std::string& path, const std::string& pkl,
+               const std::vector<std::pair<std::string, std::string>>& storages = {}) {
   std::vector<char> bytes;
   caffe2::serialize::PyTorchStreamWriter w([&](const void* p, size_t n) {
     bytes.insert(bytes.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
     return n;
   });
+  for (const auto& [key, data] : storages) w.writeRecord("data/" + key, data.data(), data.size());
   w.writeRecord("data.pkl", pkl.data(), pkl.size());
   w.writeEndOfFile();
   write_all(path, bytes);
@@ -186,8 +189,8 @@ void on_small_stack(const std::function<void()>& f) {
 // A pickle is walked before LibTorch's unpickler sees it: containers nested
 // past 1000 levels (a million ended the process on a stack overflow while
 // the value was freed), a list that holds itself, a container changed after
-// it was recalled, and a recall of what was never stored are refused by
-// name; a thousand levels load, on a small stack too.
+// it was recalled, a memo key out of order and a recall of what was never
+// stored are refused by name; a thousand levels load, on a small stack too.
 TEST(TorchCheckpoint, DeepCyclicAndDanglingPicklesAreRefusedBeforeUnpickling) {
   std::string path = temp_path("deep");
   std::string why;
@@ -205,6 +208,11 @@ TEST(TorchCheckpoint, DeepCyclicAndDanglingPicklesAreRefusedBeforeUnpickling) {
   write_raw(path, std::string("\x80\x02]q\x00h\x00" "a.", 8));
   EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
   EXPECT_NE(why.find("changes a container after a reference to it was made"), std::string::npos) << why;
+  // A memo key far past the entries stored (LibTorch's unpickler sized its
+  // memo table by it: 2.7 GB for a 300-byte file).
+  write_raw(path, std::string("\x80\x02]r\x00\x00\x00\x10.", 9));
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("memoises under key 268435456 where the next is 0"), std::string::npos) << why;
   write_raw(path, std::string("\x80\x02h\x05.", 5));
   EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
   EXPECT_NE(why.find("recalls memo entry 5, which it never stored"), std::string::npos) << why;
@@ -213,6 +221,64 @@ TEST(TorchCheckpoint, DeepCyclicAndDanglingPicklesAreRefusedBeforeUnpickling) {
                               "X\x01\x00\x00\x00" "a]q\x01K\x01" "aX\x01\x00\x00\x00" "bh\x01u.", 58));
   EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
   EXPECT_NE(why.find("state_dict"), std::string::npos) << "refused for its missing state_dict only: " << why;
+  std::remove(path.c_str());
+}
+
+// Protocol 2 pieces, as Python's pickler writes them.
+std::string str(const std::string& v) {
+  const uint32_t n = static_cast<uint32_t>(v.size());
+  return "X" + std::string(reinterpret_cast<const char*>(&n), 4) + v;
+}
+std::string int1(int v) { return std::string("K") + static_cast<char>(v); }
+// torch._utils._rebuild_tensor_v2 of float storage `key` (of `numel`
+// elements, as torch.save names it: once per tensor), offset, a 2-d size
+// and stride.
+std::string float_tensor(const std::string& key, int numel, int offset, int rows, int cols, int row_stride) {
+  return "ctorch._utils\n_rebuild_tensor_v2\n((" + str("storage") + "ctorch\nFloatStorage\n" + str(key) + str("cpu") +
+         int1(numel) + "tQ" + int1(offset) + int1(rows) + int1(cols) + "\x86" + int1(row_stride) + int1(1) + "\x86" +
+         "\x89" + "ccollections\nOrderedDict\n)RtR";
+}
+// A checkpoint's first keys and a state_dict of `entries` (key, value pickles).
+std::string checkpoint_pickle(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string p = "\x80\x02}(" + str("epoch") + int1(1) + str("global_step") + int1(5) + str("state_dict") + "}(";
+  for (const auto& [k, v] : entries) p += str(k) + v;
+  return p + "u" + str("optimizer_states") + "]" + str("lr_schedulers") + "]u.";
+}
+std::string floats(std::initializer_list<float> v) { return std::string(reinterpret_cast<const char*>(v.begin()), v.size() * 4); }
+
+// torch.save names a storage once per tensor that uses it (views of one
+// tensor, tied weights): each tensor loads over the same memory, as
+// torch.load shares one storage (such files were refused as naming a
+// storage "the file lacks"). A tensor that reaches past its storage, or a
+// storage larger than its record, is refused: LibTorch's unpickler checks
+// neither, and the tensor would read memory the file never held.
+TEST(TorchCheckpoint, TensorsShareTheirStorageAndNeverReachPastIt) {
+  std::string path = temp_path("storages");
+  const std::string six = floats({0, 1, 2, 3, 4, 5});
+  write_raw(path, checkpoint_pickle({{"all", float_tensor("0", 6, 0, 2, 3, 3)}, {"last_row", float_tensor("0", 6, 3, 1, 3, 3)}}),
+            {{"0", six}});
+  LightningCheckpoint c;
+  std::string why;
+  ASSERT_EQ(try_load(path, &c, &why), Status::Ok) << why;
+  ASSERT_EQ(c.state_dict.size(), 2u);
+  EXPECT_TRUE(at::equal(c.state_dict[0].tensor, at::arange(6, at::kFloat).reshape({2, 3})));
+  EXPECT_TRUE(at::equal(c.state_dict[1].tensor, at::arange(3, 6, at::kFloat).reshape({1, 3})));
+  EXPECT_EQ(c.state_dict[1].tensor.data_ptr<float>(), c.state_dict[0].tensor.data_ptr<float>() + 3) << "one memory";
+
+  write_raw(path, checkpoint_pickle({{"w", float_tensor("0", 6, 0, 2, 42, 3)}}), {{"0", six}});
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("size [2, 42], stride [3, 1] and offset 0 that reaches past its storage of 24 bytes"),
+            std::string::npos) << why;
+  write_raw(path, checkpoint_pickle({{"w", float_tensor("0", 6, 4, 1, 3, 3)}}), {{"0", six}});
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("offset 4 that reaches past"), std::string::npos) << why;
+  write_raw(path, checkpoint_pickle({{"w", float_tensor("0", 100, 0, 2, 3, 3)}}), {{"0", six}});
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
+  EXPECT_NE(why.find("sizes a tensor storage at 400 bytes, more than its record holds"), std::string::npos) << why;
+  // An empty view anywhere in its storage is no reach; an empty record holds an empty tensor.
+  write_raw(path, checkpoint_pickle({{"w", float_tensor("0", 6, 6, 0, 3, 3)}, {"e", float_tensor("1", 0, 0, 0, 3, 3)}}),
+            {{"0", six}, {"1", ""}});
+  EXPECT_EQ(try_load(path, nullptr, &why), Status::Ok) << why;
   std::remove(path.c_str());
 }
 

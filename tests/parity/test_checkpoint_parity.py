@@ -137,6 +137,20 @@ def test_state_dict_in_and_out_and_bad_ones_named(data, tmp_path):
         torch.save(sd, good)
         lib.check(lib.lib.ddp_module_load_state_dict(m, good.encode(), 1), "load_state_dict")
         assert torch.equal(lib.module_state(m)["fc2.bias"], sd["fc2.bias"])
+        # Every tensor a view of one flat buffer (as tied or sliced weights
+        # are saved): torch.save names the one storage once per tensor.
+        flat = torch.cat([v.flatten() for v in sd.values()]) * 2
+        views, at = {}, 0
+        for k, v in sd.items():
+            views[k] = flat[at:at + v.numel()].view_as(v)
+            at += v.numel()
+        shared = str(tmp_path / "shared.pt")
+        torch.save(views, shared)
+        lib.check(lib.lib.ddp_module_load_state_dict(m, shared.encode(), 1), "load_state_dict of views")
+        state = lib.module_state(m)
+        for k in views:
+            assert torch.equal(state[k], views[k]), k
+        lib.check(lib.lib.ddp_module_load_state_dict(m, good.encode(), 1), "load_state_dict")
 
         def refused(obj, strict, words):
             path = str(tmp_path / "bad.pt")
