@@ -3,7 +3,7 @@
 # executions, coverage and findings:
 #   scripts/fuzz.sh [SECONDS_PER_TARGET (default 60)] [TARGET...]
 # Targets: cluster_env ddprun_args store_wire flight_record checkpoint_zip
-# pickle_filter.
+# pickle_filter torch_archive.
 # Each starts from the seeds in fuzz/corpus/<target> plus what earlier runs
 # found (build-fuzz/corpus/<target>, not committed; DDP_FUZZ_BUILD_DIR moves
 # build-fuzz/); a crash, leak, UB or timeout is written to
@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(cluster_env ddprun_args store_wire flight_record checkpoint_zip pickle_filter)
+[ ${#targets[@]} -eq 0 ] && targets=(cluster_env ddprun_args store_wire flight_record checkpoint_zip pickle_filter torch_archive)
 out="${DDP_FUZZ_BUILD_DIR:-$here/build-fuzz}"
 
 if ! command -v clang++ >/dev/null; then
@@ -39,7 +39,7 @@ printf '%-16s %12s %10s %8s %8s %10s  %s\n' target executions exec/s cov feature
 for t in "${targets[@]}"; do
   bin="$out/fuzz_$t"
   if [ ! -x "$bin" ]; then
-    printf '%-16s not built (checkpoint_zip needs the venv torch headers: scripts/bootstrap.sh)\n' "$t"
+    printf '%-16s not built (checkpoint_zip and torch_archive need the venv torch: scripts/bootstrap.sh)\n' "$t"
     failed=1
     continue
   fi
