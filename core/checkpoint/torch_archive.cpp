@@ -34,55 +34,37 @@ namespace {
 // neither (Python's torch.load checks the view, through Tensor.set_). A
 // hostile file could so make a tensor that reads memory past its record.
 // Every tensor reached from `root` must lie in its record (`record_bytes`:
-// each record's memory and size). Containers the pickle recalls are walked
-// once, so a value shared many times costs no more than once.
+// each record's memory and size).
 void check_tensors_lie_in_their_records(const c10::IValue& root, const std::map<const void*, size_t>& record_bytes,
                                         const std::string& name) {
-  std::vector<c10::IValue> todo{root};
-  std::set<const void*> seen;
-  while (!todo.empty()) {
-    const c10::IValue v = std::move(todo.back());
-    todo.pop_back();
-    if (v.isPtrType() && !seen.insert(v.internalToPointer()).second) continue;
-    if (v.isTensor()) {
-      const at::Tensor& t = v.toTensor();
-      const at::Storage& storage = t.storage();
-      // An empty storage (an empty record's memory may be no address at
-      // all) holds nothing a view could reach; the extent below says so.
-      auto record = record_bytes.find(storage.data());
-      if (storage.nbytes() > 0 && (record == record_bytes.end() || storage.nbytes() > record->second))
-        bad(name, "data.pkl sizes a tensor storage at " + std::to_string(storage.nbytes()) +
-                      " bytes, more than its record holds");
-      // The elements the view reaches, in units of its dtype: offset plus
-      // (size - 1) * stride per dimension, every stride non-negative.
-      int64_t last = t.storage_offset();
-      bool overflow = last < 0;
-      for (int64_t d = 0; d < t.dim() && !overflow; ++d) {
-        if (t.size(d) == 0) {
-          last = -1;  // no element: nothing to reach
-          break;
-        }
-        int64_t reach = 0;
-        overflow = t.stride(d) < 0 || __builtin_mul_overflow(t.size(d) - 1, t.stride(d), &reach) ||
-                   __builtin_add_overflow(last, reach, &last);
+  for_each_tensor(root, [&](const at::Tensor& t) {
+    const at::Storage& storage = t.storage();
+    // An empty storage (an empty record's memory may be no address at
+    // all) holds nothing a view could reach; the extent below says so.
+    auto record = record_bytes.find(storage.data());
+    if (storage.nbytes() > 0 && (record == record_bytes.end() || storage.nbytes() > record->second))
+      bad(name, "data.pkl sizes a tensor storage at " + std::to_string(storage.nbytes()) +
+                    " bytes, more than its record holds");
+    // The elements the view reaches, in units of its dtype: offset plus
+    // (size - 1) * stride per dimension, every stride non-negative.
+    int64_t last = t.storage_offset();
+    bool overflow = last < 0;
+    for (int64_t d = 0; d < t.dim() && !overflow; ++d) {
+      if (t.size(d) == 0) {
+        last = -1;  // no element: nothing to reach
+        break;
       }
-      int64_t end_bytes = 0;
-      if (overflow || (last >= 0 && (__builtin_mul_overflow(last + 1, static_cast<int64_t>(t.element_size()), &end_bytes) ||
-                                     static_cast<uint64_t>(end_bytes) > storage.nbytes())))
-        bad(name, "data.pkl makes a tensor of size " + c10::str(t.sizes()) + ", stride " + c10::str(t.strides()) +
-                      " and offset " + std::to_string(t.storage_offset()) + " that reaches past its storage of " +
-                      std::to_string(storage.nbytes()) + " bytes");
-    } else if (v.isList()) {
-      for (const auto& x : v.toListRef()) todo.push_back(x);
-    } else if (v.isTuple()) {
-      for (const auto& x : v.toTupleRef().elements()) todo.push_back(x);
-    } else if (v.isGenericDict()) {
-      for (const auto& e : v.toGenericDict()) {
-        todo.push_back(e.key());
-        todo.push_back(e.value());
-      }
+      int64_t reach = 0;
+      overflow = t.stride(d) < 0 || __builtin_mul_overflow(t.size(d) - 1, t.stride(d), &reach) ||
+                 __builtin_add_overflow(last, reach, &last);
     }
-  }
+    int64_t end_bytes = 0;
+    if (overflow || (last >= 0 && (__builtin_mul_overflow(last + 1, static_cast<int64_t>(t.element_size()), &end_bytes) ||
+                                   static_cast<uint64_t>(end_bytes) > storage.nbytes())))
+      bad(name, "data.pkl makes a tensor of size " + c10::str(t.sizes()) + ", stride " + c10::str(t.strides()) +
+                    " and offset " + std::to_string(t.storage_offset()) + " that reaches past its storage of " +
+                    std::to_string(storage.nbytes()) + " bytes");
+  });
 }
 
 }  // namespace
@@ -105,6 +87,28 @@ void write_torch_archive(const c10::IValue& root, const ByteSink& sink) {
   // one host copy at a time), then the pickle that names them.
   torch::jit::writeArchiveAndTensors("data", pkl.data(), pkl.size(), pickler.tensorData(), writer);
   writer.writeEndOfFile();
+}
+
+void for_each_tensor(const c10::IValue& root, const std::function<void(const at::Tensor&)>& visit) {
+  std::vector<c10::IValue> todo{root};
+  std::set<const void*> seen;
+  while (!todo.empty()) {
+    const c10::IValue v = std::move(todo.back());
+    todo.pop_back();
+    if (v.isPtrType() && !seen.insert(v.internalToPointer()).second) continue;
+    if (v.isTensor()) {
+      visit(v.toTensor());
+    } else if (v.isList()) {
+      for (const auto& x : v.toListRef()) todo.push_back(x);
+    } else if (v.isTuple()) {
+      for (const auto& x : v.toTupleRef().elements()) todo.push_back(x);
+    } else if (v.isGenericDict()) {
+      for (const auto& e : v.toGenericDict()) {
+        todo.push_back(e.key());
+        todo.push_back(e.value());
+      }
+    }
+  }
 }
 
 bool is_attributes_entry(const c10::IValue& key, const c10::IValue& value) {

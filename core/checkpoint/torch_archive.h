@@ -40,6 +40,12 @@ void write_torch_archive(const c10::IValue& root, const ByteSink& sink);
 // "__dict__": not an entry of the dict itself.
 bool is_attributes_entry(const c10::IValue& key, const c10::IValue& value);
 
+// Calls `visit` with every tensor reached from `root` through lists,
+// tuples and dicts (keys too). A value reached more than once (the pickle
+// recalled it) is visited once, so a value shared many times costs no more
+// than one; no recursion, whatever the nesting.
+void for_each_tensor(const c10::IValue& root, const std::function<void(const at::Tensor&)>& visit);
+
 // Whether `head` (the first bytes of a file) starts a zip container.
 bool looks_like_torch_archive(const void* head, size_t size);
 

@@ -410,6 +410,10 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
     }
     case Query::Wait: {
       if (!read_keys(d, &ks)) break;
+      // c10d's clients wait for one thing at a time (a wait ends when
+      // answered or canceled); a second wait before the first ended would
+      // only grow the wait lists, without bound.
+      if (c.awaited > 0) return Parsed::Bad;
       size_t missing = 0;
       for (const auto& k : ks)
         if (!present(k)) {

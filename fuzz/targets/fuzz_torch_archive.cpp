@@ -8,7 +8,6 @@
 #include <caffe2/serialize/inline_container.h>
 
 #include <cstdint>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -34,34 +33,17 @@ std::vector<uint8_t> archive(const uint8_t* pkl, size_t size) {
   return bytes;
 }
 
-// Reads every byte every tensor reached from `v` may touch.
+// Reads every byte every tensor reached from `root` may touch.
 uint8_t touch(const c10::IValue& root) {
   uint8_t sum = 0;
-  std::vector<c10::IValue> todo{root};
-  std::set<const void*> seen;
-  while (!todo.empty()) {
-    c10::IValue v = todo.back();
-    todo.pop_back();
-    if (v.isPtrType() && !seen.insert(v.internalToPointer()).second) continue;
-    if (v.isTensor()) {
-      const at::Tensor& t = v.toTensor();
-      if (t.numel() == 0) continue;
-      int64_t last = t.storage_offset();
-      for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-      const auto* base = static_cast<const uint8_t*>(t.storage().data());
-      for (int64_t b = t.storage_offset() * t.element_size(); b < (last + 1) * int64_t(t.element_size()); ++b)
-        sum ^= base[b];
-    } else if (v.isList()) {
-      for (const auto& x : v.toListRef()) todo.push_back(x);
-    } else if (v.isTuple()) {
-      for (const auto& x : v.toTupleRef().elements()) todo.push_back(x);
-    } else if (v.isGenericDict()) {
-      for (const auto& e : v.toGenericDict()) {
-        todo.push_back(e.key());
-        todo.push_back(e.value());
-      }
-    }
-  }
+  ddp::core::for_each_tensor(root, [&](const at::Tensor& t) {
+    if (t.numel() == 0) return;
+    int64_t last = t.storage_offset();
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    const auto* base = static_cast<const uint8_t*>(t.storage().data());
+    for (int64_t b = t.storage_offset() * t.element_size(); b < (last + 1) * int64_t(t.element_size()); ++b)
+      sum ^= base[b];
+  });
   return sum;
 }
 

@@ -446,6 +446,31 @@ TEST(WireStore, WhatTheStoreHoldsIsBoundedAndRoomFreedIsUsedAgain) {
   EXPECT_EQ(keeper.get("kept"), b("v"));
 }
 
+// A second wait before the first ended (no c10d client sends one) would
+// grow the server's wait lists without bound: the client is dropped.
+TEST(WireStore, ASecondWaitBeforeTheFirstEndedDropsItsClient) {
+  auto server = serve();
+  WireStoreClient good("127.0.0.1", server->port(), Millis(3000));
+  const std::vector<uint8_t> validate = {0, 0xce, 0xf7, 0x85, 0x3c};
+  // WAIT (6) for one key, "/never": twice, without reading.
+  const std::vector<uint8_t> wait = {6, 1, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, '/', 'n', 'e', 'v', 'e', 'r'};
+  std::vector<uint8_t> bytes = validate;
+  bytes.insert(bytes.end(), wait.begin(), wait.end());
+  bytes.insert(bytes.end(), wait.begin(), wait.end());
+  int fd = connect_raw(server->port());
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  uint8_t answer = 0;
+  EXPECT_EQ(recv(fd, &answer, 1, 0), 0) << "the connection was not closed";
+  close(fd);
+  // One wait at a time, canceled and waited again, is served as before.
+  EXPECT_THROW(good.wait({"never"}, Millis(100)), Error);
+  good.set("never", b("now"));
+  good.wait({"never"}, Millis(1000));
+}
+
 TEST(WireStore, AClientThatBuffersMoreThanOneLargestQueryIsDropped) {
   auto server = serve();
   int fd = connect_raw(server->port());
