@@ -65,6 +65,10 @@ struct WireStoreServer::State {
     uint64_t bytes = 0;
   };
   std::unordered_map<std::string, Queue> queues;  // apart from the keys, as in c10d
+  // Until when the listening socket is left out of the poll: accept_new
+  // found the process out of descriptors, and the socket stays readable,
+  // so polling it again at once would spin on a core.
+  std::chrono::steady_clock::time_point accept_paused_until{};
   uint64_t held = 0;  // keys, values and queued items, as counted by entry_bytes
   uint64_t max_held = kMaxStoreBytes;
 
@@ -153,7 +157,9 @@ void WireStoreServer::State::run() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   for (;;) {
-    fds.assign({{stop_pipe[0], POLLIN, 0}, {listen_fd, POLLIN, 0}});
+    const auto now = std::chrono::steady_clock::now();
+    const bool accepting = now >= accept_paused_until;
+    fds.assign({{stop_pipe[0], POLLIN, 0}, {listen_fd, static_cast<short>(accepting ? POLLIN : 0), 0}});
     ids.assign(2, 0);
     bool queued = false;
     for (auto& [id, c] : conns) {
@@ -163,7 +169,13 @@ void WireStoreServer::State::run() {
       queued = queued || c.queued;
     }
     // Queries left from a turn are served without waiting for new bytes.
-    if (poll(fds.data(), fds.size(), queued ? 0 : -1) < 0) {
+    int wait_ms = -1;
+    if (queued)
+      wait_ms = 0;
+    else if (!accepting)
+      wait_ms = 1 + static_cast<int>(
+                        std::chrono::duration_cast<std::chrono::milliseconds>(accept_paused_until - now).count());
+    if (poll(fds.data(), fds.size(), wait_ms) < 0) {
       if (errno == EINTR) continue;
       return;  // cannot happen with valid descriptors; the clients then see a closed store
     }
@@ -214,6 +226,7 @@ void WireStoreServer::State::run() {
       forget_waits(id);
       close(it->second.fd);
       conns.erase(it);
+      accept_paused_until = {};  // a descriptor is free again
     }
   }
 }
@@ -221,7 +234,13 @@ void WireStoreServer::State::run() {
 void WireStoreServer::State::accept_new() {
   for (;;) {
     int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or a connection that went away before it was taken
+    if (fd < 0) {
+      // Out of descriptors or memory: the connection waits in the backlog,
+      // and is taken once a connection closes or 100 ms have passed.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        accept_paused_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      return;  // else EAGAIN, or a connection that went away before it was taken
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     conns[next_id++].fd = fd;

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,7 +18,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "comm/failure.h"
@@ -469,6 +474,61 @@ TEST(WireStore, ASecondWaitBeforeTheFirstEndedDropsItsClient) {
   EXPECT_THROW(good.wait({"never"}, Millis(100)), Error);
   good.set("never", b("now"));
   good.wait({"never"}, Millis(1000));
+}
+
+// CPU time (utime + stime, clock ticks) of process `pid`.
+long cpu_ticks(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::istringstream rest(all.substr(all.rfind(')') + 2));  // fields from the state on
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) stime = std::stol(field);
+  }
+  return utime + stime;
+}
+
+// A host out of descriptors leaves the waiting connections in the backlog
+// and polls for them again after 100 ms or when a connection closes: the
+// listening socket stays readable, and polling it at once spun on a core.
+// Its clients are served meanwhile, and the waiting ones once there is room.
+TEST(WireStore, AHostOutOfDescriptorsDoesNotSpinAndTakesTheWaitingOnesLater) {
+  int port = 0;
+  int fd = launch::listen_socket("127.0.0.1", 0, &port);
+  pid_t child = fork();
+  if (child == 0) {
+    WireStoreServer server(fd);
+    int highest = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+      highest = std::max(highest, std::stoi(e.path().filename().string()));
+    rlimit few{static_cast<rlim_t>(highest + 4), static_cast<rlim_t>(highest + 4)};
+    setrlimit(RLIMIT_NOFILE, &few);
+    // Every free number below the limit taken but three.
+    std::vector<int> fillers;
+    for (int f; (f = open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(f);
+    for (int i = 0; i < 3 && !fillers.empty(); ++i, fillers.pop_back()) close(fillers.back());
+    for (;;) pause();
+  }
+  close(fd);
+  WireStoreClient first("127.0.0.1", port, Millis(3000));
+  first.set("k", b("v"));
+  std::vector<int> flood;
+  for (int i = 0; i < 20; ++i) flood.push_back(connect_raw(port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const long before = cpu_ticks(child);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const long spent = cpu_ticks(child) - before;
+  { int n = 0; for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(child) + "/fd")) { (void)e; ++n; }
+    std::ifstream lim("/proc/" + std::to_string(child) + "/limits"); std::string l; while (std::getline(lim, l)) if (l.find("open files") != std::string::npos) fprintf(stderr, "DEBUG %s fds=%d spent=%ld\n", l.c_str(), n, spent); }
+  EXPECT_LT(spent, 20) << "the host used " << spent << " ticks of CPU in 1 s while out of descriptors";
+  EXPECT_EQ(first.get("k"), b("v")) << "a client of before is served";
+  for (int f : flood) close(f);
+  WireStoreClient later("127.0.0.1", port, Millis(3000));
+  EXPECT_EQ(later.get("k"), b("v")) << "taken once descriptors were free";
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
 }
 
 TEST(WireStore, AClientThatBuffersMoreThanOneLargestQueryIsDropped) {
