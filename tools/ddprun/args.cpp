@@ -1,5 +1,6 @@
 #include "args.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
@@ -27,9 +28,10 @@ double to_seconds(const std::string& flag, const std::string& v) {
   // milliseconds and its deadlines into nanoseconds ("inf" and 1e300 were
   // taken, and converted with undefined behaviour).
   constexpr double kMostSeconds = ddp::core::kMaxTimeout.count() / 1000.0;
-  check_arg(!v.empty() && end && *end == '\0' && x >= 0 && x <= kMostSeconds,
-            flag + " '" + v + "' must be a number of seconds from 0 to 2147483.647 (about 24.8 days)");
-  return x;
+  if (!v.empty() && end && *end == '\0' && x >= 0 && x <= kMostSeconds) return x;
+  char most[32];
+  std::snprintf(most, sizeof most, "%.3f", kMostSeconds);
+  fail(Status::InvalidArgument, flag + " '" + v + "' must be a number of seconds from 0 to " + most + " (about 24.8 days)");
 }
 
 // torchrun accepts both --nproc-per-node and --nproc_per_node.
