@@ -463,8 +463,9 @@ Parsed WireStoreServer::State::handle_one(uint64_t id, Connection& c, Decoder& d
       auto it = keys.find(key);
       const size_t had = it == keys.end() ? 0 : it->second.size();
       if (had + value.size() > kMaxValueBytes) return Parsed::Bad;
-      if (!fits(it == keys.end() ? entry_bytes(key.size(), value.size()) : value.size())) return Parsed::Bad;
-      held += it == keys.end() ? entry_bytes(key.size(), value.size()) : value.size();
+      const uint64_t adding = it == keys.end() ? entry_bytes(key.size(), value.size()) : value.size();
+      if (!fits(adding)) return Parsed::Bad;
+      held += adding;
       Bytes& v = keys[key];
       v.insert(v.end(), value.begin(), value.end());
       wake(key);
