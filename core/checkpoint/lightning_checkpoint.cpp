@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "checkpoint/checkpoint_error.h"
 #include "common/error.h"
 
 namespace ddp::core {
@@ -107,14 +108,10 @@ Dict scaler_state(const std::vector<NamedTensor>& p) {
   return d;
 }
 
-[[noreturn]] void bad(const std::string& name, const std::string& what) {
-  fail(Status::IO, "checkpoint " + name + ": " + what);
-}
-
 int64_t integer(const Dict& d, const char* key, const std::string& name) {
   auto it = d.find(key);
-  if (it == d.end()) bad(name, std::string("it lacks '") + key + "' (not a Lightning checkpoint)");
-  if (!it->value().isInt()) bad(name, std::string("'") + key + "' is a " + it->value().tagKind() + ", not an int");
+  if (it == d.end()) bad_checkpoint(name, std::string("it lacks '") + key + "' (not a Lightning checkpoint)");
+  if (!it->value().isInt()) bad_checkpoint(name, std::string("'") + key + "' is a " + it->value().tagKind() + ", not an int");
   return it->value().toInt();
 }
 
@@ -122,7 +119,7 @@ std::vector<c10::IValue> list_of(const Dict& d, const char* key, const std::stri
   std::vector<c10::IValue> out;
   auto it = d.find(key);
   if (it == d.end()) return out;
-  if (!it->value().isList()) bad(name, std::string("'") + key + "' is not a list");
+  if (!it->value().isList()) bad_checkpoint(name, std::string("'") + key + "' is not a list");
   for (const auto& v : it->value().toListRef()) out.push_back(v);
   return out;
 }
@@ -207,35 +204,35 @@ LightningCheckpoint read_lightning_checkpoint(std::shared_ptr<caffe2::serialize:
   size_t got = in->size() >= sizeof(head) ? in->read(0, head, sizeof(head), "the file's magic") : 0;
   if (got == sizeof(head) && std::memcmp(head, "DDPCKPT", 8) == 0) {
     std::vector<uint8_t> bytes(in->size());
-    if (in->read(0, bytes.data(), bytes.size(), "the checkpoint") != bytes.size()) bad(name, "it could not be read whole");
+    if (in->read(0, bytes.data(), bytes.size(), "the checkpoint") != bytes.size()) bad_checkpoint(name, "it could not be read whole");
     return from_format_one(decode_checkpoint(bytes, name));
   }
   if (!looks_like_torch_archive(head, got))
-    bad(name, "neither a torch.save file nor a libddp checkpoint (truncated, damaged, or foreign)");
+    bad_checkpoint(name, "neither a torch.save file nor a libddp checkpoint (truncated, damaged, or foreign)");
   c10::IValue root = read_torch_archive(in, name);
-  if (!root.isGenericDict()) bad(name, "it holds a " + root.tagKind() + ", not a checkpoint dict");
+  if (!root.isGenericDict()) bad_checkpoint(name, "it holds a " + root.tagKind() + ", not a checkpoint dict");
   const Dict& d = root.toGenericDict();
   LightningCheckpoint c;
   c.epoch = integer(d, "epoch", name);
   c.global_step = integer(d, "global_step", name);
   auto sd = d.find("state_dict");
-  if (sd == d.end() || !sd->value().isGenericDict()) bad(name, "it has no state_dict dict");
+  if (sd == d.end() || !sd->value().isGenericDict()) bad_checkpoint(name, "it has no state_dict dict");
   for (const auto& e : sd->value().toGenericDict()) {
     if (is_attributes_entry(e.key(), e.value())) continue;
-    if (!e.key().isString() || !e.value().isTensor()) bad(name, "its state_dict holds an entry that is not a named tensor");
+    if (!e.key().isString() || !e.value().isTensor()) bad_checkpoint(name, "its state_dict holds an entry that is not a named tensor");
     c.state_dict.push_back({e.key().toStringRef(), e.value().toTensor()});
   }
   c.optimizer_states = list_of(d, "optimizer_states", name);
   c.lr_schedulers = list_of(d, "lr_schedulers", name);
   auto mp = d.find("MixedPrecision");
   if (mp != d.end()) {
-    if (!mp->value().isGenericDict()) bad(name, "'MixedPrecision' is not a dict");
+    if (!mp->value().isGenericDict()) bad_checkpoint(name, "'MixedPrecision' is not a dict");
     const Dict& s = mp->value().toGenericDict();
     auto scale = s.find("scale");
     auto tracker = s.find("_growth_tracker");
     if (scale == s.end() || tracker == s.end() || !(scale->value().isDouble() || scale->value().isInt()) ||
         !tracker->value().isInt())
-      bad(name, "'MixedPrecision' is not a GradScaler state (scale, _growth_tracker)");
+      bad_checkpoint(name, "'MixedPrecision' is not a GradScaler state (scale, _growth_tracker)");
     double v = scale->value().isDouble() ? scale->value().toDouble() : static_cast<double>(scale->value().toInt());
     c.precision.push_back({"scale", at::scalar_tensor(v, at::kFloat)});
     c.precision.push_back({"growth_tracker", at::scalar_tensor(tracker->value().toInt(), at::kInt)});
@@ -247,7 +244,7 @@ LightningCheckpoint read_lightning_checkpoint(std::shared_ptr<caffe2::serialize:
     if (user != o.end()) {
       if (!user->value().isTensor() || user->value().toTensor().scalar_type() != at::kByte ||
           user->value().toTensor().dim() != 1)
-        bad(name, "libddp's 'user' entry is not a byte tensor");
+        bad_checkpoint(name, "libddp's 'user' entry is not a byte tensor");
       at::Tensor u = user->value().toTensor().contiguous();
       c.user.assign(u.data_ptr<uint8_t>(), u.data_ptr<uint8_t>() + u.numel());
     }
@@ -257,22 +254,22 @@ LightningCheckpoint read_lightning_checkpoint(std::shared_ptr<caffe2::serialize:
                               std::pair<const char*, int64_t*>{"world_size", &c.world_size}}) {
       auto v = o.find(key);
       if (v == o.end()) continue;
-      if (!v->value().isInt() || v->value().toInt() < 0) bad(name, std::string("libddp's '") + key + "' is not a count");
+      if (!v->value().isInt() || v->value().toInt() < 0) bad_checkpoint(name, std::string("libddp's '") + key + "' is not a count");
       *field = v->value().toInt();
     }
     auto hook = o.find("comm_hook");
     if (hook != o.end()) c.comm_hook_state = hook->value();
     auto rng = o.find("rng_states");
     if (rng != o.end()) {
-      if (!rng->value().isList()) bad(name, "libddp's 'rng_states' is not a list of the ranks' states");
+      if (!rng->value().isList()) bad_checkpoint(name, "libddp's 'rng_states' is not a list of the ranks' states");
       for (const auto& r : rng->value().toListRef())
         if (!r.isTensor() || r.toTensor().scalar_type() != at::kByte || r.toTensor().dim() != 1)
-          bad(name, "libddp's 'rng_states' holds something other than a byte tensor");
+          bad_checkpoint(name, "libddp's 'rng_states' holds something other than a byte tensor");
       c.rng_states = rng->value();
     }
     auto avg = o.find("model_averager_step");
     if (avg != o.end()) {
-      if (!avg->value().isInt() || avg->value().toInt() < 0) bad(name, "libddp's 'model_averager_step' is not a step count");
+      if (!avg->value().isInt() || avg->value().toInt() < 0) bad_checkpoint(name, "libddp's 'model_averager_step' is not a step count");
       c.averager_step = avg->value().toInt();
     }
   }

@@ -8,14 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/checkpoint_error.h"
 #include "common/error.h"
 
 namespace ddp::core {
 namespace {
-
-[[noreturn]] void bad(const std::string& name, const std::string& what) {
-  fail(Status::IO, "checkpoint " + name + ": " + what);
-}
 
 // The globals a torch.save file of tensors, containers, numbers and strings
 // names (Python's weights_only allow-list, less what LibTorch cannot build).
@@ -58,7 +55,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
   std::string out;
   out.reserve(n);
   auto need = [&](size_t k) {
-    if (k > n - i) bad(name, "data.pkl ends inside an opcode");
+    if (k > n - i) bad_checkpoint(name, "data.pkl ends inside an opcode");
   };
   auto fixed = [&](size_t k) -> uint64_t {
     need(k);
@@ -69,7 +66,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
   };
   auto line = [&]() {
     auto end = static_cast<const uint8_t*>(std::memchr(p + i, '\n', n - i));
-    if (!end) bad(name, "data.pkl ends inside an opcode");
+    if (!end) bad_checkpoint(name, "data.pkl ends inside an opcode");
     std::string v(reinterpret_cast<const char*>(p + i), end - (p + i));
     i = static_cast<size_t>(end - p) + 1;
     return v;
@@ -90,7 +87,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
   std::vector<Item> stack;
   auto deepest = [&](size_t depth) {
     if (depth > kMaxPickleNesting)
-      bad(name, "data.pkl nests containers deeper than " + std::to_string(kMaxPickleNesting) +
+      bad_checkpoint(name, "data.pkl nests containers deeper than " + std::to_string(kMaxPickleNesting) +
                     " levels, which torch.save does not write");
     return depth;
   };
@@ -100,11 +97,11 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
   };
   // Pops k values: where the first begins, and the depth of the deepest.
   auto pop = [&](size_t k, size_t* depth = nullptr) {
-    if (stack.size() < k) bad(name, "data.pkl pops more than it pushed");
+    if (stack.size() < k) bad_checkpoint(name, "data.pkl pops more than it pushed");
     size_t start = stack.empty() || k == 0 ? out.size() : stack[stack.size() - k].start;
     size_t d = 0;
     for (size_t j = 0; j < k; ++j) {
-      if (stack.back().mark) bad(name, "data.pkl uses a mark as a value");
+      if (stack.back().mark) bad_checkpoint(name, "data.pkl uses a mark as a value");
       d = std::max(d, objects[stack.back().object].depth);
       stack.pop_back();
     }
@@ -117,7 +114,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
       d = std::max(d, objects[stack.back().object].depth);
       stack.pop_back();
     }
-    if (stack.empty()) bad(name, "data.pkl has no mark where it needs one");
+    if (stack.empty()) bad_checkpoint(name, "data.pkl has no mark where it needs one");
     size_t start = stack.back().start;
     stack.pop_back();
     if (depth) *depth = d;
@@ -126,10 +123,10 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
   // The container an APPEND, SETITEM(S) or BUILD adds to (the stack's top,
   // after what it adds was popped) now holds something `depth` deep.
   auto add_to_top = [&](size_t depth) {
-    if (stack.empty() || stack.back().mark) bad(name, "data.pkl adds to a container that is not there");
+    if (stack.empty() || stack.back().mark) bad_checkpoint(name, "data.pkl adds to a container that is not there");
     Object& o = objects[stack.back().object];
     if (o.frozen)
-      bad(name, "data.pkl changes a container after a reference to it was made (a container that holds itself?), "
+      bad_checkpoint(name, "data.pkl changes a container after a reference to it was made (a container that holds itself?), "
                 "which torch.save does not write");
     o.depth = deepest(std::max(o.depth, depth + 1));
   };
@@ -150,7 +147,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
     // arguments: EMPTY_TUPLE REDUCE, which becomes EMPTY_DICT.
     if (od && op != 'q' && op != 'r') {
       if (op != ')' || i >= n || p[i] != 'R')
-        bad(name, "it holds an OrderedDict built from arguments, which libddp does not load");
+        bad_checkpoint(name, "it holds an OrderedDict built from arguments, which libddp does not load");
       ++i;
       out.push_back('}');
       push(here, 1);
@@ -172,7 +169,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
         emit = false;
       } else {
         auto it = memo.find(key);
-        if (it == memo.end()) bad(name, "data.pkl recalls memo entry " + std::to_string(key) + ", which it never stored");
+        if (it == memo.end()) bad_checkpoint(name, "data.pkl recalls memo entry " + std::to_string(key) + ", which it never stored");
         objects[it->second].frozen = true;
         stack.push_back({here, false, it->second});
       }
@@ -183,7 +180,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
       // by fuzzing). Python's pickler and LibTorch's number their entries
       // 0, 1, 2, ... in order.
       if (key > memo_end)
-        bad(name, "data.pkl memoises under key " + std::to_string(key) + " where the next is " +
+        bad_checkpoint(name, "data.pkl memoises under key " + std::to_string(key) + " where the next is " +
                       std::to_string(memo_end) + " (torch.save numbers its memo entries in order)");
       memo_end = std::max(memo_end, key + 1);
       if (after_counter_class) {
@@ -194,7 +191,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
         od_memo.insert(key);
         emit = false;
       } else {
-        if (stack.empty() || stack.back().mark) bad(name, "data.pkl memoises an empty stack or a mark");
+        if (stack.empty() || stack.back().mark) bad_checkpoint(name, "data.pkl memoises an empty stack or a mark");
         memo[key] = stack.back().object;
       }
     };
@@ -206,7 +203,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
       case 0x80: {  // PROTO
         uint64_t v = fixed(1);
         if (v != 2)
-          bad(name, "pickle protocol " + std::to_string(v) + ": libddp reads protocol 2, torch.save's default");
+          bad_checkpoint(name, "pickle protocol " + std::to_string(v) + ": libddp reads protocol 2, torch.save's default");
         break;
       }
       case 'c': {  // GLOBAL "module\nname\n"
@@ -222,7 +219,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
           break;
         }
         if (!allowed_global(module, cls))
-          bad(name, "it holds a pickled " + module + "." + cls +
+          bad_checkpoint(name, "it holds a pickled " + module + "." + cls +
                         ": only tensors, containers, numbers and strings are loaded, and nothing in the file is run");
         push(here, 0);
         break;
@@ -272,7 +269,7 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
       case 'R': case 0x81: {  // REDUCE, NEWOBJ; a Counter's call leaves its dict
         if (!counter_calls.empty() && stack.size() == counter_calls.back().first + 1) {
           if (!counter_calls.back().second || op != 'R')
-            bad(name, "it holds a Counter built other than from a dict, which libddp does not load");
+            bad_checkpoint(name, "it holds a Counter built other than from a dict, which libddp does not load");
           counter_calls.pop_back();
           emit = false;
           break;
@@ -298,13 +295,13 @@ std::string filter_pickle(const std::string& pkl, const std::string& name) {
         break;
       }
       case 'i':
-        bad(name, "it holds a pickled instance (INST), which libddp does not load");
+        bad_checkpoint(name, "it holds a pickled instance (INST), which libddp does not load");
       default:
-        bad(name, "data.pkl has pickle opcode " + std::to_string(op) + ", which torch.save's protocol 2 does not write");
+        bad_checkpoint(name, "data.pkl has pickle opcode " + std::to_string(op) + ", which torch.save's protocol 2 does not write");
     }
     if (emit) out.append(pkl, start, i - start);
   }
-  bad(name, "data.pkl has no STOP opcode");
+  bad_checkpoint(name, "data.pkl has no STOP opcode");
 }
 
 }  // namespace ddp::core

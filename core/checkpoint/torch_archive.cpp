@@ -19,14 +19,11 @@
 #include "checkpoint/pickle_filter.h"
 #include "checkpoint/zip_directory.h"
 #include "comm/failure.h"
+#include "checkpoint/checkpoint_error.h"
 #include "common/error.h"
 
 namespace ddp::core {
 namespace {
-
-[[noreturn]] void bad(const std::string& name, const std::string& what) {
-  fail(Status::IO, "checkpoint " + name + ": " + what);
-}
 
 // LibTorch's unpickler builds each tensor as the pickle says: a storage of
 // the element count the pickle gives, over its record's memory, and a view
@@ -43,7 +40,7 @@ void check_tensors_lie_in_their_records(const c10::IValue& root, const std::map<
     // all) holds nothing a view could reach; the extent below says so.
     auto record = record_bytes.find(storage.data());
     if (storage.nbytes() > 0 && (record == record_bytes.end() || storage.nbytes() > record->second))
-      bad(name, "data.pkl sizes a tensor storage at " + std::to_string(storage.nbytes()) +
+      bad_checkpoint(name, "data.pkl sizes a tensor storage at " + std::to_string(storage.nbytes()) +
                     " bytes, more than its record holds");
     // The elements the view reaches, in units of its dtype: offset plus
     // (size - 1) * stride per dimension, every stride non-negative.
@@ -61,7 +58,7 @@ void check_tensors_lie_in_their_records(const c10::IValue& root, const std::map<
     int64_t end_bytes = 0;
     if (overflow || (last >= 0 && (__builtin_mul_overflow(last + 1, static_cast<int64_t>(t.element_size()), &end_bytes) ||
                                    static_cast<uint64_t>(end_bytes) > storage.nbytes())))
-      bad(name, "data.pkl makes a tensor of size " + c10::str(t.sizes()) + ", stride " + c10::str(t.strides()) +
+      bad_checkpoint(name, "data.pkl makes a tensor of size " + c10::str(t.sizes()) + ", stride " + c10::str(t.strides()) +
                     " and offset " + std::to_string(t.storage_offset()) + " that reaches past its storage of " +
                     std::to_string(storage.nbytes()) + " bytes");
   });
@@ -133,9 +130,9 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
       size_t offset = reader.getRecordOffset(record);
       size_t size = reader.getRecordSize(record);
       if (offset > file_size || size > file_size - offset)
-        bad(name, "record " + record + " runs past the end of the file (truncated, or compressed)");
+        bad_checkpoint(name, "record " + record + " runs past the end of the file (truncated, or compressed)");
     }
-    if (!reader.hasRecord("data.pkl")) bad(name, "it is a zip file without data.pkl (not a torch.save file)");
+    if (!reader.hasRecord("data.pkl")) bad_checkpoint(name, "it is a zip file without data.pkl (not a torch.save file)");
     // Every record is checked against its CRC-32 in the zip directory: a
     // flipped bit is refused, not trained on. The tensor records are read
     // first, each checked on a thread of its own while the next is read
@@ -144,11 +141,11 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
     // for their threads before the memory they read goes.
     auto expected = [&](const std::string& record) {
       auto it = crcs.find(record);
-      if (it == crcs.end()) bad(name, "record " + record + " is not in the zip directory");
+      if (it == crcs.end()) bad_checkpoint(name, "record " + record + " is not in the zip directory");
       return it->second;
     };
     auto damaged = [&](const std::string& record) {
-      bad(name, "record " + record + " does not match its CRC-32 (the file is damaged)");
+      bad_checkpoint(name, "record " + record + " does not match its CRC-32 (the file is damaged)");
     };
     // Each tensor record's memory, shared by every storage the pickle
     // names by it, and its size.
@@ -196,7 +193,7 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
         /*type_resolver=*/nullptr, /*obj_loader=*/nullptr,
         [&](const std::string& key) {
           auto it = records.find("data/" + key);
-          if (it == records.end()) bad(name, "data.pkl names a storage " + key + " the file lacks");
+          if (it == records.end()) bad_checkpoint(name, "data.pkl names a storage " + key + " the file lacks");
           // A storage named again (a view of another tensor, tied weights)
           // is the same memory, as torch.load shares one storage; each
           // tensor keeps the record alive.
@@ -217,9 +214,9 @@ c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInt
     fail(Status::NoMemory, "checkpoint " + name + ": out of memory while reading it");
   } catch (const c10::Error& e) {
     if (is_out_of_memory(e)) fail_from_aten(Status::NoMemory, "checkpoint " + name, e);
-    bad(name, std::string("not a readable torch.save file: ") + e.what_without_backtrace());
+    bad_checkpoint(name, std::string("not a readable torch.save file: ") + e.what_without_backtrace());
   } catch (const std::exception& e) {
-    bad(name, std::string("not a readable torch.save file: ") + e.what());
+    bad_checkpoint(name, std::string("not a readable torch.save file: ") + e.what());
   }
 }
 
@@ -231,11 +228,11 @@ void save_state_dict_file(const std::string& path, const std::vector<NamedTensor
 
 std::vector<NamedTensor> load_state_dict_file(const std::string& path) {
   c10::IValue v = read_torch_archive(file_checkpoint_io()->open(path), path);
-  if (!v.isGenericDict()) bad(path, "it holds a " + v.tagKind() + ", not a state dict");
+  if (!v.isGenericDict()) bad_checkpoint(path, "it holds a " + v.tagKind() + ", not a state dict");
   std::vector<NamedTensor> out;
   for (const auto& e : v.toGenericDict()) {
     if (is_attributes_entry(e.key(), e.value())) continue;
-    if (!e.key().isString() || !e.value().isTensor()) bad(path, "it holds an entry that is not a named tensor");
+    if (!e.key().isString() || !e.value().isTensor()) bad_checkpoint(path, "it holds an entry that is not a named tensor");
     out.push_back({e.key().toStringRef(), e.value().toTensor()});
   }
   return out;

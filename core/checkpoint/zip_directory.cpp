@@ -7,13 +7,14 @@
 #include <cstring>
 #include <vector>
 
+#include "checkpoint/checkpoint_error.h"
 #include "common/error.h"
 
 namespace ddp::core {
 namespace {
 
 [[noreturn]] void bad(const std::string& name, const std::string& what) {
-  fail(Status::IO, "checkpoint " + name + ": " + what + " (truncated, damaged, or not a zip file)");
+  bad_checkpoint(name, what + " (truncated, damaged, or not a zip file)");
 }
 
 uint64_t le(const uint8_t* p, size_t width) {

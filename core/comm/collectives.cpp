@@ -402,8 +402,7 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
       auto w3 = start(p.group(), "broadcast_bytes", 0, [&](c10d::Backend& b) { return b.allreduce(lts, max); });
       p.wait_work(w3, deadline);
       const int64_t lacking_rank = lacking.cpu().item<int64_t>() - 1;
-      if (no_memory) throw *no_memory;
-      if (lacking_rank >= 0)
+      if (!no_memory && lacking_rank >= 0)  // a rank without memory says so in its own words, below
         fail(Status::NoMemory, "broadcast_bytes: rank " + std::to_string(lacking_rank) + " has no memory for the " +
                                    std::to_string(n) + " bytes src rank " + std::to_string(src) +
                                    " sends; no rank received them");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/failure.h"
 #include "common/cuda_plugin.h"
 #include "common/error.h"
 
@@ -109,16 +110,14 @@ at::Tensor tensor_zeros(DType dtype, const int64_t* shape, size_t ndim, Device d
     check_arg(device.type == DeviceType::CPU, "unknown device type " + std::to_string(static_cast<int>(device.type)));
   }
   // Shape, dtype and device were checked above: what can still fail is the
-  // allocation itself (or, on CUDA, the device being unusable).
+  // allocation itself (Status::NoMemory) or, on CUDA, the device being
+  // unusable.
   try {
     return at::zeros(s, o);
-  } catch (const c10::OutOfMemoryError& e) {
-    fail(Status::NoMemory, std::string("out of memory: ") + e.what_without_backtrace());
   } catch (const c10::Error& e) {
-    if (device.type == DeviceType::CUDA)
-      fail(Status::Unsupported, std::string("cannot allocate on cuda:") + std::to_string(device.index) +
-                                  ": " + e.what_without_backtrace());
-    fail(Status::NoMemory, std::string("out of memory: ") + e.what_without_backtrace());
+    const bool cuda = device.type == DeviceType::CUDA;
+    fail_from_aten(cuda ? Status::Unsupported : Status::Internal,
+                   cuda ? "zeros on cuda:" + std::to_string(device.index) : std::string("zeros"), e);
   }
 }
 

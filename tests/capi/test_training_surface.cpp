@@ -128,6 +128,12 @@ TEST(TensorOps, AnOutputThatCannotBeAllocatedIsOutOfMemory) {
   EXPECT_EQ(out, nullptr);
   ddp_tensor_free(column);
   ddp_tensor_free(row);
+
+  const int64_t huge = int64_t{1} << 44;  // 64 TiB of floats
+  ddp_tensor* zeros = nullptr;
+  EXPECT_EQ(ddp_tensor_new(&zeros, DDP_FLOAT32, &huge, 1, cpu), DDP_E_NOMEM) << last();
+  EXPECT_TRUE(has(last(), "zeros") && has(last(), "out of memory")) << last();
+  EXPECT_EQ(zeros, nullptr);
 }
 
 TEST(Losses, ArgumentsAreCheckedByName) {
