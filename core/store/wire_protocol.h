@@ -58,6 +58,13 @@ constexpr uint64_t kEntryOverhead = 64;
 // What one connection may have buffered, either way: a query being received,
 // or answers its client does not read. Past it the connection is dropped.
 constexpr uint64_t kMaxBufferedBytes = kMaxValueBytes + (1u << 20);
+// What every connection's buffers may take together (their allocated
+// memory, which a growing buffer can make up to twice what it holds). Each
+// connection's bound alone let 12 clients that each sent most of a 256 MiB
+// set, and never the rest, make the store's host hold 3.1 GB; a few hundred
+// would have ended it. The connection whose query or answer goes past it is
+// dropped; 2 GiB leaves room for two largest queries at once.
+constexpr uint64_t kMaxBufferedTotal = 2ull << 30;
 
 // Appends the protocol's encodings to a byte buffer.
 class Encoder {

@@ -46,6 +46,9 @@ struct Connection {
 // for 2.7 s, and fuzzing found a ping unanswered for 9 s.
 constexpr std::chrono::microseconds kTurn{500};
 
+// What an emptied buffer may keep of its memory for the next query.
+constexpr uint64_t kKeptBufferBytes = 64 * 1024;
+
 enum class Parsed { Incomplete, Done, Bad };
 
 }  // namespace
@@ -71,6 +74,8 @@ struct WireStoreServer::State {
   std::chrono::steady_clock::time_point accept_paused_until{};
   uint64_t held = 0;  // keys, values and queued items, as counted by entry_bytes
   uint64_t max_held = kMaxStoreBytes;
+  uint64_t buffered = 0;  // the memory every connection's in and out take (their capacity)
+  uint64_t max_buffered = kMaxBufferedTotal;
 
   void run();
   void accept_new();
@@ -87,13 +92,29 @@ struct WireStoreServer::State {
   bool present(const std::string& key) const;
   size_t queue_length(const std::string& key) const;
   void forget_waits(uint64_t id);
-  static void send(Connection& c, Encoder& e) { c.out.insert(c.out.end(), e.out().begin(), e.out().end()); }
-  // Whether an answer of `bytes` more fits what the connection may buffer.
-  // Checked before the answer is built: a multi-get that lists one large
-  // key 65536 times asked for 64 GiB, and the server ran out of memory
-  // building it (found by fuzzing).
-  static bool room_for(const Connection& c, uint64_t bytes) {
-    return bytes <= kMaxBufferedBytes && c.out.size() <= kMaxBufferedBytes - bytes;
+  // Runs `change` on one of a connection's buffers and counts what its
+  // memory grew or shrank by. An emptied buffer gives its memory back: a
+  // connection that once took a 256 MiB value would keep it otherwise.
+  template <typename F>
+  void resize_buffer(std::vector<uint8_t>& buffer, F&& change) {
+    const uint64_t before = buffer.capacity();
+    change();
+    if (buffer.empty() && buffer.capacity() > kKeptBufferBytes) std::vector<uint8_t>().swap(buffer);
+    buffered = buffered - before + buffer.capacity();
+  }
+  void send(Connection& c, Encoder& e) {
+    resize_buffer(c.out, [&] { c.out.insert(c.out.end(), e.out().begin(), e.out().end()); });
+  }
+  // Whether an answer of `bytes` more fits what the connection may buffer,
+  // and what every connection may. Checked before the answer is built: a
+  // multi-get that lists one large key 65536 times asked for 64 GiB, and
+  // the server ran out of memory building it (found by fuzzing).
+  bool room_for(const Connection& c, uint64_t bytes) const {
+    return bytes <= kMaxBufferedBytes && c.out.size() <= kMaxBufferedBytes - bytes && buffered <= max_buffered &&
+           bytes <= max_buffered - buffered;
+  }
+  bool over_budget(const Connection& c) const {
+    return c.in.size() > kMaxBufferedBytes || c.out.size() > kMaxBufferedBytes || buffered > max_buffered;
   }
   static uint64_t blob_bytes(size_t n) { return sizeof(uint64_t) + n; }
   static uint64_t entry_bytes(size_t key, size_t value) { return key + value + kEntryOverhead; }
@@ -125,9 +146,11 @@ bool read_keys(Decoder& d, std::vector<std::string>* keys) {
 
 }  // namespace
 
-WireStoreServer::WireStoreServer(int listen_fd, uint64_t max_held) : s_(std::make_unique<State>()) {
+WireStoreServer::WireStoreServer(int listen_fd, uint64_t max_held, uint64_t max_buffered)
+    : s_(std::make_unique<State>()) {
   s_->listen_fd = listen_fd;
   if (max_held) s_->max_held = max_held;
+  if (max_buffered) s_->max_buffered = max_buffered;
   // The agent forks workers: neither the listening socket nor a connection
   // may leak into them.
   if (!set_flags(listen_fd) || pipe2(s_->stop_pipe, O_CLOEXEC) != 0) {
@@ -212,10 +235,16 @@ void WireStoreServer::State::run() {
         // the exception ended the process that hosts the store.
         open = false;
       }
-      c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(off));
-      if (c.in.size() > kMaxBufferedBytes || c.out.size() > kMaxBufferedBytes) open = false;
+      resize_buffer(c.in, [&] { c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(off)); });
+      if (over_budget(c)) open = false;
       if (c.ended && !c.queued) open = false;
-      if (!open) dead.push_back(ids[i]);
+      if (!open) {
+        // What it sent is never parsed now; its memory goes at once, so
+        // that the connections after it in this turn are not measured
+        // against it.
+        resize_buffer(c.in, [&] { c.in.clear(); });
+        dead.push_back(ids[i]);
+      }
     }
     // Answers, and the wake-ups a query caused on other connections.
     for (auto& [id, c] : conns)
@@ -225,6 +254,7 @@ void WireStoreServer::State::run() {
       if (it == conns.end()) continue;
       forget_waits(id);
       close(it->second.fd);
+      buffered -= it->second.in.capacity() + it->second.out.capacity();
       conns.erase(it);
       accept_paused_until = {};  // a descriptor is free again
     }
@@ -251,11 +281,11 @@ bool WireStoreServer::State::read_from(Connection& c) {
   uint8_t buf[65536];
   for (;;) {
     // A client that sends faster than its queries parse is read no further
-    // than the bound; the caller then drops it.
-    if (c.in.size() > kMaxBufferedBytes) return true;
+    // than the bounds; the caller then drops it.
+    if (over_budget(c)) return true;
     ssize_t n = recv(c.fd, buf, sizeof buf, 0);
     if (n > 0) {
-      c.in.insert(c.in.end(), buf, buf + n);
+      resize_buffer(c.in, [&] { c.in.insert(c.in.end(), buf, buf + n); });
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
@@ -276,7 +306,7 @@ bool WireStoreServer::State::write_to(Connection& c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     return false;
   }
-  c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(done));
+  resize_buffer(c.out, [&] { c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(done)); });
   return true;
 }
 

@@ -15,8 +15,10 @@ class WireStoreServer {
  public:
   // Serves on `listen_fd`, a socket bound and listening (launch::listen_socket);
   // the server owns it from now on. It holds at most `max_held` bytes of
-  // keys, values and queued items (wire::kMaxStoreBytes; tests pass less).
-  explicit WireStoreServer(int listen_fd, uint64_t max_held = 0);
+  // keys, values and queued items (wire::kMaxStoreBytes), and its
+  // connections' buffers take at most about `max_buffered` bytes together
+  // (wire::kMaxBufferedTotal); 0 takes the default, tests pass less.
+  explicit WireStoreServer(int listen_fd, uint64_t max_held = 0, uint64_t max_buffered = 0);
   ~WireStoreServer();  // stops serving and closes every connection
   WireStoreServer(const WireStoreServer&) = delete;
   WireStoreServer& operator=(const WireStoreServer&) = delete;

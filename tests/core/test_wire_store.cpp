@@ -4,7 +4,9 @@
 // peer does to them.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -560,6 +562,89 @@ TEST(WireStore, AClientThatBuffersMoreThanOneLargestQueryIsDropped) {
   EXPECT_GT(sent, 256u << 20);
   WireStoreClient after("127.0.0.1", server->port(), Millis(3000));  // the server itself goes on
   EXPECT_EQ(after.add("n", 1), 1);
+}
+
+// Each connection's buffers are bounded, and so is what all of them take
+// together: 12 clients that each sent most of a 256 MiB set, and never the
+// rest, made the store's host hold 3.1 GB. The connection whose query or
+// answer goes past the bound is dropped; the others are served as before,
+// and an emptied buffer gives its memory back.
+TEST(WireStore, WhatAllConnectionsBufferTogetherIsBounded) {
+  int port = 0;
+  WireStoreServer server(launch::listen_socket("127.0.0.1", 0, &port), 0, 6 << 20);
+  WireStoreClient good("127.0.0.1", server.port(), Millis(3000));
+  good.set("k", b("v"));
+  const size_t value = 3 << 20;
+  const std::vector<uint8_t> payload(value, 7);
+  auto begin_set = [&](char key) {  // validated, then a set of `value` bytes under "/<key>", its bytes to follow
+    int fd = connect_raw(server.port());
+    EXPECT_GE(fd, 0);
+    std::vector<uint8_t> head = {0, 0xce, 0xf7, 0x85, 0x3c, 1, 2, 0, 0, 0, 0, 0, 0, 0, '/', static_cast<uint8_t>(key)};
+    for (int i = 0; i < 8; ++i) head.push_back(static_cast<uint8_t>(uint64_t{value} >> (8 * i)));
+    EXPECT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+    return fd;
+  };
+  auto push = [](int fd, const uint8_t* p, size_t n) {  // false once the server dropped it
+    while (n > 0) {
+      ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+      if (k <= 0) return false;
+      p += k, n -= static_cast<size_t>(k);
+    }
+    return true;
+  };
+  auto dropped = [](int fd) {  // the server closed it: end of stream or reset, not a timeout
+    timeval tv{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    ssize_t n = recv(fd, &c, 1, 0);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  };
+  // Two clients each send all but the last byte of a 3 MiB set: the first
+  // fits the 6 MiB bound, the second goes past it and is dropped.
+  int first = begin_set('a');
+  ASSERT_TRUE(push(first, payload.data(), value - 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the server has read it
+  int second = begin_set('b');
+  push(second, payload.data(), value - 1);
+  EXPECT_TRUE(dropped(second)) << "the connection past the bound is still open";
+  close(second);
+  EXPECT_EQ(good.get("k"), b("v"));
+  // The first one's query completes and is served.
+  ASSERT_TRUE(push(first, payload.data(), 1));
+  EXPECT_EQ(good.get("a").size(), value);
+  close(first);
+  // Answers count too: a client that asks for the 3 MiB value 10 times,
+  // each followed by an add to a counter, and reads none, is dropped once
+  // what the kernel did not take goes past the bound.
+  int reader = connect_raw(server.port());
+  ASSERT_GE(reader, 0);
+  std::vector<uint8_t> gets = {0, 0xce, 0xf7, 0x85, 0x3c};
+  for (int i = 0; i < 10; ++i)
+    gets.insert(gets.end(), {3, 2, 0, 0, 0, 0, 0, 0, 0, '/', 'a', 4, 2, 0, 0, 0, 0, 0, 0, 0, '/', 'c', 1, 0, 0, 0, 0,
+                             0, 0, 0});
+  ASSERT_TRUE(push(reader, gets.data(), gets.size()));
+  int64_t served = -1;
+  for (auto seen = std::chrono::steady_clock::now();
+       std::chrono::steady_clock::now() - seen < std::chrono::seconds(2);) {  // until it stops moving
+    const int64_t now = good.add("c", 0);
+    if (now != served) served = now, seen = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GE(served, 1);
+  EXPECT_LT(served, 10) << "every answer was buffered for a client that reads none";
+  uint8_t sink[1 << 16];
+  timeval tv{5, 0};
+  setsockopt(reader, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ssize_t n = 0;
+  while ((n = recv(reader, sink, sizeof sink, 0)) > 0) {
+  }
+  EXPECT_TRUE(n == 0 || errno == ECONNRESET) << "the reader was not dropped: " << std::strerror(errno);
+  close(reader);
+  // Every buffer that emptied gave its memory back: a new 3 MiB set fits.
+  WireStoreClient after("127.0.0.1", server.port(), Millis(3000));
+  after.set("d", payload);
+  EXPECT_EQ(after.get("d").size(), value);
+  EXPECT_EQ(good.get("k"), b("v"));
 }
 
 TEST(WireStore, AStoreThatDoesNotAnswerIsATimeoutAndAClosedOneAPeerFailure) {
