@@ -165,9 +165,12 @@ int main() {
       }
     }
     if (rank == 0) {
+      double sum = 0;
+      for (double x : us) sum += x;
       std::printf("{\"impl\": \"%s\", \"bytes\": %zu, \"p10_us\": %.3f, \"p50_us\": %.3f, \"p90_us\": %.3f, "
-                  "\"n\": %zu}\n",
-                  label.c_str(), bytes, pct(us, 0.1), pct(us, 0.5), pct(us, 0.9), us.size());
+                  "\"mean_us\": %.3f, \"n\": %zu}\n",
+                  label.c_str(), bytes, pct(us, 0.1), pct(us, 0.5), pct(us, 0.9), us.empty() ? 0.0 : sum / us.size(),
+                  us.size());
       std::fflush(stdout);
     }
     ddp_tensor_free(t);

@@ -95,8 +95,12 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) {
       qsort(us, kept, sizeof(double), by_value);
-      printf("{\"impl\": \"%s\", \"bytes\": %zu, \"p10_us\": %.3f, \"p50_us\": %.3f, \"p90_us\": %.3f, \"n\": %zu}\n",
-             label, bytes, pct(us, kept, 0.1), pct(us, kept, 0.5), pct(us, kept, 0.9), kept);
+      double sum = 0;
+      for (size_t i = 0; i < kept; ++i) sum += us[i];
+      printf("{\"impl\": \"%s\", \"bytes\": %zu, \"p10_us\": %.3f, \"p50_us\": %.3f, \"p90_us\": %.3f, "
+             "\"mean_us\": %.3f, \"n\": %zu}\n",
+             label, bytes, pct(us, kept, 0.1), pct(us, kept, 0.5), pct(us, kept, 0.9), kept ? sum / (double)kept : 0.0,
+             kept);
       fflush(stdout);
     }
     free(us);
