@@ -76,14 +76,32 @@ void write_torch_archive(const c10::IValue& root, const ByteSink& sink) {
   pickler.protocol();
   pickler.pushIValue(root);
   pickler.stop();
-  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
-    sink(data, size);
+  ArchiveSink out(sink);
+  {
+    caffe2::serialize::PyTorchStreamWriter writer(out.writer());
+    // Each storage goes from the tensor's own memory (a device tensor
+    // through one host copy at a time), then the pickle that names them.
+    torch::jit::writeArchiveAndTensors("data", pkl.data(), pkl.size(), pickler.tensorData(), writer);
+    writer.writeEndOfFile();
+  }
+  out.rethrow_failure();
+}
+
+std::function<size_t(const void*, size_t)> ArchiveSink::writer() {
+  return [this](const void* data, size_t size) {
+    if (!failed_) {
+      try {
+        sink_(data, size);
+      } catch (...) {
+        failed_ = std::current_exception();
+      }
+    }
     return size;
-  });
-  // Each storage goes from the tensor's own memory (a device tensor through
-  // one host copy at a time), then the pickle that names them.
-  torch::jit::writeArchiveAndTensors("data", pkl.data(), pkl.size(), pickler.tensorData(), writer);
-  writer.writeEndOfFile();
+  };
+}
+
+void ArchiveSink::rethrow_failure() const {
+  if (failed_) std::rethrow_exception(failed_);
 }
 
 void for_each_tensor(const c10::IValue& root, const std::function<void(const at::Tensor&)>& visit) {

@@ -11,6 +11,7 @@
 #include <ATen/core/ivalue.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +35,30 @@ using ByteSink = std::function<void(const void* data, size_t size)>;
 // Pickles `root` (dicts, lists, tuples, tensors, ints, doubles, bools,
 // strings, None) and writes the archive to `sink`.
 void write_torch_archive(const c10::IValue& root, const ByteSink& sink);
+
+// What LibTorch's archive writer (PyTorchStreamWriter, under torch.save's
+// format and TorchScript's export) writes through: its writer function must
+// never throw nor fall short, because an archive left unfinished is
+// finished by the writer's destructor through the same function, whose
+// second failure is thrown from the destructor and ends the process
+// (std::terminate: a full disk did). This hands the bytes to `sink` until
+// it first throws, keeps that exception, takes every later byte as written
+// (dropped), and rethrow_failure() throws the kept one once the writer is
+// done.
+class ArchiveSink {
+ public:
+  explicit ArchiveSink(const ByteSink& sink) : sink_(sink) {}
+  ArchiveSink(const ArchiveSink&) = delete;
+  ArchiveSink& operator=(const ArchiveSink&) = delete;
+  // For the writer, which copies the function it is given: this one
+  // refers back to this object.
+  std::function<size_t(const void*, size_t)> writer();
+  void rethrow_failure() const;
+
+ private:
+  const ByteSink& sink_;
+  std::exception_ptr failed_;
+};
 
 // Whether a dict entry read by read_torch_archive is the attributes of a
 // Python OrderedDict (a state_dict's _metadata), which it keeps under

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "checkpoint/torch_archive.h"
 #include "comm/failure.h"
 #include "common/error.h"
 #include "tensor/tensors.h"
@@ -312,17 +313,15 @@ void ScriptModule::set(const std::string& name, const at::Tensor& value) {
 void ScriptModule::save(const std::string& path) const {
   check_arg(!impl_->caller_owned, "module " + path + ": a model given as tensors has no TorchScript code to export; "
                                   "save its state dict (ddp_module_save_state_dict) or a checkpoint");
-  write_file_atomically(path, [&](const std::function<void(const void*, size_t)>& sink) {
+  write_file_atomically(path, [&](const ByteSink& sink) {
+    ArchiveSink out(sink);
     try {
-      torch::jit::ExportModule(impl_->as_loaded ? *impl_->as_loaded : impl_->module, [&](const void* data, size_t n) {
-        sink(data, n);
-        return n;
-      });
-    } catch (const Error&) {
-      throw;
+      torch::jit::ExportModule(impl_->as_loaded ? *impl_->as_loaded : impl_->module, out.writer());
     } catch (const std::exception& e) {
+      out.rethrow_failure();  // the file's own failure first: it may have caused this one
       fail(Status::IO, "module " + path + ": cannot be saved: " + short_what(e));
     }
+    out.rethrow_failure();
   });
 }
 

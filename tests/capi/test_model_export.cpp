@@ -5,9 +5,15 @@
 // the values with PyTorch and Lightning: tests/parity/test_checkpoint_parity.py
 // and test_lr_scheduler_parity.py.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -125,6 +131,64 @@ TEST_F(Exported, SavedModulesAndStateDictsComeBackAndBadPathsAreNamed) {
   EXPECT_TRUE(has(last(), "mlp.pt")) << last();
   EXPECT_EQ(ddp_module_load_state_dict(fresh, (dir + "/none.pt").c_str(), 0), DDP_E_IO);
   ddp_module_free(fresh);
+}
+
+// A disk that fills up midway through a save (a file-size limit of half
+// the module's file stands in for it): DDP_E_IO naming the path, the file
+// saved before untouched, no temporary file left, and the process goes on.
+// LibTorch's archive writer ended the process (std::terminate) when the
+// file could not be written, for the module and for its state dict alike.
+TEST_F(Exported, ASaveThatRunsOutOfRoomMidwayIsAnIoErrorAndKeepsTheOldFile) {
+  const std::string module_path = dir + "/kept.pt", state_path = dir + "/kept_sd.pt";
+  ASSERT_EQ(ddp_module_save(m, module_path.c_str()), DDP_OK) << last();
+  ASSERT_EQ(ddp_module_save_state_dict(m, state_path.c_str()), DDP_OK) << last();
+  auto bytes_of = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string module_bytes = bytes_of(module_path), state_bytes = bytes_of(state_path);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(fds[0]);
+    signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
+    const rlim_t half = static_cast<rlim_t>(std::min(module_bytes.size(), state_bytes.size()) / 2);
+    rlimit limit{half, half};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    std::string report;
+    for (const std::string& path : {module_path, state_path}) {
+      const int rc = path == module_path ? ddp_module_save(m, path.c_str()) : ddp_module_save_state_dict(m, path.c_str());
+      report += std::to_string(rc) + " " + last() + "\n";
+    }
+    ssize_t w = write(fds[1], report.data(), report.size());
+    _exit(w == static_cast<ssize_t>(report.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string report;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) report.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int st = 0;
+  waitpid(child, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      << (WIFSIGNALED(st) ? "the saving process was killed by signal " + std::to_string(WTERMSIG(st)) : "exited") << " "
+      << report;
+  const std::string io = std::to_string(DDP_E_IO) + " ";
+  const auto newline = report.find('\n');
+  const std::string module_line = report.substr(0, newline), state_line = report.substr(newline + 1);
+  EXPECT_EQ(module_line.rfind(io, 0), 0u) << module_line;
+  EXPECT_TRUE(has(module_line, module_path)) << module_line;
+  EXPECT_EQ(state_line.rfind(io, 0), 0u) << state_line;
+  EXPECT_TRUE(has(state_line, state_path)) << state_line;
+  EXPECT_EQ(bytes_of(module_path), module_bytes) << "the module saved before changed";
+  EXPECT_EQ(bytes_of(state_path), state_bytes) << "the state dict saved before changed";
+  for (const std::string& path : {module_path, state_path})
+    EXPECT_NE(access((path + ".tmp." + std::to_string(child)).c_str(), F_OK), 0) << "a temporary file was left: " << path;
+  ddp_module* again = nullptr;
+  ASSERT_EQ(ddp_module_load(&again, module_path.c_str()), DDP_OK) << last();
+  ddp_module_free(again);
 }
 
 ddp_lr_scheduler* make(ddp_optimizer* opt, ddp_lr_scheduler_options o) {

@@ -3,6 +3,7 @@
 // anything large is allocated; a save killed midway leaves a loadable file.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -193,6 +194,53 @@ TEST(Checkpoint, ASaveThatCannotWriteLeavesTheOldFileAndNamesThePath) {
     EXPECT_EQ(e.status(), ddp::core::Status::IO);
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
+}
+
+// A disk that fills up midway (here a file-size limit of 1 MiB, the same
+// failed write as a full disk without needing one): the save is
+// Status::IO naming the path and why, the old checkpoint is untouched, and
+// the half-written temporary file is gone.
+TEST(Checkpoint, ASaveThatRunsOutOfRoomMidwayLeavesTheOldFileAndNoTemporary) {
+  at::set_num_threads(1);  // the forked child must not need the parent's thread pool
+  std::string path = temp_path("full");
+  Checkpoint old_one = sample();
+  save_checkpoint_file(path, old_one);
+  const auto old_bytes = read_all(path);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(pipe_fds[0]);
+    signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
+    rlimit limit{1 << 20, 1 << 20};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    std::string what = "saved";
+    Checkpoint big;
+    big.tensors.push_back({"w", at::ones({1 << 22}, at::kFloat)});  // 16 MiB
+    try {
+      save_checkpoint_file(path, big);
+    } catch (const ddp::core::Error& e) {
+      what = (e.status() == ddp::core::Status::IO ? "IO: " : "other status: ") + std::string(e.what());
+    }
+    ssize_t w = write(pipe_fds[1], what.data(), what.size());
+    _exit(w == static_cast<ssize_t>(what.size()) ? 0 : 1);
+  }
+  close(pipe_fds[1]);
+  std::string what;
+  char buf[512];
+  for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof buf)) > 0;) what.append(buf, static_cast<size_t>(n));
+  close(pipe_fds[0]);
+  int st = 0;
+  waitpid(child, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_EQ(what.rfind("IO: ", 0), 0u) << what;
+  EXPECT_NE(what.find(path), std::string::npos) << what;
+  EXPECT_NE(what.find("write failed"), std::string::npos) << what;
+  EXPECT_EQ(read_all(path), old_bytes) << "the old checkpoint changed";
+  EXPECT_EQ(load_checkpoint_file(path).step, old_one.step);
+  EXPECT_NE(access((path + ".tmp." + std::to_string(child)).c_str(), F_OK), 0) << "the temporary file was left";
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -4,9 +4,13 @@
 // harmless, never load a different value); a pickled global that is not
 // data refused by name; libddp's DDPCKPT files still read.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <caffe2/serialize/inline_container.h>
 
 #include <pthread.h>
@@ -23,6 +27,7 @@
 #include "file_bytes.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/lightning_checkpoint.h"
+#include "checkpoint/torch_archive.h"
 #include "common/error.h"
 
 using namespace ddp::core;
@@ -296,6 +301,57 @@ TEST(TorchCheckpoint, ARecordSizeLargerThanTheFileIsRefusedBeforeAllocating) {
   std::string why;
   EXPECT_EQ(try_load(path, nullptr, &why), Status::IO);
   std::remove(path.c_str());
+}
+
+// A disk that fills up midway through a torch.save file (a file-size
+// limit of 1 MiB stands in for it): the save is Status::IO naming the path,
+// the old checkpoint is untouched, no temporary file is left, and the
+// process goes on. Each save form is tried: a Lightning checkpoint, a
+// plain state dict.
+TEST(TorchCheckpoint, ASaveThatRunsOutOfRoomMidwayFailsCleanly) {
+  at::set_num_threads(1);  // the forked child must not need the parent's thread pool
+  for (const bool lightning : {true, false}) {
+    const std::string path = temp_path(lightning ? "full_lightning" : "full_state_dict");
+    save(path, sample());
+    const auto old_bytes = read_all(path);
+    int pipe_fds[2];
+    ASSERT_EQ(pipe(pipe_fds), 0);
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      close(pipe_fds[0]);
+      signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
+      rlimit limit{1 << 20, 1 << 20};
+      setrlimit(RLIMIT_FSIZE, &limit);
+      std::string what = "saved";
+      LightningCheckpoint big = sample();
+      big.state_dict.push_back({"big", at::ones({1 << 22}, at::kFloat)});  // 16 MiB
+      try {
+        if (lightning) save(path, big);
+        else save_state_dict_file(path, big.state_dict);
+      } catch (const Error& e) {
+        what = (e.status() == Status::IO ? "IO: " : "other status: ") + std::string(e.what());
+      }
+      ssize_t w = write(pipe_fds[1], what.data(), what.size());
+      _exit(w == static_cast<ssize_t>(what.size()) ? 0 : 1);
+    }
+    close(pipe_fds[1]);
+    std::string what;
+    char buf[512];
+    for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof buf)) > 0;) what.append(buf, static_cast<size_t>(n));
+    close(pipe_fds[0]);
+    int st = 0;
+    waitpid(child, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        << (WIFSIGNALED(st) ? "the saving process was killed by signal " + std::to_string(WTERMSIG(st)) : "") << " "
+        << what;
+    EXPECT_EQ(what.rfind("IO: ", 0), 0u) << what;
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+    EXPECT_EQ(read_all(path), old_bytes) << "the old checkpoint changed";
+    EXPECT_TRUE(same(load(path), sample()));
+    EXPECT_NE(access((path + ".tmp." + std::to_string(child)).c_str(), F_OK), 0) << "the temporary file was left";
+    std::remove(path.c_str());
+  }
 }
 
 TEST(TorchCheckpoint, LibddpsEarlierFilesStillLoad) {
