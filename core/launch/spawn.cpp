@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,12 +34,19 @@ void write_file_atomically(const std::string& path, const std::vector<uint8_t>& 
   std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail(Status::IO, "cannot write " + tmp + ": " + std::strerror(errno));
-  bool ok = data.empty() || std::fwrite(data.data(), 1, data.size(), f) == data.size();
-  ok = (std::fflush(f) == 0) && ok;
-  ok = (fsync(fileno(f)) == 0) && ok;
-  std::fclose(f);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0)
-    fail(Status::IO, "cannot write " + path + ": " + std::strerror(errno));
+  int err = 0;  // the first failure's errno: what fclose and unlink do after it must not hide it
+  auto step = [&err](bool done) {
+    if (!done && err == 0) err = errno ? errno : EIO;
+  };
+  step(data.empty() || std::fwrite(data.data(), 1, data.size(), f) == data.size());
+  step(std::fflush(f) == 0);
+  step(fsync(fileno(f)) == 0);
+  step(std::fclose(f) == 0);
+  if (err == 0) step(std::rename(tmp.c_str(), path.c_str()) == 0);
+  if (err != 0) {
+    std::remove(tmp.c_str());  // else the caller's directory could not be removed after it
+    fail(Status::IO, "cannot write " + path + ": " + std::strerror(err));
+  }
 }
 
 // The parent's environment with the worker's rendezvous variables on top.

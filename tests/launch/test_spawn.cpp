@@ -40,6 +40,26 @@ TEST(Spawn, PopenReturnsRankZerosResult) {
   }
 }
 
+// The argument is handed to the workers in a file of the call's own
+// directory: where it cannot be written (a file-size limit of 0 stands in
+// for a full disk), the call is DDP_E_IO naming the file, and neither the
+// half-written file nor the directory is left behind.
+TEST(Spawn, AnArgumentThatCannotBeWrittenIsAnIoErrorAndLeavesNoDirectory) {
+  const std::string tag = "spawn-" + std::to_string(getpid()) + "-full";
+  auto res = ddptest::run_program({"/bin/bash", "-c", "trap '' XFSZ; ulimit -f 0; exec " + spawn_prog() + " ok popen 2"},
+                                  {"DDP_TEST_TAG=" + tag}, 60);
+  ASSERT_FALSE(res.timed_out) << res.summary();
+  const std::string out = res.ranks[0].output;
+  EXPECT_NE(res.ranks[0].exit_code, 0) << out;
+  EXPECT_TRUE(has(out, "status=i/o error")) << out;
+  const auto at = out.find("cannot write /tmp/ddp-spawn-");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string file = out.substr(at + 13, out.find(':', at) - at - 13);
+  const std::string dir = file.substr(0, file.rfind('/'));
+  EXPECT_NE(access(dir.c_str(), F_OK), 0) << dir << " was left behind";
+  EXPECT_FALSE(ddptest::any_process_tagged(tag));
+}
+
 TEST(Spawn, ForkReturnsRankZerosResult) {
   auto o = run({"ok", "fork", "4"});
   EXPECT_EQ(o.r.exit_code, 0) << o.r.output;
