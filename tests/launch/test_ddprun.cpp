@@ -87,6 +87,23 @@ TEST(Ddprun, KilledRankGivesPeerFailedAndANonZeroExitNamingSignal9) {
   EXPECT_TRUE(has(json, "\"root_cause\": true")) << json;
 }
 
+// An error file that cannot be written (a file-size limit of 0 stands in
+// for a full disk) is reported, and its half-written temporary is removed.
+TEST(Ddprun, AnErrorFileThatCannotBeWrittenIsReportedAndLeavesNoTemporary) {
+  const std::string err = testing::TempDir() + "/ddprun_full_error.json";
+  unlink(err.c_str());
+  unlink((err + ".tmp").c_str());
+  auto res = ddptest::run_program({"/bin/bash", "-c",
+                                   "trap '' XFSZ; ulimit -f 0; exec " + ddprun() +
+                                       " --standalone --nproc-per-node 2 --error-file " + err + " /bin/false"},
+                                  {"DDP_TEST_TAG=" + new_tag()}, 60);
+  ASSERT_FALSE(res.timed_out) << res.summary();
+  EXPECT_EQ(res.ranks[0].exit_code, 1) << res.ranks[0].output;
+  EXPECT_TRUE(has(res.ranks[0].output, "cannot write the error file " + err)) << res.ranks[0].output;
+  EXPECT_NE(access(err.c_str(), F_OK), 0) << "an error file was written past the limit";
+  EXPECT_NE(access((err + ".tmp").c_str(), F_OK), 0) << "the half-written error file was left";
+}
+
 TEST(Ddprun, ErrorOnRankZeroOnlyEndsEveryRank) {
   auto o = ddprun_run({"--standalone", "--nproc-per-node", "3", "--grace-period", "1", worker(), "exit_rank0"});
   EXPECT_EQ(o.r.exit_code, 1) << o.r.output;

@@ -93,8 +93,10 @@ void write_error_file(const std::string& path, const std::vector<Failure>& failu
   std::ofstream f(tmp);
   f << o.str();
   f.close();
-  if (!f || std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (!f || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());  // a half-written file (a full disk) is nobody's report
     std::cerr << "ddprun: cannot write the error file " << path << "\n";
+  }
 }
 
 }  // namespace ddprun
