@@ -5,9 +5,6 @@
 // the values with PyTorch and Lightning: tests/parity/test_checkpoint_parity.py
 // and test_lr_scheduler_parity.py.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/file_size_limit.h"
 #include "capi_test_util.h"
 
 namespace {
@@ -147,34 +145,18 @@ TEST_F(Exported, ASaveThatRunsOutOfRoomMidwayIsAnIoErrorAndKeepsTheOldFile) {
     return std::string(std::istreambuf_iterator<char>(f), {});
   };
   const std::string module_bytes = bytes_of(module_path), state_bytes = bytes_of(state_path);
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(fds[0]);
-    signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
-    const rlim_t half = static_cast<rlim_t>(std::min(module_bytes.size(), state_bytes.size()) / 2);
-    rlimit limit{half, half};
-    setrlimit(RLIMIT_FSIZE, &limit);
+  const rlim_t half = static_cast<rlim_t>(std::min(module_bytes.size(), state_bytes.size()) / 2);
+  const LimitedRun run = run_with_file_size_limit(half, [&] {
     std::string report;
     for (const std::string& path : {module_path, state_path}) {
       const int rc = path == module_path ? ddp_module_save(m, path.c_str()) : ddp_module_save_state_dict(m, path.c_str());
       report += std::to_string(rc) + " " + last() + "\n";
     }
-    ssize_t w = write(fds[1], report.data(), report.size());
-    _exit(w == static_cast<ssize_t>(report.size()) ? 0 : 1);
-  }
-  close(fds[1]);
-  std::string report;
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) report.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int st = 0;
-  waitpid(child, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
-      << (WIFSIGNALED(st) ? "the saving process was killed by signal " + std::to_string(WTERMSIG(st)) : "exited") << " "
-      << report;
+    return report;
+  });
+  const pid_t child = run.pid;
+  const std::string& report = run.report;
+  ASSERT_TRUE(run.exited) << report;
   const std::string io = std::to_string(DDP_E_IO) + " ";
   const auto newline = report.find('\n');
   const std::string module_line = report.substr(0, newline), state_line = report.substr(newline + 1);

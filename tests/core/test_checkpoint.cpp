@@ -3,7 +3,6 @@
 // anything large is allocated; a save killed midway leaves a loadable file.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "file_bytes.h"
+#include "file_size_limit.h"
 #include "common/error.h"
 
 using ddp::core::Checkpoint;
@@ -206,34 +206,19 @@ TEST(Checkpoint, ASaveThatRunsOutOfRoomMidwayLeavesTheOldFileAndNoTemporary) {
   Checkpoint old_one = sample();
   save_checkpoint_file(path, old_one);
   const auto old_bytes = read_all(path);
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(pipe_fds[0]);
-    signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
-    rlimit limit{1 << 20, 1 << 20};
-    setrlimit(RLIMIT_FSIZE, &limit);
-    std::string what = "saved";
+  const LimitedRun run = run_with_file_size_limit(1 << 20, [&] {
     Checkpoint big;
     big.tensors.push_back({"w", at::ones({1 << 22}, at::kFloat)});  // 16 MiB
     try {
       save_checkpoint_file(path, big);
     } catch (const ddp::core::Error& e) {
-      what = (e.status() == ddp::core::Status::IO ? "IO: " : "other status: ") + std::string(e.what());
+      return (e.status() == ddp::core::Status::IO ? "IO: " : "other status: ") + std::string(e.what());
     }
-    ssize_t w = write(pipe_fds[1], what.data(), what.size());
-    _exit(w == static_cast<ssize_t>(what.size()) ? 0 : 1);
-  }
-  close(pipe_fds[1]);
-  std::string what;
-  char buf[512];
-  for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof buf)) > 0;) what.append(buf, static_cast<size_t>(n));
-  close(pipe_fds[0]);
-  int st = 0;
-  waitpid(child, &st, 0);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    return std::string("saved");
+  });
+  const pid_t child = run.pid;
+  const std::string& what = run.report;
+  EXPECT_TRUE(run.exited) << what;
   EXPECT_EQ(what.rfind("IO: ", 0), 0u) << what;
   EXPECT_NE(what.find(path), std::string::npos) << what;
   EXPECT_NE(what.find("write failed"), std::string::npos) << what;

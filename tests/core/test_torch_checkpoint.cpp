@@ -4,9 +4,6 @@
 // harmless, never load a different value); a pickled global that is not
 // data refused by name; libddp's DDPCKPT files still read.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
@@ -25,6 +22,7 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "file_bytes.h"
+#include "file_size_limit.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/lightning_checkpoint.h"
 #include "checkpoint/torch_archive.h"
@@ -314,37 +312,20 @@ TEST(TorchCheckpoint, ASaveThatRunsOutOfRoomMidwayFailsCleanly) {
     const std::string path = temp_path(lightning ? "full_lightning" : "full_state_dict");
     save(path, sample());
     const auto old_bytes = read_all(path);
-    int pipe_fds[2];
-    ASSERT_EQ(pipe(pipe_fds), 0);
-    pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      close(pipe_fds[0]);
-      signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
-      rlimit limit{1 << 20, 1 << 20};
-      setrlimit(RLIMIT_FSIZE, &limit);
-      std::string what = "saved";
+    const LimitedRun run = run_with_file_size_limit(1 << 20, [&] {
       LightningCheckpoint big = sample();
       big.state_dict.push_back({"big", at::ones({1 << 22}, at::kFloat)});  // 16 MiB
       try {
         if (lightning) save(path, big);
         else save_state_dict_file(path, big.state_dict);
       } catch (const Error& e) {
-        what = (e.status() == Status::IO ? "IO: " : "other status: ") + std::string(e.what());
+        return (e.status() == Status::IO ? "IO: " : "other status: ") + std::string(e.what());
       }
-      ssize_t w = write(pipe_fds[1], what.data(), what.size());
-      _exit(w == static_cast<ssize_t>(what.size()) ? 0 : 1);
-    }
-    close(pipe_fds[1]);
-    std::string what;
-    char buf[512];
-    for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof buf)) > 0;) what.append(buf, static_cast<size_t>(n));
-    close(pipe_fds[0]);
-    int st = 0;
-    waitpid(child, &st, 0);
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        << (WIFSIGNALED(st) ? "the saving process was killed by signal " + std::to_string(WTERMSIG(st)) : "") << " "
-        << what;
+      return std::string("saved");
+    });
+    const pid_t child = run.pid;
+    const std::string& what = run.report;
+    EXPECT_TRUE(run.exited) << what;
     EXPECT_EQ(what.rfind("IO: ", 0), 0u) << what;
     EXPECT_NE(what.find(path), std::string::npos) << what;
     EXPECT_EQ(read_all(path), old_bytes) << "the old checkpoint changed";
