@@ -29,11 +29,17 @@ bool parse_name(const char* name, CheckpointName* out) {
   return true;
 }
 
-// "<checkpoint>.tmp.<pid>" from checkpoint_file's atomic writer.
+// "<checkpoint>.tmp.<pid>.<call>" from checkpoint_file's atomic writer
+// ("<checkpoint>.tmp.<pid>" from libddp before it), whose writer is gone.
 bool stale_temporary(const std::string& name) {
   auto at = name.rfind(".tmp.");
   if (at == std::string::npos || name.compare(0, 6, "epoch=") != 0) return false;
-  const std::string pid = name.substr(at + 5);
+  std::string pid = name.substr(at + 5);
+  if (auto dot = pid.find('.'); dot != std::string::npos) {
+    const std::string call = pid.substr(dot + 1);
+    if (call.empty() || call.find_first_not_of("0123456789") != std::string::npos) return false;
+    pid.resize(dot);
+  }
   if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) return false;
   return ::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH;
 }

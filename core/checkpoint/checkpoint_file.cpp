@@ -7,6 +7,7 @@
 #include <ATen/ops/empty.h>
 
 #include <array>
+#include <atomic>
 #include <vector>
 #include <cerrno>
 #include <cstring>
@@ -146,7 +147,12 @@ std::vector<uint8_t> encode_checkpoint(const Checkpoint& c) {
 
 void write_file_atomically(const std::string& path, const ContentWriter& write) {
   check_arg(!path.empty(), "save_checkpoint: the path is empty");
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // One temporary file per call, not per process: two threads saving to
+  // one path at once wrote the same temporary file, and the one renamed
+  // first was a mix of both. (No O_EXCL: a crashed run's file under the same
+  // name, a container's restart having the same pid, is overwritten.)
+  static std::atomic<uint64_t> calls{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls.fetch_add(1));
   Fd f;
   f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (f.fd < 0) fail(Status::IO, "checkpoint " + path + ": cannot create " + tmp + ": " + why_errno());

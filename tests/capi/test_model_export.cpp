@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/file_bytes.h"
 #include "../core/file_size_limit.h"
 #include "capi_test_util.h"
 
@@ -167,7 +168,7 @@ TEST_F(Exported, ASaveThatRunsOutOfRoomMidwayIsAnIoErrorAndKeepsTheOldFile) {
   EXPECT_EQ(bytes_of(module_path), module_bytes) << "the module saved before changed";
   EXPECT_EQ(bytes_of(state_path), state_bytes) << "the state dict saved before changed";
   for (const std::string& path : {module_path, state_path})
-    EXPECT_NE(access((path + ".tmp." + std::to_string(child)).c_str(), F_OK), 0) << "a temporary file was left: " << path;
+    EXPECT_TRUE(temporaries_left(path, child).empty()) << "a temporary file was left: " << path;
   ddp_module* again = nullptr;
   ASSERT_EQ(ddp_module_load(&again, module_path.c_str()), DDP_OK) << last();
   ddp_module_free(again);

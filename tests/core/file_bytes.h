@@ -1,6 +1,9 @@
 // A file's bytes in and out, for the tests that damage files on purpose.
 #pragma once
 
+#include <sys/types.h>
+
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -14,4 +17,17 @@ inline std::vector<char> read_all(const std::string& path) {
 inline void write_all(const std::string& path, const std::vector<char>& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The temporary files saves by process `pid` left beside `path`
+// ("<path>.tmp.<pid>.<call>", as write_file_atomically names them).
+inline std::vector<std::string> temporaries_left(const std::string& path, pid_t pid) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp." + std::to_string(pid) + ".";
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(p.has_parent_path() ? p.parent_path() : fs::path("."), ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) found.push_back(e.path().string());
+  return found;
 }

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -180,8 +182,42 @@ TEST(Checkpoint, ASaveKilledMidwayLeavesTheOldOrTheNewCheckpoint) {
     waitpid(child, &st, 0);
     Checkpoint now = load_checkpoint_file(path);
     EXPECT_TRUE(now.step == 1 || now.step == 2) << now.step;
-    std::remove((path + ".tmp." + std::to_string(child)).c_str());
+    for (const auto& tmp : temporaries_left(path, child)) std::remove(tmp.c_str());
   }
+  std::remove(path.c_str());
+}
+
+// Two threads saving to one path at once: each save succeeds and the file
+// is always one of them whole. Both once wrote the same temporary file
+// ("<path>.tmp.<pid>"): the one renamed first was a mix of both, and the
+// other's rename found no file.
+TEST(Checkpoint, TwoThreadsSavingToOnePathEachLeaveAWholeFile) {
+  const std::string path = temp_path("two_threads");
+  Checkpoint a, b;
+  a.step = 1;
+  a.tensors.push_back({"w", at::zeros({1 << 20}, at::kFloat)});
+  b.step = 2;
+  b.tensors.push_back({"w", at::ones({1 << 19}, at::kFloat)});
+  for (int round = 0; round < 10; ++round) {
+    std::string failures;
+    std::mutex m;
+    auto saver = [&](const Checkpoint& c) {
+      try {
+        save_checkpoint_file(path, c);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(m);
+        failures += std::string(e.what()) + "\n";
+      }
+    };
+    std::thread first(saver, std::cref(a)), second(saver, std::cref(b));
+    first.join();
+    second.join();
+    EXPECT_TRUE(failures.empty()) << "round " << round << ": " << failures;
+    Checkpoint now;
+    EXPECT_NO_THROW(now = load_checkpoint_file(path)) << "round " << round;
+    EXPECT_TRUE(now.step == 1 || now.step == 2) << now.step;
+  }
+  EXPECT_TRUE(temporaries_left(path, getpid()).empty());
   std::remove(path.c_str());
 }
 
@@ -224,7 +260,7 @@ TEST(Checkpoint, ASaveThatRunsOutOfRoomMidwayLeavesTheOldFileAndNoTemporary) {
   EXPECT_NE(what.find("write failed"), std::string::npos) << what;
   EXPECT_EQ(read_all(path), old_bytes) << "the old checkpoint changed";
   EXPECT_EQ(load_checkpoint_file(path).step, old_one.step);
-  EXPECT_NE(access((path + ".tmp." + std::to_string(child)).c_str(), F_OK), 0) << "the temporary file was left";
+  EXPECT_TRUE(temporaries_left(path, child).empty()) << "the temporary file was left";
   std::remove(path.c_str());
 }
 

@@ -330,7 +330,7 @@ TEST(TorchCheckpoint, ASaveThatRunsOutOfRoomMidwayFailsCleanly) {
     EXPECT_NE(what.find(path), std::string::npos) << what;
     EXPECT_EQ(read_all(path), old_bytes) << "the old checkpoint changed";
     EXPECT_TRUE(same(load(path), sample()));
-    EXPECT_NE(access((path + ".tmp." + std::to_string(child)).c_str(), F_OK), 0) << "the temporary file was left";
+    EXPECT_TRUE(temporaries_left(path, child).empty()) << "the temporary file was left";
     std::remove(path.c_str());
   }
 }

@@ -57,11 +57,13 @@ cp "$work/steps/epoch=3-step=80.ckpt" "$work/damaged/"
 head -c 300 "$work/steps/epoch=3-step=90.ckpt" >"$work/damaged/epoch=3-step=90.ckpt"
 dead=$(sh -c 'echo $$')
 cp "$work/steps/epoch=3-step=92.ckpt" "$work/damaged/epoch=3-step=91.ckpt.tmp.$dead"
+cp "$work/steps/epoch=3-step=92.ckpt" "$work/damaged/epoch=3-step=89.ckpt.tmp.$dead.3"
 damaged=$(run $(digits) --ckpt-dir "$work/damaged" --keep-last 5 2>&1)
 grep -q "^\[rank0\]: passed over $work/damaged/epoch=3-step=90.ckpt: .*" <<<"$damaged" || fail "the damaged file is not named: $damaged"
 grep -q "^\[rank0\]: resumed from $work/damaged/epoch=3-step=80.ckpt" <<<"$damaged" || fail "not resumed from step 80: $damaged"
 [ "$(echo "$damaged" | held_out)" = "$acc" ] || fail "held-out after passing over a damaged file: $damaged"
 [ ! -e "$work/damaged/epoch=3-step=91.ckpt.tmp.$dead" ] || fail "the dead writer's temporary was not pruned"
+[ ! -e "$work/damaged/epoch=3-step=89.ckpt.tmp.$dead.3" ] || fail "the dead writer's numbered temporary was not pruned"
 
 # The ranks agree: a file rank 1 cannot see is passed over for the newest both have.
 mkdir "$work/view0" "$work/view1"
