@@ -119,8 +119,13 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
                             "DDP_START_POPEN (the default)");
   }
 
-  char tmpl[] = "/tmp/ddp-spawn-XXXXXX";
-  if (!mkdtemp(tmpl)) fail(Status::IO, std::string("mkdtemp: ") + std::strerror(errno));
+  // The call's directory (the argument and rank 0's result) where the
+  // program keeps its temporary files: ${TMPDIR:-/tmp}, as the flight
+  // recorder and Python's tempfile choose.
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/ddp-spawn-XXXXXX";
+  if (!mkdtemp(tmpl.data()))
+    fail(Status::IO, "cannot make the call's directory " + tmpl + " (TMPDIR): " + std::strerror(errno));
   std::string dir = tmpl;
   std::vector<uint8_t> arg_bytes(static_cast<const uint8_t*>(arg),
                                  static_cast<const uint8_t*>(arg) + arg_len);

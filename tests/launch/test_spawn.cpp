@@ -1,6 +1,7 @@
 // ddp_spawn from a C program: popen and fork, results, failures, timeouts,
 // and never a process left behind.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -46,18 +47,21 @@ TEST(Spawn, PopenReturnsRankZerosResult) {
 // half-written file nor the directory is left behind.
 TEST(Spawn, AnArgumentThatCannotBeWrittenIsAnIoErrorAndLeavesNoDirectory) {
   const std::string tag = "spawn-" + std::to_string(getpid()) + "-full";
+  const std::string tmpdir = testing::TempDir() + "spawn_tmpdir_" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(tmpdir.c_str(), 0700), 0);
   auto res = ddptest::run_program({"/bin/bash", "-c", "trap '' XFSZ; ulimit -f 0; exec " + spawn_prog() + " ok popen 2"},
-                                  {"DDP_TEST_TAG=" + tag}, 60);
+                                  {"DDP_TEST_TAG=" + tag, "TMPDIR=" + tmpdir}, 60);
   ASSERT_FALSE(res.timed_out) << res.summary();
   const std::string out = res.ranks[0].output;
   EXPECT_NE(res.ranks[0].exit_code, 0) << out;
   EXPECT_TRUE(has(out, "status=i/o error")) << out;
-  const auto at = out.find("cannot write /tmp/ddp-spawn-");
+  const auto at = out.find("cannot write " + tmpdir + "/ddp-spawn-");  // under TMPDIR
   ASSERT_NE(at, std::string::npos) << out;
   const std::string file = out.substr(at + 13, out.find(':', at) - at - 13);
   const std::string dir = file.substr(0, file.rfind('/'));
   EXPECT_NE(access(dir.c_str(), F_OK), 0) << dir << " was left behind";
   EXPECT_FALSE(ddptest::any_process_tagged(tag));
+  EXPECT_EQ(rmdir(tmpdir.c_str()), 0) << "TMPDIR is not empty";
 }
 
 TEST(Spawn, ForkReturnsRankZerosResult) {

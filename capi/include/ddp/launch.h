@@ -82,9 +82,13 @@ DDP_API ddp_status ddp_spawn_options_init(ddp_spawn_options *opts, unsigned int 
  * @param[out] rank0_result  may be NULL. On success, a new reference to the
  *                      bytes rank 0 passed to ddp_worker_set_result, or NULL
  *                      when it set none. NULL on error.
+ * The argument and rank 0's result pass through files in a directory of
+ * the call's own under ${TMPDIR:-/tmp}, removed before the call returns.
+ *
  * @return DDP_OK; DDP_E_WORKER_FAILED (the message lists every rank's exit
  *         code or signal and the root cause); DDP_E_TIMEOUT; DDP_E_STATE (fork
- *         with threads); DDP_E_IO (cannot bind master_port, e.g. in use);
+ *         with threads); DDP_E_IO (cannot bind master_port, e.g. in use, or
+ *         cannot write the call's files: the message names them);
  *         DDP_E_INVALID_ARGUMENT.
  *         In a popen worker, the matching call does not return.
  */
