@@ -224,12 +224,14 @@ void WireStoreServer::State::run() {
     // last turn was cheap (under kTurn) first, then the new ones, newest
     // first (a client that connects behind a burst of costly new ones is
     // not served after all of them: 128 such took 0.7 s), then the costly
-    // ones in turn from where the last round left off. Once the round has taken kRound and one client that is not
-    // cheap was served, those left wait for the next round, which serves
-    // the cheap clients' new queries first again. Serving every client each
-    // round let 64 clients sending lists of 100k keys (about 20 ms each)
-    // hold up every other client for 0.35-1.7 s: one list each before
-    // anyone else's turn.
+    // ones in turn from where the last round left off. Once the round has
+    // taken kRound and one client that is not cheap was served, those left
+    // wait for the next round, which serves the cheap clients' new queries
+    // first again. Serving every client each round let 64 clients sending
+    // lists of 100k keys (about 20 ms each) hold up every other client for
+    // 0.35-1.7 s: one list each before anyone else's turn. (Newest first
+    // has its own price: while new connections arrive faster than one
+    // costly first turn each, an older new client waits until they stop.)
     using Cost = Connection::Cost;
     struct Candidate {
       size_t i;
@@ -291,7 +293,7 @@ void WireStoreServer::State::run() {
       if (c.ended && !c.queued) open = false;
       if (!open) {
         // What it sent is never parsed now; its memory goes at once, so
-        // that the connections after it in this turn are not measured
+        // that the connections after it in this round are not measured
         // against it.
         resize_buffer(c.in, [&] { c.in.clear(); });
         dead.push_back(ids[i]);
