@@ -194,6 +194,13 @@ int WireStoreServer::port() const { return s_->port; }
 void WireStoreServer::State::run() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
+  struct Candidate {  // a connection with queries to serve this round
+    size_t i;         // its place in fds and ids
+    uint64_t id;
+    bool readable;
+    Connection::Cost cost;
+  };
+  std::vector<Candidate> round;  // kept, as fds and ids are, so that a round allocates nothing
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
     const bool accepting = now >= accept_paused_until;
@@ -233,13 +240,7 @@ void WireStoreServer::State::run() {
     // has its own price: while new connections arrive faster than one
     // costly first turn each, an older new client waits until they stop.)
     using Cost = Connection::Cost;
-    struct Candidate {
-      size_t i;
-      uint64_t id;
-      bool readable;
-      Cost cost;
-    };
-    std::vector<Candidate> round;
+    round.clear();
     for (size_t i = 2; i < fds.size(); ++i) {
       auto it = conns.find(ids[i]);
       if (it == conns.end()) continue;
