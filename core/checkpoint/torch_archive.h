@@ -25,7 +25,8 @@ namespace ddp::core {
 // private and writable (copy on write): the file never changes.
 class MappableSource : public caffe2::serialize::ReadAdapterInterface {
  public:
-  // The whole content; mapped as long as a returned pointer lives.
+  // The whole content, mapped as long as a returned pointer lives and kept
+  // from changing meanwhile; null where it cannot be kept so (then read).
   virtual std::shared_ptr<uint8_t> map() const = 0;
 };
 
@@ -79,8 +80,8 @@ bool looks_like_torch_archive(const void* head, size_t size);
 // file or is compressed, a damaged record (its CRC-32), a global other than
 // the tensor rebuilders and containers torch.save uses (named), a tensor
 // that does not fit its storage. Tensors are loaded onto the CPU; from a
-// MappableSource they live in its mapping (copy what is kept: a file
-// truncated by someone else while mapped would fault on access).
+// MappableSource they live in its mapping where it gives one (copy what
+// is kept: while they live, writers of the file wait for them).
 c10::IValue read_torch_archive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> in, const std::string& name);
 
 // A state dict (name -> tensor, in order) as the file torch.save(

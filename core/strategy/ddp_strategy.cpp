@@ -603,7 +603,9 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
     // So does a hook (or an averager) the checkpoint has no state of.
     hook_state = this_ranks_hook_state(c.comm_hook_state);
     if (c.rng_states.isList() && c.rng_states.toListRef().size() > static_cast<size_t>(global_rank())) {
-      rng_state = c.rng_states.toListRef()[static_cast<size_t>(global_rank())].toTensor();
+      // A copy: the saved one may live in the file's mapping, which holds
+      // off the file's writers as long as it lives.
+      rng_state = c.rng_states.toListRef()[static_cast<size_t>(global_rank())].toTensor().clone();
       const int64_t own = cpu_rng_state().numel();
       if (rng_state.numel() != own)
         fail(Status::IO, "load_checkpoint: " + path + ": rank " + std::to_string(global_rank()) + "'s RNG state has " +

@@ -3,7 +3,9 @@
 // foreign files, each refused with DDP_E_IO (a flipped byte may only be
 // harmless, never load a different value); a pickled global that is not
 // data refused by name; libddp's DDPCKPT files still read.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
@@ -22,6 +24,7 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "file_bytes.h"
+#include "file_size_limit.h"
 #include "full_disk_save.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/lightning_checkpoint.h"
@@ -320,6 +323,82 @@ TEST(TorchCheckpoint, ASaveThatRunsOutOfRoomMidwayFailsCleanly) {
     EXPECT_TRUE(same(load(path), sample()));
     std::remove(path.c_str());
   }
+}
+
+namespace {
+
+// Whether this process gets read leases on the file (then a load maps it
+// and holds off its writers; else it copies the file).
+bool leases_granted(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool granted = fd >= 0 && fcntl(fd, F_SETLEASE, F_RDLCK) == 0;
+  if (fd >= 0) close(fd);
+  return granted;
+}
+
+enum class Rewrite { Truncate, OverwriteInPlace };
+
+// In a forked child: loads the state dict at `path` (one tensor, equal to
+// `expected`), has another process rewrite the file as `how` says while
+// the loaded tensor lives, reads the tensor, lets it go and waits for the
+// writer. `hold_for_writing`: this process has the file open for writing
+// during the load. Returns what happened, or how the child ended.
+std::string load_while_rewritten(const std::string& path, const at::Tensor& expected, Rewrite how, bool hold_for_writing) {
+  LimitedRun run = run_with_file_size_limit(RLIM_INFINITY, [&]() -> std::string {
+    const int held = hold_for_writing ? open(path.c_str(), O_WRONLY | O_CLOEXEC) : -1;
+    std::vector<NamedTensor> loaded = load_state_dict_file(path);
+    const pid_t writer = fork();
+    if (writer == 0) {
+      if (how == Rewrite::Truncate) _exit(truncate(path.c_str(), 0) == 0 ? 0 : 1);
+      const int fd = open(path.c_str(), O_WRONLY);
+      const std::vector<char> junk(static_cast<size_t>(expected.nbytes()), 0x7f);
+      _exit(fd >= 0 && pwrite(fd, junk.data(), junk.size(), 0) == static_cast<ssize_t>(junk.size()) ? 0 : 1);
+    }
+    usleep(300 * 1000);
+    int st = 0;
+    const bool waited = waitpid(writer, &st, WNOHANG) == 0;
+    const bool kept = loaded.size() == 1 && at::equal(loaded[0].tensor, expected);
+    loaded.clear();
+    bool finished = !waited;
+    for (int i = 0; i < 500 && !finished; ++i) {
+      usleep(10 * 1000);
+      finished = waitpid(writer, &st, WNOHANG) == writer;
+    }
+    if (!finished) kill(writer, SIGKILL);
+    if (held >= 0) close(held);
+    return std::string(kept ? "values kept" : "values changed") + (waited ? ", the writer waited" : ", the writer did not wait") +
+           (finished ? (WIFEXITED(st) && WEXITSTATUS(st) == 0 ? ", then rewrote the file" : ", then failed")
+                     : ", and was still waiting 5 s after");
+  });
+  return run.report;
+}
+
+}  // namespace
+
+// A foreign process that truncates or overwrites a checkpoint in place
+// while a load's tensors live (torch.save and Lightning write over the
+// path; a Lightning run saving last.ckpt while libddp loads it): the file
+// was mapped, so a truncation made the loader's next read of a lost page a
+// SIGBUS that ended it, and an overwrite changed values already checked
+// against their CRC. Now where the loader gets a read lease the writer
+// waits until the tensors go, and where it does not (the file is open for
+// writing somewhere) the loader copies: either way the values are the
+// saved ones and the writer goes on after.
+TEST(TorchCheckpoint, AFileRewrittenWhileItsTensorsLiveNeitherFaultsNorChangesThem) {
+  at::set_num_threads(1);  // the forked child must not need the parent's thread pool
+  const std::string path = temp_path("rewritten");
+  const at::Tensor values = at::arange(1 << 20, at::kFloat);  // 4 MiB: pages past any truncation
+  for (const Rewrite how : {Rewrite::Truncate, Rewrite::OverwriteInPlace})
+    for (const bool hold_for_writing : {false, true}) {
+      save_state_dict_file(path, {{"w", values}});
+      const bool mapped = !hold_for_writing && leases_granted(path);
+      const std::string expected = std::string("values kept, the writer ") + (mapped ? "waited" : "did not wait") +
+                                   ", then rewrote the file";
+      EXPECT_EQ(load_while_rewritten(path, values, how, hold_for_writing), expected)
+          << (how == Rewrite::Truncate ? "truncated" : "overwritten in place")
+          << (hold_for_writing ? ", the file open for writing during the load" : "");
+    }
+  std::remove(path.c_str());
 }
 
 TEST(TorchCheckpoint, LibddpsEarlierFilesStillLoad) {
