@@ -26,6 +26,7 @@
 #include "comm/watched_store.h"
 #include "comm/torch_logging.h"
 #include "common/error.h"
+#include "common/fd_shortage.h"
 #include "debug/flight_recorder.h"
 #include "launch/supervisor.h"
 
@@ -222,11 +223,16 @@ constexpr Millis kReapMargin{2000};
 Error backend_connect_failure(const BackendSpec& spec, const std::exception& e, const std::string& what) {
   if (spec.peer_report)
     if (auto r = spec.peer_report()) return reported_failure(*r);
-  const Status status = classify_exception(e);  // a ddp::core::Error keeps its own
+  // Gloo says "Cannot resolve 127.0.0.1 to a (local) address" when it
+  // could not make a socket; a lack of descriptors is named instead.
+  const std::string shortage = fd_shortage_now();
   const std::string message = dynamic_cast<const Error*>(&e)
                                   ? std::string(e.what())
                                   : what + " could not connect rank " + std::to_string(spec.rank) + " of " +
-                                        std::to_string(spec.size) + ": " + short_what(e);
+                                        std::to_string(spec.size) + ": " + short_what(e) +
+                                        (shortage.empty() ? "" : " (" + shortage + ")");
+  // A ddp::core::Error keeps its own status.
+  const Status status = shortage.empty() || dynamic_cast<const Error*>(&e) ? classify_exception(e) : Status::IO;
   if (spec.publish_failure) spec.publish_failure(status, message);
   return Error(status, message);
 }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/fd_shortage.h"
 #include "store/wire_protocol.h"
 
 namespace ddp::core {
@@ -101,8 +102,15 @@ void WireStoreClient::connect_until(Clock::time_point deadline) {
       if (last_err == 0) return;
       last_what = std::strerror(last_err);
     } else {
+      last_err = gai == EAI_SYSTEM ? errno : 0;
       last_what = gai_strerror(gai);  // a name that does not resolve yet may later (DNS of a starting pod)
     }
+    // Out of descriptors: no retry mends that while this process keeps
+    // them (it would wait the whole timeout to say "Too many open files").
+    const std::string shortage = fd_shortage_text(last_err);
+    if (!shortage.empty())
+      fail(Status::IO, "could not open a connection to the store at " + where_ + ": " + std::strerror(last_err) + "; " +
+                           shortage);
     if (Clock::now() >= deadline)
       fail(Status::Timeout, "could not reach the store at " + where_ + " within " + std::to_string(timeout().count()) +
                                 " ms (" + last_what + ")");

@@ -3,9 +3,16 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
-#include <stdexcept>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <stdexcept>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include "comm/backend_factory.h"
 #include "comm/failure.h"
+#include "file_size_limit.h"
 #include "common/error.h"
 
 namespace ddp::core {
@@ -59,4 +66,34 @@ TEST(Failure, FailFromAtenKeepsTheCallersStatusUnlessMemoryRanOut) {
 }
 
 }  // namespace
+
+// Gloo cannot make a socket in a process with no descriptor left, and says
+// "Cannot resolve 127.0.0.1 to a (local) address": the group's error names
+// the lack of descriptors instead (Status::IO), and keeps Gloo's own
+// status and words where descriptors are not short.
+TEST(Failure, ABackendWithoutDescriptorsLeftSaysSo) {
+  auto connect = []() -> std::string {
+    BackendSpec spec;
+    spec.store = c10::make_intrusive<c10d::HashStore>();
+    spec.timeout = Millis(5000);
+    spec.master_addr = "127.0.0.1";
+    try {
+      make_gloo_backend(spec);
+      return "connected";
+    } catch (const std::exception& e) {
+      Error failure = backend_connect_failure(spec, e, "gloo backend");
+      return std::string(failure.status() == Status::IO ? "IO: " : "not IO: ") + failure.what();
+    }
+  };
+  LimitedRun starved = run_with_file_size_limit(RLIM_INFINITY, [&] {
+    for (int f; (f = open("/dev/null", O_RDONLY)) >= 0;) {
+    }
+    return connect();
+  });
+  EXPECT_TRUE(starved.exited) << starved.report;
+  EXPECT_EQ(starved.report.rfind("IO: gloo backend could not connect rank 0 of 1: ", 0), 0u) << starved.report;
+  EXPECT_NE(starved.report.find("raise ulimit -n"), std::string::npos) << starved.report;
+  EXPECT_EQ(run_with_file_size_limit(RLIM_INFINITY, connect).report, "connected");
+}
+
 }  // namespace ddp::core

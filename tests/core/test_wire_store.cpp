@@ -30,6 +30,7 @@
 #include "comm/rendezvous.h"
 #include "comm/store_monitor.h"
 #include "common/error.h"
+#include "file_size_limit.h"
 #include "launch/supervisor.h"
 #include "store/meeting.h"
 #include "store/wire_client.h"
@@ -560,8 +561,6 @@ TEST(WireStore, AHostOutOfDescriptorsDoesNotSpinAndTakesTheWaitingOnesLater) {
   const long before = cpu_ticks(child);
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const long spent = cpu_ticks(child) - before;
-  { int n = 0; for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(child) + "/fd")) { (void)e; ++n; }
-    std::ifstream lim("/proc/" + std::to_string(child) + "/limits"); std::string l; while (std::getline(lim, l)) if (l.find("open files") != std::string::npos) fprintf(stderr, "DEBUG %s fds=%d spent=%ld\n", l.c_str(), n, spent); }
   EXPECT_LT(spent, 20) << "the host used " << spent << " ticks of CPU in 1 s while out of descriptors";
   EXPECT_EQ(first.get("k"), b("v")) << "a client of before is served";
   for (int f : flood) close(f);
@@ -569,6 +568,30 @@ TEST(WireStore, AHostOutOfDescriptorsDoesNotSpinAndTakesTheWaitingOnesLater) {
   EXPECT_EQ(later.get("k"), b("v")) << "taken once descriptors were free";
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
+}
+
+// A client whose process has no descriptor left cannot make its socket:
+// that is said at once, naming the limit, where the client retried until
+// its timeout (a rank's whole group timeout) to say "Too many open files".
+TEST(WireStore, AClientOutOfDescriptorsFailsAtOnceNamingTheLimit) {
+  auto server = serve();
+  const int port = server->port();
+  LimitedRun run = run_with_file_size_limit(RLIM_INFINITY, [port]() -> std::string {
+    for (int f; (f = open("/dev/null", O_RDONLY)) >= 0;) {
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      WireStoreClient client("127.0.0.1", port, Millis(20000));
+      return "connected";
+    } catch (const Error& e) {
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return std::string(e.status() == Status::IO ? "IO" : "another status") + (took < 2 ? " at once: " : " after a wait: ") +
+             e.what();
+    }
+  });
+  EXPECT_TRUE(run.exited) << run.report;
+  EXPECT_EQ(run.report.rfind("IO at once: could not open a connection to the store at 127.0.0.1:", 0), 0u) << run.report;
+  EXPECT_NE(run.report.find("raise ulimit -n"), std::string::npos) << run.report;
 }
 
 TEST(WireStore, AClientThatBuffersMoreThanOneLargestQueryIsDropped) {

@@ -1,0 +1,45 @@
+// Whether this process has run out of file descriptors: a socket, pipe or
+// memfd it cannot open then fails with EMFILE (its own limit,
+// RLIMIT_NOFILE) or ENFILE (the system's table), which neither waiting nor
+// retrying mends while the process holds what it holds. Callers name it in
+// their error instead of retrying until their timeout or passing on a
+// library's message that does not say so (Gloo's "Cannot resolve
+// 127.0.0.1 to a (local) address").
+#pragma once
+
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+namespace ddp::core {
+
+// What an open that failed with `err` ran out of, as a sentence to append
+// to an error; empty where `err` is not a shortage of descriptors.
+inline std::string fd_shortage_text(int err) {
+  if (err == EMFILE) {
+    rlimit r{};
+    const std::string all = getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY
+                                ? "all " + std::to_string(r.rlim_cur) + " file descriptors"
+                                : "every file descriptor";
+    return "this process has open " + all + " its limit allows (RLIMIT_NOFILE: raise ulimit -n)";
+  }
+  if (err == ENFILE) return "the system's table of open files is full (fs.file-max)";
+  return "";
+}
+
+// The same, found out now by opening one descriptor (for errors from
+// libraries that do not say why a socket could not be made); empty where
+// one can be opened.
+inline std::string fd_shortage_now() {
+  const int fd = eventfd(0, EFD_CLOEXEC);
+  if (fd >= 0) {
+    close(fd);
+    return "";
+  }
+  return fd_shortage_text(errno);
+}
+
+}  // namespace ddp::core
