@@ -13,6 +13,7 @@
 #include "comm/backend_factory.h"
 #include "comm/gloo_guard.h"
 #include "common/error.h"
+#include "common/fd_shortage.h"
 
 namespace ddp::core {
 namespace {
@@ -61,6 +62,20 @@ c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec) {
   if (spec.device.type != DeviceType::CPU)
     fail(Status::Unsupported, "the gloo backend in libddp runs on CPU tensors only; use nccl for CUDA");
   install_gloo_guard();
+  // Gloo's full mesh takes a socket per other rank, a listener, its event
+  // loop's epoll and wake-up pipe, and a socket for a moment while it looks
+  // up the interface (size + 4 at the most, counted with strace on 4
+  // ranks). A connection it cannot accept for want of a
+  // descriptor is an exception on its event loop's thread, which stops
+  // there holding the lock the connecting thread then waits for: that rank
+  // hangs for good, and the others wait for it. So the room is checked
+  // first (with one to spare) and its lack is an error.
+  const size_t needed = static_cast<size_t>(spec.size) + 5;
+  const std::string shortage = fd_shortage_for(needed);
+  if (!shortage.empty())
+    fail(Status::IO, "the Gloo backend of rank " + std::to_string(spec.rank) + " of " + std::to_string(spec.size) +
+                         " needs about " + std::to_string(needed) +
+                         " more file descriptors for its connections to the other ranks, and " + shortage);
   auto options = c10d::ProcessGroupGloo::Options::create(spec.timeout);
   options->devices.push_back(pick_device(spec.master_addr));
   return c10::make_intrusive<c10d::ProcessGroupGloo>(spec.store, spec.rank, spec.size, options);

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <string>
+#include <vector>
 
 namespace ddp::core {
 
@@ -21,10 +22,9 @@ namespace ddp::core {
 inline std::string fd_shortage_text(int err) {
   if (err == EMFILE) {
     rlimit r{};
-    const std::string all = getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY
-                                ? "all " + std::to_string(r.rlim_cur) + " file descriptors"
-                                : "every file descriptor";
-    return "this process has open " + all + " its limit allows (RLIMIT_NOFILE: raise ulimit -n)";
+    const std::string limit =
+        getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY ? " of " + std::to_string(r.rlim_cur) : "";
+    return "this process is at its limit" + limit + " open file descriptors (RLIMIT_NOFILE: raise ulimit -n)";
   }
   if (err == ENFILE) return "the system's table of open files is full (fs.file-max)";
   return "";
@@ -40,6 +40,24 @@ inline std::string fd_shortage_now() {
     return "";
   }
   return fd_shortage_text(errno);
+}
+
+// Whether `count` more descriptors can be opened now (each is opened and
+// closed again); else the shortage, as fd_shortage_text says it.
+inline std::string fd_shortage_for(size_t count) {
+  std::string shortage;
+  std::vector<int> opened;
+  opened.reserve(count);
+  while (opened.size() < count) {
+    const int fd = eventfd(0, EFD_CLOEXEC);
+    if (fd < 0) {
+      shortage = fd_shortage_text(errno);
+      break;
+    }
+    opened.push_back(fd);
+  }
+  for (int fd : opened) close(fd);
+  return shortage;
 }
 
 }  // namespace ddp::core

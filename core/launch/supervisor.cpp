@@ -57,7 +57,7 @@ struct ExecArgs {
   }
 };
 
-void child_common_setup(pid_t parent, int out_fd, const std::vector<int>& keep_fds) {
+void child_common_setup(pid_t parent, int out_fd, const std::vector<int>& keep_fds, rlim_t descriptor_limit) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(125);  // the parent died before prctl
   // Its own process group, so that stopping a worker also reaches whatever
@@ -77,6 +77,11 @@ void child_common_setup(pid_t parent, int out_fd, const std::vector<int>& keep_f
     int flags = fcntl(fd, F_GETFD);
     if (flags >= 0) fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
   }
+  rlimit r{};
+  if (descriptor_limit > 0 && getrlimit(RLIMIT_NOFILE, &r) == 0) {
+    r.rlim_cur = std::min(descriptor_limit, r.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
 }
 
 pid_t start_child(const ChildSpec& c, int* out_read_fd) {
@@ -92,7 +97,7 @@ pid_t start_child(const ChildSpec& c, int* out_read_fd) {
     fail(Status::IO, std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
-    child_common_setup(parent, p[1], c.keep_fds);
+    child_common_setup(parent, p[1], c.keep_fds, c.descriptor_limit);
     if (c.body) {
       // fork start method: the caller guaranteed a single-threaded parent.
       clearenv();

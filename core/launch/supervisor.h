@@ -8,6 +8,7 @@
 //     launcher caught), end the job the same way.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -28,6 +29,7 @@ struct ChildSpec {
   std::function<int()> body;          // ... or run this in a forked child
   std::vector<int> keep_fds;          // fds the child inherits (others close-on-exec)
   bool capture_output = false;        // pipe stdout+stderr to on_line
+  rlim_t descriptor_limit = 0;        // the child's soft RLIMIT_NOFILE; 0: the parent's
 };
 
 struct ChildStatus {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <stdexcept>
+#include <vector>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
@@ -67,33 +68,64 @@ TEST(Failure, FailFromAtenKeepsTheCallersStatusUnlessMemoryRanOut) {
 
 }  // namespace
 
-// Gloo cannot make a socket in a process with no descriptor left, and says
-// "Cannot resolve 127.0.0.1 to a (local) address": the group's error names
-// the lack of descriptors instead (Status::IO), and keeps Gloo's own
-// status and words where descriptors are not short.
-TEST(Failure, ABackendWithoutDescriptorsLeftSaysSo) {
-  auto connect = []() -> std::string {
+// Leaves `free` descriptors below this process's limit unopened.
+void leave_free_descriptors(int free) {
+  std::vector<int> fillers;
+  for (int f; (f = open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(f);
+  for (int i = 0; i < free && !fillers.empty(); ++i, fillers.pop_back()) close(fillers.back());
+}
+
+// Gloo makes a socket per other rank (and a few more) while it connects; a
+// connection it cannot accept for want of a descriptor ended its event
+// loop's thread holding the lock the connecting thread waits for, so that
+// rank hung for good. The room is checked first: Status::IO at once,
+// naming what is needed and the limit.
+TEST(Failure, AGlooBackendWithoutRoomForItsConnectionsFailsAtOnceSayingSo) {
+  LimitedRun starved = run_with_file_size_limit(RLIM_INFINITY, []() -> std::string {
+    leave_free_descriptors(5);
     BackendSpec spec;
     spec.store = c10::make_intrusive<c10d::HashStore>();
-    spec.timeout = Millis(5000);
+    spec.size = 4;
+    spec.timeout = Millis(3000);
     spec.master_addr = "127.0.0.1";
     try {
       make_gloo_backend(spec);
       return "connected";
+    } catch (const Error& e) {
+      return std::string(e.status() == Status::IO ? "IO: " : "not IO: ") + e.what();
     } catch (const std::exception& e) {
-      Error failure = backend_connect_failure(spec, e, "gloo backend");
-      return std::string(failure.status() == Status::IO ? "IO: " : "not IO: ") + failure.what();
+      return std::string("not a libddp error: ") + e.what();
     }
-  };
-  LimitedRun starved = run_with_file_size_limit(RLIM_INFINITY, [&] {
-    for (int f; (f = open("/dev/null", O_RDONLY)) >= 0;) {
-    }
-    return connect();
   });
   EXPECT_TRUE(starved.exited) << starved.report;
-  EXPECT_EQ(starved.report.rfind("IO: gloo backend could not connect rank 0 of 1: ", 0), 0u) << starved.report;
+  EXPECT_EQ(starved.report.rfind("IO: the Gloo backend of rank 0 of 4 needs about 9 more file descriptors", 0), 0u)
+      << starved.report;
   EXPECT_NE(starved.report.find("raise ulimit -n"), std::string::npos) << starved.report;
-  EXPECT_EQ(run_with_file_size_limit(RLIM_INFINITY, connect).report, "connected");
+}
+
+// A backend's error that does not say why (Gloo's "Cannot resolve
+// 127.0.0.1 to a (local) address" when it could not make a socket) names a
+// lack of descriptors where there is one (Status::IO), and is left as it is
+// where there is none.
+TEST(Failure, ABackendErrorNamesALackOfDescriptors) {
+  auto failure = []() -> std::string {
+    BackendSpec spec;
+    spec.size = 2;
+    Error e = backend_connect_failure(spec, std::runtime_error("Cannot resolve 127.0.0.1 to a (local) address"),
+                                      "gloo backend");
+    return std::string(e.status() == Status::IO ? "IO: " : "not IO: ") + e.what();
+  };
+  LimitedRun starved = run_with_file_size_limit(RLIM_INFINITY, [&] {
+    leave_free_descriptors(0);
+    return failure();
+  });
+  EXPECT_TRUE(starved.exited) << starved.report;
+  EXPECT_EQ(starved.report.rfind("IO: gloo backend could not connect rank 0 of 2: Cannot resolve", 0), 0u)
+      << starved.report;
+  EXPECT_NE(starved.report.find("raise ulimit -n"), std::string::npos) << starved.report;
+  const std::string plain = failure();
+  EXPECT_EQ(plain.rfind("not IO: gloo backend could not connect rank 0 of 2: Cannot resolve", 0), 0u) << plain;
+  EXPECT_EQ(plain.find("ulimit"), std::string::npos) << plain;
 }
 
 }  // namespace ddp::core

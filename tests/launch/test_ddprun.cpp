@@ -1,6 +1,7 @@
 // ddprun: torchrun's flags and environment, supervision, restarts, signals,
 // two nodes on one machine, and no process left behind.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -102,6 +103,29 @@ TEST(Ddprun, AnErrorFileThatCannotBeWrittenIsReportedAndLeavesNoTemporary) {
   EXPECT_TRUE(has(res.ranks[0].output, "cannot write the error file " + err)) << res.ranks[0].output;
   EXPECT_NE(access(err.c_str(), F_OK), 0) << "an error file was written past the limit";
   EXPECT_NE(access((err + ".tmp").c_str(), F_OK), 0) << "the half-written error file was left";
+}
+
+// The agent hosts the store, which holds a connection or more per rank: at
+// a low soft limit on descriptors (1024 is usual, and ends a job of some
+// hundreds of ranks) it could not take the ranks' connections, which
+// waited in its backlog until their timeout. It takes its hard limit for
+// itself now, and its workers keep the soft limit they were given.
+TEST(Ddprun, TheStoreHostTakesTheDescriptorsItNeedsAndTheWorkersKeepTheirLimit) {
+  rlimit r{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &r), 0);
+  if (r.rlim_max < 64) GTEST_SKIP() << "skipped: the hard limit on descriptors is " << r.rlim_max;
+  const std::string script = testing::TempDir() + "/ddprun_limit.sh";
+  std::ofstream(script) << "#!/bin/sh\necho \"soft limit $(ulimit -Sn)\"\nexec \"$@\"\n";
+  chmod(script.c_str(), 0755);
+  auto res = ddptest::run_program(
+      {"/bin/bash", "-c", "ulimit -Sn 14; exec " + ddprun() + " --standalone --nproc-per-node 2 " + script + " " + worker() +
+                              " reducer"},
+      {"DDP_TEST_TAG=" + new_tag()}, 45);
+  ASSERT_FALSE(res.timed_out) << res.summary();
+  EXPECT_EQ(res.ranks[0].exit_code, 0) << res.ranks[0].output;
+  EXPECT_TRUE(has(res.ranks[0].output, "[rank0]: soft limit 14")) << res.ranks[0].output;
+  EXPECT_TRUE(has(res.ranks[0].output, "[rank1]: soft limit 14")) << res.ranks[0].output;
+  EXPECT_LT(res.seconds, 30);
 }
 
 TEST(Ddprun, ErrorOnRankZeroOnlyEndsEveryRank) {

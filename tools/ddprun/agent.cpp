@@ -1,10 +1,12 @@
 #include "agent.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -55,6 +57,26 @@ std::string find_in_path(const std::string& prog) {
   fail(Status::InvalidArgument, "program '" + prog + "' was not found on PATH");
 }
 
+// The store this agent hosts holds a connection or two per rank of the
+// job, and Linux's usual soft limit of 1024 descriptors ends a job of some
+// hundreds of ranks (a connection left waiting in the backlog until its
+// rank times out). So the agent takes the hard limit for itself, as Go's
+// runtime does; its workers get the soft limit they had (a program that
+// uses select(2) needs descriptors below 1024). Returns that soft limit,
+// or 0 where nothing was raised.
+rlim_t raise_own_descriptor_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return 0;
+  const rlim_t was = r.rlim_cur;
+  r.rlim_cur = r.rlim_max;
+  if (r.rlim_cur == RLIM_INFINITY) {  // above the kernel's fs.nr_open is refused
+    std::ifstream nr_open("/proc/sys/fs/nr_open");
+    unsigned long most = 0;
+    r.rlim_cur = nr_open >> most && most > was ? most : was;
+  }
+  return r.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &r) == 0 ? was : 0;
+}
+
 class Agent {
  public:
   // One node: a random job id nobody else can guess. Several: every agent
@@ -67,6 +89,7 @@ class Agent {
 
   int run() {
     install_signal_handlers();
+    workers_descriptor_limit_ = raise_own_descriptor_limit();
     try {
       return run_rounds();
     } catch (const std::exception& e) {
@@ -269,6 +292,7 @@ class Agent {
       c.argv = argv;
       c.env = worker_env(w, {{"DDP_FLIGHT_RECORDER_FILE", flight_.prefix()}});
       c.capture_output = true;
+      c.descriptor_limit = workers_descriptor_limit_;
       children.push_back(std::move(c));
     }
     SupervisorOptions so;
@@ -340,6 +364,7 @@ class Agent {
   std::unique_ptr<ddp::core::WireStoreServer> server_;  // node 0 only; outlives every call on store_
   std::shared_ptr<KeyStore> store_;
   std::mutex out_mutex_;
+  rlim_t workers_descriptor_limit_ = 0;  // raise_own_descriptor_limit()
 };
 
 }  // namespace
