@@ -13,7 +13,7 @@
 #include "comm/backend_factory.h"
 #include "comm/gloo_guard.h"
 #include "common/error.h"
-#include "common/fd_shortage.h"
+#include "common/descriptor_limit.h"
 
 namespace ddp::core {
 namespace {

@@ -26,7 +26,7 @@
 #include "comm/watched_store.h"
 #include "comm/torch_logging.h"
 #include "common/error.h"
-#include "common/fd_shortage.h"
+#include "common/descriptor_limit.h"
 #include "debug/flight_recorder.h"
 #include "launch/supervisor.h"
 

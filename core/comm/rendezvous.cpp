@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "comm/failure.h"
+#include "common/descriptor_limit.h"
 #include "common/error.h"
 #include "launch/supervisor.h"
 
@@ -14,6 +15,13 @@ namespace ddp::core {
 
 c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port, int listen_fd,
                                               std::optional<int> num_workers, Millis timeout) {
+  // Each rank keeps two connections to the store (its own and its group's
+  // watcher; more for subgroups and the shm backend's Gloo), on top of what
+  // this process needed for itself: at a soft limit that leaves no room
+  // for them the ranks' connections waited unaccepted until their timeout.
+  const rlim_t ranks = static_cast<rlim_t>(num_workers.value_or(1));
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0) raise_descriptor_limit(r.rlim_cur + 4 * ranks + 64);
   c10d::TCPStoreOptions so;
   so.isServer = true;
   so.numWorkers = num_workers;

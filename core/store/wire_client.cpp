@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "common/error.h"
-#include "common/fd_shortage.h"
+#include "common/descriptor_limit.h"
 #include "store/wire_protocol.h"
 
 namespace ddp::core {

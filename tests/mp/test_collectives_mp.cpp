@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -324,3 +325,23 @@ TEST(Subgroups, OnePerNode) { expect_all_ok(run(4, "subgroups", {"LOCAL_WORLD_SI
 TEST(Subgroups, ExplicitSize) { expect_all_ok(run(4, "subgroups", {"DDP_TEST_GROUP_SIZE=4"})); }
 
 }  // namespace
+
+// Rank 0 hosts the store, which holds two connections or more per rank on
+// top of what rank 0 needs itself: under a soft limit on descriptors that
+// leaves no room for them (1024 is usual; a job of some hundreds of ranks)
+// the ranks' connections waited unaccepted and every rank timed out
+// (16 and 20 here: rank 0 failed at once, the others after their 60 s;
+// 24: all after 60 s). Rank 0 now raises its soft limit by what the store
+// needs, within the hard limit.
+TEST(StoreHost, TakesTheDescriptorsItsRanksConnectionsNeed) {
+  rlimit r{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &r), 0);
+  if (r.rlim_max < 256) GTEST_SKIP() << "skipped: the hard limit on descriptors is " << r.rlim_max;
+  const std::string tag = unique_tag();
+  auto res = run_ranks(4, {"/bin/bash", "-c", "ulimit -Sn 16 && exec " + worker_path() + " reducer"},
+                       {"DDP_TEST_TAG=" + tag}, 45);
+  EXPECT_FALSE(res.timed_out) << res.summary();
+  EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived the test";
+  expect_all_ok(res);
+  EXPECT_LT(res.seconds, 30) << res.summary();
+}

@@ -6,13 +6,13 @@
 
 #include <atomic>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "bounded_store.h"
+#include "common/descriptor_limit.h"
 #include "common/error.h"
 #include "elastic.h"
 #include "flight.h"
@@ -57,26 +57,6 @@ std::string find_in_path(const std::string& prog) {
   fail(Status::InvalidArgument, "program '" + prog + "' was not found on PATH");
 }
 
-// The store this agent hosts holds a connection or two per rank of the
-// job, and Linux's usual soft limit of 1024 descriptors ends a job of some
-// hundreds of ranks (a connection left waiting in the backlog until its
-// rank times out). So the agent takes the hard limit for itself, as Go's
-// runtime does; its workers get the soft limit they had (a program that
-// uses select(2) needs descriptors below 1024). Returns that soft limit,
-// or 0 where nothing was raised.
-rlim_t raise_own_descriptor_limit() {
-  rlimit r{};
-  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return 0;
-  const rlim_t was = r.rlim_cur;
-  r.rlim_cur = r.rlim_max;
-  if (r.rlim_cur == RLIM_INFINITY) {  // above the kernel's fs.nr_open is refused
-    std::ifstream nr_open("/proc/sys/fs/nr_open");
-    unsigned long most = 0;
-    r.rlim_cur = nr_open >> most && most > was ? most : was;
-  }
-  return r.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &r) == 0 ? was : 0;
-}
-
 class Agent {
  public:
   // One node: a random job id nobody else can guess. Several: every agent
@@ -89,7 +69,13 @@ class Agent {
 
   int run() {
     install_signal_handlers();
-    workers_descriptor_limit_ = raise_own_descriptor_limit();
+    // The store this agent hosts holds a connection or two per rank of
+    // the job, and the usual soft limit of 1024 descriptors ended a job of
+    // some hundreds of ranks (their connections waited in the backlog until
+    // their timeout): the agent takes its hard limit. Its workers get the
+    // soft limit they had (a program that uses select(2) needs its
+    // descriptors below 1024).
+    workers_descriptor_limit_ = ddp::core::raise_descriptor_limit(RLIM_INFINITY);
     try {
       return run_rounds();
     } catch (const std::exception& e) {
@@ -364,7 +350,7 @@ class Agent {
   std::unique_ptr<ddp::core::WireStoreServer> server_;  // node 0 only; outlives every call on store_
   std::shared_ptr<KeyStore> store_;
   std::mutex out_mutex_;
-  rlim_t workers_descriptor_limit_ = 0;  // raise_own_descriptor_limit()
+  rlim_t workers_descriptor_limit_ = 0;  // 0: as the agent's
 };
 
 }  // namespace

@@ -1,3 +1,6 @@
+// A process's file descriptors: whether it has run out of them, and the
+// raising of its limit for a process that hosts a store.
+//
 // Whether this process has run out of file descriptors: a socket, pipe or
 // memfd it cannot open then fails with EMFILE (its own limit,
 // RLIMIT_NOFILE) or ENFILE (the system's table), which neither waiting nor
@@ -11,7 +14,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -58,6 +63,26 @@ inline std::string fd_shortage_for(size_t count) {
   }
   for (int fd : opened) close(fd);
   return shortage;
+}
+
+// Raises this process's soft limit on descriptors (RLIMIT_NOFILE) to
+// `wanted`: at most its hard limit (and the kernel's fs.nr_open where that
+// is unlimited), never down. For a process that hosts a store, whose
+// connections grow with the job while the usual soft limit is 1024; the
+// hard limit is the administrator's bound, the soft one only a default
+// (Go's runtime raises it for every program). Returns the soft limit it
+// had where it raised it, else 0.
+inline rlim_t raise_descriptor_limit(rlim_t wanted) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max || r.rlim_cur >= wanted) return 0;
+  const rlim_t was = r.rlim_cur;
+  r.rlim_cur = std::min(wanted, r.rlim_max);
+  if (r.rlim_cur == RLIM_INFINITY) {  // above fs.nr_open is refused
+    std::ifstream nr_open("/proc/sys/fs/nr_open");
+    unsigned long most = 0;
+    r.rlim_cur = nr_open >> most && most > was ? most : was;
+  }
+  return r.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &r) == 0 ? was : 0;
 }
 
 }  // namespace ddp::core
