@@ -100,6 +100,7 @@ TEST(Failure, AGlooBackendWithoutRoomForItsConnectionsFailsAtOnceSayingSo) {
   EXPECT_TRUE(starved.exited) << starved.report;
   EXPECT_EQ(starved.report.rfind("IO: the Gloo backend of rank 0 of 4 needs about 9 more file descriptors", 0), 0u)
       << starved.report;
+  EXPECT_NE(starved.report.find("only 5 of this process's limit of "), std::string::npos) << starved.report;
   EXPECT_NE(starved.report.find("raise ulimit -n"), std::string::npos) << starved.report;
 }
 
