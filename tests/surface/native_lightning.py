@@ -53,6 +53,13 @@ def main():
     trainer.fit(Native(out_dir), ticks, ckpt_path=ckpt if mode == "--resume" else None)
     if mode == "--save":
         trainer.save_checkpoint(ckpt)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Without interpreter finalization: destroying torch's Gloo process group
+    # there can abort the process ("terminate called without an active
+    # exception", seen once in a fresh-clone CI run after both ranks printed
+    # every loss; see tests/parity/ddp_ctypes.py's exit_now).
+    os._exit(0)
 
 
 if __name__ == "__main__":
