@@ -65,13 +65,13 @@ c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec) {
   // Gloo's full mesh takes a socket per other rank, a listener, its event
   // loop's epoll and wake-up pipe, and a socket for a moment while it looks
   // up the interface (size + 4 at the most, counted with strace on 4
-  // ranks). A connection it cannot accept for want of a
-  // descriptor is an exception on its event loop's thread, which stops
-  // there holding the lock the connecting thread then waits for: that rank
-  // hangs for good, and the others wait for it. So the room is checked
-  // first (with one to spare) and its lack is an error. (Counted, not
-  // opened: opening them all to see would take the room, for a moment,
-  // from the process's other threads.)
+  // ranks). A connection it cannot accept for want of a descriptor is an
+  // exception on its event loop's thread, which stops there holding the
+  // lock the connecting thread then waits for: that rank hangs for good,
+  // and the others wait for it. So the room is checked first (with one to
+  // spare) and its lack is an error. (Counted, not opened: opening them
+  // all to see would take the room, for a moment, from the process's
+  // other threads.)
   const size_t needed = static_cast<size_t>(spec.size) + 5;
   const std::string shortage = fd_shortage_for(needed);
   if (!shortage.empty())

@@ -21,7 +21,8 @@ c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port,
   // for them the ranks' connections waited unaccepted until their timeout.
   const rlim_t ranks = static_cast<rlim_t>(num_workers.value_or(1));
   rlimit r{};
-  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY) raise_descriptor_limit(r.rlim_cur + 4 * ranks + 64);
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+    raise_descriptor_limit(r.rlim_cur + 4 * ranks + 64);
   c10d::TCPStoreOptions so;
   so.isServer = true;
   so.numWorkers = num_workers;

@@ -20,7 +20,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <vector>
 
 namespace ddp::core {
 

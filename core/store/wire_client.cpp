@@ -12,8 +12,8 @@
 #include <cstring>
 #include <thread>
 
-#include "common/error.h"
 #include "common/descriptor_limit.h"
+#include "common/error.h"
 #include "store/wire_protocol.h"
 
 namespace ddp::core {

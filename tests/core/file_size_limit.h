@@ -44,3 +44,9 @@ inline LimitedRun run_with_file_size_limit(rlim_t limit, const std::function<std
   if (out.pid > 0 && WIFSIGNALED(st)) out.report = "killed by signal " + std::to_string(WTERMSIG(st)) + ": " + out.report;
   return out;
 }
+
+// The same child without a limit: `run` in a process of its own (one that
+// may run out of descriptors, or die of a signal, without the test).
+inline LimitedRun run_in_child(const std::function<std::string()>& run) {
+  return run_with_file_size_limit(RLIM_INFINITY, run);
+}

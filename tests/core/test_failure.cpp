@@ -13,6 +13,7 @@
 
 #include "comm/backend_factory.h"
 #include "comm/failure.h"
+#include "few_descriptors.h"
 #include "file_size_limit.h"
 #include "common/error.h"
 
@@ -68,20 +69,13 @@ TEST(Failure, FailFromAtenKeepsTheCallersStatusUnlessMemoryRanOut) {
 
 }  // namespace
 
-// Leaves `free` descriptors below this process's limit unopened.
-void leave_free_descriptors(int free) {
-  std::vector<int> fillers;
-  for (int f; (f = open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(f);
-  for (int i = 0; i < free && !fillers.empty(); ++i, fillers.pop_back()) close(fillers.back());
-}
-
 // Gloo makes a socket per other rank (and a few more) while it connects; a
 // connection it cannot accept for want of a descriptor ended its event
 // loop's thread holding the lock the connecting thread waits for, so that
 // rank hung for good. The room is checked first: Status::IO at once,
 // naming what is needed and the limit.
 TEST(Failure, AGlooBackendWithoutRoomForItsConnectionsFailsAtOnceSayingSo) {
-  LimitedRun starved = run_with_file_size_limit(RLIM_INFINITY, []() -> std::string {
+  LimitedRun starved = run_in_child([]() -> std::string {
     leave_free_descriptors(5);
     BackendSpec spec;
     spec.store = c10::make_intrusive<c10d::HashStore>();
@@ -116,7 +110,7 @@ TEST(Failure, ABackendErrorNamesALackOfDescriptors) {
                                       "gloo backend");
     return std::string(e.status() == Status::IO ? "IO: " : "not IO: ") + e.what();
   };
-  LimitedRun starved = run_with_file_size_limit(RLIM_INFINITY, [&] {
+  LimitedRun starved = run_in_child([&] {
     leave_free_descriptors(0);
     return failure();
   });

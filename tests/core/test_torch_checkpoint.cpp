@@ -344,7 +344,7 @@ enum class Rewrite { Truncate, OverwriteInPlace };
 // writer. `hold_for_writing`: this process has the file open for writing
 // during the load. Returns what happened, or how the child ended.
 std::string load_while_rewritten(const std::string& path, const at::Tensor& expected, Rewrite how, bool hold_for_writing) {
-  LimitedRun run = run_with_file_size_limit(RLIM_INFINITY, [&]() -> std::string {
+  LimitedRun run = run_in_child([&]() -> std::string {
     const int held = hold_for_writing ? open(path.c_str(), O_WRONLY | O_CLOEXEC) : -1;
     std::vector<NamedTensor> loaded = load_state_dict_file(path);
     const pid_t writer = fork();

@@ -30,6 +30,7 @@
 #include "comm/rendezvous.h"
 #include "comm/store_monitor.h"
 #include "common/error.h"
+#include "few_descriptors.h"
 #include "file_size_limit.h"
 #include "launch/supervisor.h"
 #include "store/meeting.h"
@@ -546,10 +547,7 @@ TEST(WireStore, AHostOutOfDescriptorsDoesNotSpinAndTakesTheWaitingOnesLater) {
       highest = std::max(highest, std::stoi(e.path().filename().string()));
     rlimit few{static_cast<rlim_t>(highest + 4), static_cast<rlim_t>(highest + 4)};
     setrlimit(RLIMIT_NOFILE, &few);
-    // Every free number below the limit taken but three.
-    std::vector<int> fillers;
-    for (int f; (f = open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(f);
-    for (int i = 0; i < 3 && !fillers.empty(); ++i, fillers.pop_back()) close(fillers.back());
+    leave_free_descriptors(3);
     for (;;) pause();
   }
   close(fd);
@@ -576,9 +574,8 @@ TEST(WireStore, AHostOutOfDescriptorsDoesNotSpinAndTakesTheWaitingOnesLater) {
 TEST(WireStore, AClientOutOfDescriptorsFailsAtOnceNamingTheLimit) {
   auto server = serve();
   const int port = server->port();
-  LimitedRun run = run_with_file_size_limit(RLIM_INFINITY, [port]() -> std::string {
-    for (int f; (f = open("/dev/null", O_RDONLY)) >= 0;) {
-    }
+  LimitedRun run = run_in_child([port]() -> std::string {
+    leave_free_descriptors(0);
     const auto start = std::chrono::steady_clock::now();
     try {
       WireStoreClient client("127.0.0.1", port, Millis(20000));
