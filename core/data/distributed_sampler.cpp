@@ -18,9 +18,18 @@ void check_shape(int64_t dataset_size, int num_replicas) {
   check_arg(num_replicas >= 1, "sampler: num_replicas " + std::to_string(num_replicas) + " must be at least 1");
 }
 
-// torch.Generator.manual_seed takes a negative seed as its two's complement
-// bits (what its code does; its docstring's formula is one less).
-uint64_t generator_seed(int64_t seed) { return static_cast<uint64_t>(seed); }
+// DistributedSampler seeds with seed + epoch, a Python int, and
+// torch.Generator.manual_seed takes it as unsigned 64 bits, or a negative one
+// as its two's complement bits (what its code does; its docstring's formula
+// is one less); a sum below -2^63 is its ValueError. The two int64s may
+// overflow: past 2^63 - 1 the wrapped sum's bits are the unsigned sum.
+uint64_t generator_seed(int64_t seed, int64_t epoch) {
+  int64_t sum = 0;
+  check_arg(!__builtin_add_overflow(seed, epoch, &sum) || seed > 0,
+            "sampler: seed " + std::to_string(seed) + " + epoch " + std::to_string(epoch) +
+                " is below -2^63, outside what torch.Generator.manual_seed accepts");
+  return static_cast<uint64_t>(seed) + static_cast<uint64_t>(epoch);
+}
 
 }  // namespace
 
@@ -54,6 +63,8 @@ int64_t sampler_count(int64_t dataset_size, int num_replicas, int rank, const Sa
 std::vector<int64_t> sampler_indices(int64_t dataset_size, int num_replicas, int rank, int64_t epoch,
                                      const SamplerOptions& opts) {
   const int64_t per_rank = sampler_count(dataset_size, num_replicas, rank, opts);
+  // DistributedSampler seeds its generator even for an empty dataset.
+  const uint64_t seed = opts.shuffle ? generator_seed(opts.unrepeated ? 0 : opts.seed, epoch) : 0;
   // The epoch's list is made whole, as DistributedSampler's randperm makes
   // it: a size that cannot be held is refused before anything is allocated
   // (an allocator under a sanitizer aborts on such a request).
@@ -70,7 +81,7 @@ std::vector<int64_t> sampler_indices(int64_t dataset_size, int num_replicas, int
   }
   if (opts.shuffle && dataset_size > 0) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>();
-    gen.set_current_seed(generator_seed(opts.unrepeated ? epoch : opts.seed + epoch));
+    gen.set_current_seed(seed);
     at::Tensor perm = at::randperm(dataset_size, gen, at::TensorOptions().dtype(at::kLong));
     const int64_t* p = perm.data_ptr<int64_t>();
     std::copy(p, p + dataset_size, all.begin());

@@ -81,6 +81,37 @@ def test_a_short_buffer_gets_a_prefix_and_the_full_count(lib):
     assert list(out) == torch_indices(100, 2, 1, 0, True, 3, False)[:4]
 
 
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize("seed,epoch", [(INT64_MAX, INT64_MAX), (INT64_MAX, 1), (INT64_MAX, -INT64_MAX),
+                                        (-(2**63), 0), (-1, -(2**63) + 1), (2**40 + 3, INT64_MAX)])
+def test_seed_plus_epoch_past_int64_seeds_as_torch_does(lib, seed, epoch):
+    # DistributedSampler adds them as Python ints; libddp's int64s overflow.
+    # The low 32 bits pick the permutation, so the seeds 2^32 apart that a
+    # wrong sum would give are told apart by the high ones only where torch
+    # sees them: compare with torch itself.
+    for n, world in ((10, 2), (97, 3)):
+        for rank in range(world):
+            want = torch_indices(n, world, rank, epoch, True, seed, False)
+            assert libddp_indices(lib, n, world, rank, epoch, True, seed, False) == want, (seed, epoch, n, rank)
+
+
+@pytest.mark.parametrize("seed,epoch", [(-(2**63), -1), (-5, -(2**63)), (-(2**63), -(2**63))])
+def test_seed_plus_epoch_below_int64_is_refused_as_torch_refuses_it(lib, seed, epoch):
+    with pytest.raises(ValueError):
+        torch_indices(10, 2, 0, epoch, True, seed, False)
+    o = SamplerOptions(1, 1, seed, 0)
+    out = (ctypes.c_int64 * 5)()
+    count = ctypes.c_size_t(123)
+    for n in (10, 0):  # torch seeds an empty dataset's generator too
+        assert lib.ddp_sampler_indices(n, 2, 0, epoch, ctypes.byref(o), out, 5, ctypes.byref(count)) == INVALID_ARGUMENT
+        assert count.value == 0
+        assert b"below -2^63" in lib.ddp_last_error_message()
+    o.shuffle = 0  # without shuffle nothing is seeded
+    assert lib.ddp_sampler_indices(10, 2, 0, epoch, ctypes.byref(o), out, 5, ctypes.byref(count)) == 0
+
+
 @pytest.mark.parametrize("n,world,rank", [(-1, 2, 0), (10, 0, 0), (10, 2, 2), (10, 2, -1)])
 def test_bad_arguments_are_refused(lib, n, world, rank):
     count = ctypes.c_size_t(123)

@@ -67,7 +67,10 @@ DDP_API ddp_status ddp_sampler_num_samples(int64_t dataset_size, int num_replica
  * @param[out] count the number of indices this rank gets (may be NULL); call
  *                  with cap 0 first to size @p out.
  * @return DDP_OK; DDP_E_INVALID_ARGUMENT for a rank outside [0, num_replicas),
- *         a negative start and the cases of ddp_sampler_num_samples;
+ *         a negative start, a shuffled list whose seed + @p epoch is below
+ *         -2^63 (torch.Generator.manual_seed's ValueError; a sum past
+ *         2^63 - 1 seeds as in PyTorch) and the cases of
+ *         ddp_sampler_num_samples;
  *         DDP_E_NOMEM where the epoch's list of @p dataset_size indices does
  *         not fit in memory (only with @p cap > 0: a count alone lists nothing).
  */
