@@ -42,6 +42,16 @@ class Saved {
     if (!v.isInt()) wrong(key, v, "an int");
     return v.toInt();
   }
+  // A count that each step adds one to (last_epoch, _step_count, ...): a
+  // hostile or corrupt state could hold one that the next step overflows
+  // (Python's ints do not); no run steps 2^62 times.
+  int64_t counter(const std::string& key) const {
+    int64_t v = integer(key);
+    if (v < -kMostSteps || v > kMostSteps)
+      fail(Status::IO, "lr scheduler state: " + key + " " + std::to_string(v) + " is out of range (at most 2^62 steps)");
+    return v;
+  }
+  static constexpr int64_t kMostSteps = int64_t{1} << 62;
   // A period or count that the formulas divide by.
   int64_t positive(const std::string& key) const {
     int64_t v = integer(key);
@@ -104,8 +114,8 @@ class Chainable : public LrScheduler {
   void check_state_dict(const c10::IValue& v) const override {
     Saved s(v, name());
     s.per_group("base_lrs", groups());
-    s.integer("last_epoch");
-    s.integer("_step_count");
+    s.counter("last_epoch");
+    s.counter("_step_count");
     s.per_group("_last_lr", groups());
     const_cast<Chainable*>(this)->own_load(s, /*apply=*/false);
   }
@@ -113,8 +123,8 @@ class Chainable : public LrScheduler {
     check_state_dict(v);
     Saved s(v, name());
     base_lrs_ = s.per_group("base_lrs", groups());
-    last_epoch = s.integer("last_epoch");
-    step_count_ = s.integer("_step_count");
+    last_epoch = s.counter("last_epoch");
+    step_count_ = s.counter("_step_count");
     last_lrs_ = s.per_group("_last_lr", groups());
     own_load(s, /*apply=*/true);
   }
@@ -213,7 +223,7 @@ class CosineAnnealingLR : public Chainable {
     const double e = static_cast<double>(last_epoch), t = static_cast<double>(spec_.t_max), m = spec_.eta_min;
     if (is_initial_) return lr();
     if (step_count_ == 1 && last_epoch > 0) return m + (base_lr_ - m) * (1 + std::cos(e * kPi / t)) / 2;
-    if (py_mod(last_epoch - 1 - spec_.t_max, 2 * spec_.t_max) == 0)
+    if (restarts_a_period(last_epoch, spec_.t_max))
       return lr() + (base_lr_ - m) * (1 - std::cos(kPi / t)) / 2;
     return (1 + std::cos(kPi * e / t)) / (1 + std::cos(kPi * (e - 1) / t)) * (lr() - m) + m;
   }
@@ -221,7 +231,16 @@ class CosineAnnealingLR : public Chainable {
     const double e = static_cast<double>(last_epoch), t = static_cast<double>(spec_.t_max), m = spec_.eta_min;
     return m + (base_lr_ - m) * (1 + std::cos(kPi * e / t)) / 2;
   }
-  static int64_t py_mod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
+  // PyTorch's (last_epoch - 1 - T_max) % (2 * T_max) == 0, in Python's ints:
+  // here 2 * T_max overflows past 2^62 (T_max may be any positive int64).
+  // Both sides taken modulo T_max first: e - 1 = T_max (mod 2 T_max) exactly
+  // when e - 1 is an odd multiple of T_max.
+  static bool restarts_a_period(int64_t e, int64_t t_max) {
+    const int64_t r = e - 1;  // |e| <= 2^62 (steps are counted, loads checked)
+    if (r % t_max != 0) return false;
+    const int64_t q = r / t_max;
+    return q % 2 != 0;
+  }
   const char* name() const override { return "CosineAnnealingLR"; }
   void own_state(Dict& d) const override {
     d.insert("T_max", spec_.t_max);
@@ -406,7 +425,7 @@ class SequentialLR : public LrScheduler {
   }
   void check_state_dict(const c10::IValue& v) const override {
     Saved s(v, "SequentialLR");
-    s.integer("last_epoch");
+    s.counter("last_epoch");
     s.per_group("_last_lr", optimizer_->num_groups());
     const auto& children = s.list("_schedulers").toListRef();
     if (children.size() != children_.size())
@@ -421,7 +440,7 @@ class SequentialLR : public LrScheduler {
   void load_state_dict(const c10::IValue& v) override {
     check_state_dict(v);
     Saved s(v, "SequentialLR");
-    last_epoch = s.integer("last_epoch");
+    last_epoch = s.counter("last_epoch");
     last_lrs_ = s.per_group("_last_lr", optimizer_->num_groups());
     spec_.milestones.clear();
     for (const auto& e : s.list("_milestones").toListRef()) spec_.milestones.push_back(e.toInt());
@@ -502,7 +521,7 @@ class ReduceLROnPlateau : public LrScheduler {
   Values read(const c10::IValue& v) const {
     Saved s(v, "ReduceLROnPlateau");
     const size_t groups = optimizer_->num_groups();
-    Values out{spec_, s.integer("last_epoch"), s.integer("cooldown_counter"), s.integer("num_bad_epochs"),
+    Values out{spec_, s.counter("last_epoch"), s.counter("cooldown_counter"), s.counter("num_bad_epochs"),
                s.per_group("_last_lr", groups), s.number("best")};
     out.spec.factor = s.number("factor");
     // libddp keeps one min_lr for every group (PyTorch's scalar argument).

@@ -242,6 +242,25 @@ TEST_F(Exported, SchedulersCheckTheirArgumentsAndKinds) {
   ddp_optimizer_free(other);
 }
 
+// Any positive T_max is PyTorch's argument; the cosine's period test once
+// computed 2 * T_max in int64 (undefined behaviour past 2^62, which the
+// sanitizer build stops on). The rate barely moves over so long a period.
+TEST_F(Exported, ACosinePeriodPast2To62StepsWithoutOverflow) {
+  ddp_optimizer* opt = nullptr;
+  ddp_sgd_options sgd = DDP_SGD_OPTIONS_INIT;
+  sgd.lr = 0.1;
+  ASSERT_EQ(ddp_optimizer_new_sgd(&opt, m, &sgd), DDP_OK);
+  ddp_lr_scheduler_options o = DDP_LR_SCHEDULER_OPTIONS_INIT(DDP_LR_COSINE_ANNEALING);
+  o.t_max = INT64_MAX;
+  ddp_lr_scheduler* s = make(opt, o);
+  for (int k = 0; k < 3; ++k) ASSERT_EQ(ddp_lr_scheduler_step(s), DDP_OK) << last();
+  double lr = 0;
+  ASSERT_EQ(ddp_lr_scheduler_last_lr(s, &lr), DDP_OK);
+  EXPECT_DOUBLE_EQ(lr, 0.1);
+  ddp_lr_scheduler_free(s);
+  ddp_optimizer_free(opt);
+}
+
 TEST_F(Exported, CheckpointsCarryEveryOptimizerAndSchedulerAndRefuseAMismatch) {
   ddp_strategy* s = nullptr;
   ddp_strategy_options so = DDP_STRATEGY_OPTIONS_INIT;

@@ -114,3 +114,33 @@ def test_rates_equal_pytorch_through_a_restore(tmp_path, case, optimizer, groups
     # from the state PyTorch saved there.
     assert close(reference(kind, kv, optimizer == "adamw", resume_from=mid), theirs)
     assert close(trace({"LR_TRACE_RESUME_FROM": theirs_mid}), theirs)
+
+
+def test_a_period_past_2_to_the_62_steps_as_pytorch(tmp_path):
+    # CosineAnnealingLR tests (e - 1 - T_max) % (2 * T_max): 2 * T_max
+    # overflowed int64 here (undefined behaviour, red under UBSan; the
+    # rates themselves barely move with so long a period).
+    kv = {"t_max": 2**63 - 1, "eta_min": 0.001}
+    theirs = reference("cosine", kv, False)
+    out = subprocess.run([TRACE, "cosine", str(STEPS), str(RESTORE), str(tmp_path / "mid.pt"), "sgd"] +
+                         [f"{k}={v}" for k, v in kv.items()], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert close([float(x) for x in out.stdout.split()], theirs)
+
+
+@pytest.mark.parametrize("kind,key", [("cosine", "last_epoch"), ("cosine", "_step_count"),
+                                      ("plateau", "num_bad_epochs"), ("plateau", "cooldown_counter"),
+                                      ("sequential", "last_epoch")])
+def test_a_saved_step_count_that_the_next_step_would_overflow_is_refused(tmp_path, kind, key):
+    # Python's ints go on past 2^63 - 1; libddp's int64 counters would
+    # overflow on the next step, so a state holding one is refused on load.
+    kv = dict(CASES["warmup_then_cosine" if kind == "sequential" else kind][1])
+    opt, s = python_run(kind, kv, False)
+    state = s.state_dict()
+    state[key] = 2**63 - 1
+    theirs = str(tmp_path / "theirs.pt")
+    torch.save({"optimizer": opt.state_dict(), "scheduler": state}, theirs)
+    out = subprocess.run([TRACE, kind, "3", "1", str(tmp_path / "mid.pt"), "sgd"] + [f"{k}={v}" for k, v in kv.items()],
+                         capture_output=True, text=True, timeout=120, env=dict(os.environ, LR_TRACE_RESUME_FROM=theirs))
+    assert out.returncode == 1
+    assert f"{key} 9223372036854775807 is out of range" in out.stderr, out.stderr
