@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 
+#include "comm/caller_memory.h"
 #include "comm/direct_collectives.h"
 #include "comm/failure.h"
 #include "common/error.h"
@@ -117,15 +118,25 @@ flight::Ticket record(Group& g, const char* op, const char* reduce, at::ScalarTy
   return flight::record(g.flight_label(), g.next_flight_seq(), c);
 }
 
-// all_gather into the caller's `out` (checked by check_gather_output): one
-// view of `out` per rank, in's shape, which every backend takes.
-c10::intrusive_ptr<c10d::Work> start_all_gather_into(Group& g, const char* op, const at::Tensor& in,
-                                                     const at::Tensor& out, flight::Ticket ticket = 0) {
+// all_gather of `in` into `out` (in's shape, one row per rank): one view of
+// `out` per rank, which every backend takes. Neither may be caller memory.
+c10::intrusive_ptr<c10d::Work> start_gather_work(Group& g, const char* op, const at::Tensor& in, const at::Tensor& out,
+                                                 flight::Ticket ticket) {
   at::Tensor rows = out.view({g.size(), in.numel()});
   std::vector<std::vector<at::Tensor>> outs(1);
   for (int i = 0; i < g.size(); ++i) outs[0].push_back(rows.select(0, i).view(in.sizes()));
   std::vector<at::Tensor> ins{in};
   return start(g, op, ticket, [&](c10d::Backend& b) { return b.allgather(outs, ins); });
+}
+
+// all_gather into the caller's `out` (checked by check_gather_output).
+PendingPtr start_all_gather_into(Group& g, const char* op, const at::Tensor& in, const at::Tensor& out,
+                                 flight::Ticket ticket) {
+  CallerMemory mem(op, ticket);
+  const at::Tensor staged_in = mem.read(in), staged_out = mem.written(out);
+  auto p = make(g, op, ticket, start_gather_work(g, op, staged_in, staged_out, ticket), mem.after(nullptr));
+  p->tensors = {out};
+  return p;
 }
 
 // all_gather's result: (world, ...in.shape), not yet written.
@@ -135,10 +146,11 @@ at::Tensor empty_gathered(Group& g, const at::Tensor& in) {
   return at::empty(shape, in.options());
 }
 
+// all_gather into a new `out`, which libddp owns.
 c10::intrusive_ptr<c10d::Work> start_all_gather(Group& g, const char* op, const at::Tensor& in,
                                                 at::Tensor& out, flight::Ticket ticket = 0) {
   out = empty_gathered(g, in);
-  return start_all_gather_into(g, op, in, out, ticket);
+  return start_gather_work(g, op, CallerMemory(op, ticket).read(in), out, ticket);
 }
 
 // What all_gather_into needs of the caller's output, named when it is not so.
@@ -276,16 +288,18 @@ PendingPtr start_barrier(Group& g, flight::Ticket ticket) {
   return make(g, "barrier", ticket, start(g, "barrier", ticket, [](c10d::Backend& b) { return b.barrier(); }));
 }
 PendingPtr start_broadcast(Group& g, const at::Tensor& t, int src, flight::Ticket ticket) {
-  std::vector<at::Tensor> ts{t};
+  CallerMemory mem("broadcast", ticket);
+  std::vector<at::Tensor> ts{g.rank() == src ? mem.read(t) : mem.written(t)};
   c10d::BroadcastOptions o;
   o.rootRank = src;
-  return make(g, "broadcast", ticket,
-              start(g, "broadcast", ticket, [&](c10d::Backend& b) { return b.broadcast(ts, o); }));
+  auto w = start(g, "broadcast", ticket, [&](c10d::Backend& b) { return b.broadcast(ts, o); });
+  return make(g, "broadcast", ticket, w, mem.after(nullptr));
 }
 
 // all_reduce after its checks and its flight record.
 PendingPtr start_all_reduce(Group& g, const at::Tensor& t, ReduceOp op, flight::Ticket ticket) {
-  std::vector<at::Tensor> ts{t};
+  CallerMemory mem("all_reduce", ticket);
+  std::vector<at::Tensor> ts{mem.read_written(t)};
   c10d::AllreduceOptions o;
   o.reduceOp = to_c10d(op, native_avg(g));
   auto w = start(g, "all_reduce", ticket, [&](c10d::Backend& b) { return b.allreduce(ts, o); });
@@ -294,7 +308,7 @@ PendingPtr start_all_reduce(Group& g, const at::Tensor& t, ReduceOp op, flight::
     int world = g.size();
     then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
   }
-  return make(g, "all_reduce", ticket, w, then);
+  return make(g, "all_reduce", ticket, w, mem.after(std::move(then)));
 }
 }  // namespace
 
@@ -495,18 +509,19 @@ PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
   check_tensor(g, t, "reduce");
   check_root(g, dst, "reduce", "dst");
   verify_same_call(g, {kReduce, static_cast<int64_t>(op), dst, &t});
-  std::vector<at::Tensor> ts{t};
+  auto ticket = record(g, "reduce", op_name(static_cast<int64_t>(op)), &t, dst);
+  CallerMemory mem("reduce", ticket);
+  std::vector<at::Tensor> ts{mem.read_written(t)};  // every rank's, as Gloo leaves them
   c10d::ReduceOptions o;
   o.reduceOp = to_c10d(op, native_avg(g));
   o.rootRank = dst;
-  auto ticket = record(g, "reduce", op_name(static_cast<int64_t>(op)), &t, dst);
   auto w = start(g, "reduce", ticket, [&](c10d::Backend& b) { return b.reduce(ts, o); });
   Pending::Step then;
   if (op == ReduceOp::Mean && !native_avg(g) && g.rank() == dst) {
     int world = g.size();
     then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
   }
-  return make(g, "reduce", ticket, w, then);
+  return make(g, "reduce", ticket, w, mem.after(std::move(then)));
 }
 
 PendingPtr all_gather(Group& g, const at::Tensor& in) {
@@ -527,7 +542,7 @@ void all_gather_direct(Group& g, const char* op, DirectCollectives& direct, cons
                        const at::Tensor& out) {
   auto ticket = record(g, op, nullptr, &in);
   run_direct(g, op, ticket, direct, [&](DirectCollectives& d) { return d.all_gather_now(in, out); },
-             [&] { return make(g, op, ticket, start_all_gather_into(g, op, in, out, ticket)); });
+             [&] { return start_all_gather_into(g, op, in, out, ticket); });
 }
 }  // namespace
 
@@ -549,10 +564,7 @@ PendingPtr all_gather_into(Group& g, const at::Tensor& in, const at::Tensor& out
   check_tensor(g, in, op);
   check_gather_output(g, in, out, op);
   verify_same_call(g, {kAllGather, -1, -1, &in});
-  auto ticket = record(g, op, nullptr, &in);
-  auto p = make(g, op, ticket, start_all_gather_into(g, op, in, out, ticket));
-  p->tensors = {out};
-  return p;
+  return start_all_gather_into(g, op, in, out, record(g, op, nullptr, &in));
 }
 
 void all_gather_into_blocking(Group& g, const at::Tensor& in, const at::Tensor& out) {

@@ -7,6 +7,7 @@
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,14 @@ class DirectCollectives {
   // asking the store, stop waiting with `status` and this rank's `reason`
   // instead of finding it dead or silent later.
   virtual void abort_local(Status status, const std::string& reason) = 0;
+  // Once this rank's group is broken (its segment aborted, here or by a
+  // peer): returns when no collective of this backend runs on another
+  // thread any more (those queued will not start), or at `deadline`. A
+  // collective that a failed wait left running may be reading or writing
+  // the caller's memory (DDP's gradients, all-reduced where they lie), which
+  // the caller may free as soon as its call returns. The running one ends
+  // at its next wait, which sees the abort. A no-op on the worker thread.
+  virtual void settle(std::chrono::steady_clock::time_point deadline) = 0;
 
  protected:
   ~DirectCollectives() = default;

@@ -422,9 +422,19 @@ void Group::fail_and_publish(Status status, const std::string& message) {
   // may be the dead or stopped peer.
   if (impl_->direct) impl_->direct->abort_local(status, message);
   impl_->monitor->publish(failure_report(status, "rank " + std::to_string(impl_->rank) + ": " + message), kPublishWait);
+  settle_backend();
   if (first) flight::dump((std::string(failure_kind(status)) + " on rank " + std::to_string(impl_->rank) + " of group " +
                            std::string(impl_->flight_label) + ": " + message).c_str());
   throw Error(status, message);
+}
+
+// A broken group's collectives still running on a thread of the backend's
+// end at their next wait (a peer aborted the segment, or this rank did);
+// the failing call returns after them, so that the caller's memory they
+// were using is the caller's again (comm/direct_collectives.h). The
+// group's timeout bounds it, should one not end.
+void Group::settle_backend() {
+  if (impl_->direct) impl_->direct->settle(Clock::now() + timeout());
 }
 
 void Group::throw_reported(const std::string& reported) {
@@ -436,6 +446,7 @@ void Group::throw_reported(const std::string& reported) {
     first = !impl_->broken.exchange(true);
   }
   if (first) flight::dump(("another rank failed (group " + std::string(impl_->flight_label) + "): " + payload).c_str());
+  settle_backend();
   throw reported_failure(reported);
 }
 
@@ -457,6 +468,7 @@ void Group::throw_if_peer_reported() {
     }
     if (first)
       flight::dump(("lost the rendezvous store (group " + std::string(impl_->flight_label) + "): " + *lost).c_str());
+    settle_backend();
     if (impl_->monitor->lost_by_timeout())
       throw Error(Status::Timeout, "the rendezvous store hosted by rank 0 did not answer within the group's timeout "
                                    "(rank 0 is probably stopped or stalled): " + *lost);

@@ -101,6 +101,7 @@ class Group {
  private:
   explicit Group(std::unique_ptr<Impl> impl);
   void check_usable(const char* op);
+  void settle_backend();
   [[noreturn]] void throw_reported(const std::string& payload);
   std::unique_ptr<Impl> impl_;
 };

@@ -82,6 +82,16 @@ Device device_of(const at::Tensor& t) {
   return Device{DeviceType::CPU, 0};
 }
 
+namespace {
+// The deleter of every view of caller memory: it frees nothing, and its
+// address is what tells such a view apart (is_caller_memory).
+void leave_to_caller(void*) {}
+}  // namespace
+
+bool is_caller_memory(const at::Tensor& t) {
+  return t.defined() && t.has_storage() && t.storage().data_ptr().get_deleter() == &leave_to_caller;
+}
+
 at::Tensor tensor_from_blob(void* data, DType dtype, const int64_t* shape, size_t ndim) {
   auto st = to_scalar_type(dtype);
   auto s = checked_shape(shape, ndim, dtype_size(dtype));
@@ -92,7 +102,8 @@ at::Tensor tensor_from_blob(void* data, DType dtype, const int64_t* shape, size_
             "data is not aligned to " + std::to_string(dtype_size(dtype)) + " bytes for " +
                 dtype_name(dtype));
   static char empty_storage[8];
-  return at::from_blob(data ? data : empty_storage, s, at::TensorOptions().dtype(st));
+  void* memory = data ? data : empty_storage;
+  return at::for_blob(memory, s).context(memory, &leave_to_caller).options(at::TensorOptions().dtype(st)).make_tensor();
 }
 
 at::Device to_aten_device(Device d) {

@@ -27,6 +27,10 @@ std::vector<int64_t> checked_shape(const int64_t* shape, size_t ndim, size_t ele
 
 // Zero-copy view of caller memory (CPU).
 at::Tensor tensor_from_blob(void* data, DType dtype, const int64_t* shape, size_t ndim);
+// Whether `t` (or the tensor it views) was made by tensor_from_blob: memory
+// that the caller may free, or use again, once the call it passed it to
+// returned, whatever that call returned.
+bool is_caller_memory(const at::Tensor& t);
 // Owned, zero-filled.
 at::Tensor tensor_zeros(DType dtype, const int64_t* shape, size_t ndim, Device device);
 // Host copy of all elements; nbytes must match exactly.

@@ -108,3 +108,44 @@ TEST(ShmExecutor, BlockingAndQueuedCallsFromTwoThreadsNeverOverlap) {
   EXPECT_EQ(x.overlaps.load(), 0);
   EXPECT_EQ(x.performed, 2L * kEach);
 }
+
+// A failed wait returns after settle(): the collectives still running on
+// the worker (and those queued behind them) are over by then, so the
+// memory they work on is the caller's again.
+TEST(ShmExecutor, SettleReturnsOnlyOnceTheRunningAndQueuedCollectivesAreOver) {
+  Executor ex;
+  std::atomic<bool> started{false};
+  std::atomic<int> written{0};
+  auto first = ex.submit(c10d::OpType::ALLREDUCE, {}, kQueuedBytes, [&] {
+    started = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    written.fetch_add(1);
+  });
+  auto second = ex.submit(c10d::OpType::ALLREDUCE, {}, kQueuedBytes, [&] { written.fetch_add(1); });
+  while (!started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto begin = std::chrono::steady_clock::now();
+  ex.settle(begin + std::chrono::seconds(10));
+  EXPECT_EQ(written.load(), 2) << "settle returned while a collective could still write";
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, std::chrono::milliseconds(250));
+  first->wait();
+  second->wait();
+}
+
+TEST(ShmExecutor, SettleIsBoundedByItsDeadlineAndReturnsAtOnceOnTheWorker) {
+  Executor ex;
+  std::atomic<bool> release{false}, settled_inside{false};
+  auto stuck = ex.submit(c10d::OpType::ALLREDUCE, {}, kQueuedBytes, [&] {
+    // A job whose own failure reaches settle() must not wait for itself.
+    ex.settle(std::chrono::steady_clock::now() + std::chrono::seconds(30));
+    settled_inside = true;
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  const auto begin = std::chrono::steady_clock::now();
+  ex.settle(begin + std::chrono::milliseconds(200));
+  const auto took = std::chrono::steady_clock::now() - begin;
+  EXPECT_GE(took, std::chrono::milliseconds(190));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_TRUE(settled_inside.load());
+  release = true;
+  stuck->wait();
+}

@@ -63,6 +63,15 @@ TEST(Hardening, RejoiningWhileTheStoreHostIsStoppedGivesTimeoutWithinTheTimeout)
 
 TEST(Hardening, AResumedRankReportsTheRootCause) { expect_ok(run(3, "resumed_rank_reports_the_root_cause", 60)); }
 
+// Gloo's work, or the shm backend's worker thread (which a host without a
+// core to spare per rank does not use unless told to).
+TEST(Hardening, NoBackendTouchesTheCallersMemoryAfterAFailedWait) {
+  for (const char* backend : {"WORKER_BACKEND=gloo", "WORKER_BACKEND=shm"}) {
+    SCOPED_TRACE(backend);
+    expect_ok(run(2, "caller_memory_after_a_failed_wait", 60, {backend, "DDP_SHM_INLINE=0"}));
+  }
+}
+
 TEST(Hardening, ABrokenGroupIsRejoinedOnTheSamePort) { expect_ok(run(2, "rejoin_after_breakage", 90)); }
 
 TEST(Hardening, DifferentReducerLayoutsAreRefusedOnEveryRank) { expect_ok(run(2, "reducer_layouts_differ", 60)); }

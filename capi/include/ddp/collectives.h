@@ -83,7 +83,12 @@ DDP_API ddp_status ddp_work_result_buffer(ddp_work *work, ddp_buffer **out);
 /** @param[out] out the decision of a waited reduce_boolean_decision work (0/1). */
 DDP_API ddp_status ddp_work_result_decision(ddp_work *work, int *out);
 
-/** Frees @p work; NULL is accepted. Does not wait: a work freed unwaited leaves its tensors to the backend until it finishes. */
+/**
+ * Frees @p work; NULL is accepted. Does not wait: a work freed unwaited
+ * leaves its tensors to the backend until it finishes. A tensor that views
+ * caller memory (ddp_tensor_from_blob) is not touched after the free, and
+ * does not get the result: the backend works on libddp's copy.
+ */
 DDP_API void ddp_work_free(ddp_work *work);
 
 /** Blocks until every rank reached the barrier. */

@@ -25,7 +25,16 @@ typedef struct ddp_tensor ddp_tensor;
  * @param[out] out   new reference; set to NULL on error.
  * @param data       the caller's memory, at least numel * ddp_dtype_size(dtype)
  *                   bytes, suitably aligned for @p dtype. It must outlive the
- *                   tensor; collectives read and write it in place.
+ *                   tensor handle. Collectives read and write it in place
+ *                   where they run on the calling thread; where the backend
+ *                   works from threads of its own (Gloo; shm's worker for a
+ *                   large queued call), on a copy that libddp owns, which the
+ *                   wait copies back once the work succeeded. So when a call
+ *                   returns (for an _async call: its ddp_work_wait, or
+ *                   ddp_work_free), whatever it returned, libddp no longer
+ *                   reads or writes the memory: a failed or abandoned
+ *                   collective whose backend is still at work (a stopped peer
+ *                   that resumes still sends) works on its copy.
  * @param dtype      element type.
  * @param shape      @p ndim sizes, each >= 0 (may be NULL when ndim == 0).
  * @param ndim       number of dimensions; 0 makes a scalar (one element).

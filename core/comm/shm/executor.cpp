@@ -100,6 +100,12 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
   return work;
 }
 
+void Executor::settle(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (worker_.joinable() && worker_.get_id() == std::this_thread::get_id()) return;
+  changed_.wait_until(lock, deadline, [&] { return queue_.empty() && !(state_.load() & kRunning); });
+}
+
 void Executor::release_inline(bool holding_mutex) {
   inline_.store(0, std::memory_order_release);
   light_fence(asymmetric_);

@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -33,6 +34,12 @@ class Executor {
   // failure. `result` is what the work (and its future) hold when done.
   c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, std::vector<at::Tensor> result, size_t bytes,
                                         std::function<void()> body);
+
+  // Waits until no job runs on the worker or is queued, or until
+  // `deadline`; returns at once on the worker itself (a job's own failure
+  // may end up here). The caller must have made the queued jobs end quickly
+  // (their bodies fail first thing once the backend is aborted).
+  void settle(std::chrono::steady_clock::time_point deadline);
 
   // For a blocking call: performs `body` on the caller's thread at once and
   // returns true when nothing is queued or running before it (whatever its

@@ -221,6 +221,8 @@ class Segment {
   // `status` (the root cause's, as a published failure) naming this rank and
   // `reason`. The first abort wins.
   void abort(int status, const std::string& reason);
+  // Throws what waits throw once the segment is aborted; nothing before.
+  void check_abort(const char* op);
 
  private:
   Segment() = default;
@@ -233,7 +235,6 @@ class Segment {
   [[noreturn]] void fail_peer_gone(int peer, const char* op);
   // read_from (write false) or write_to (true).
   void transfer(int peer, void* local, uintptr_t remote, size_t bytes, bool write, const char* op);
-  void check_abort(const char* op);
   void compare_calls();
   // Publishes this rank's call number n as differing from the others'
   // (a root that posted it reads it later) and throws CallMismatch.

@@ -22,6 +22,7 @@
 #include "comm/shm/reduce_kernels.h"
 #include "comm/shm/segment.h"
 #include "common/error.h"
+#include "tensor/tensors.h"
 
 namespace ddp::core {
 namespace {
@@ -251,6 +252,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   void abort_local(Status status, const std::string& reason) override {
     local_.segment().abort(static_cast<int>(status), reason);
   }
+  void settle(Clock::time_point deadline) override { executor_->settle(deadline); }
 
   bool offers_shared_buckets() const override {
     return topo_.nodes == 1 && getSize() > 1 && shared_buckets_enabled();
@@ -369,12 +371,16 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   void all_reduce_body(const at::Tensor& t, ReduceKind k, const c10d::ReduceOp& op, const shm::Deadline& deadline) {
     local_.reduce(t, k, -1, deadline, "all_reduce");
     if (topo_.nodes == 1) return;
+    // Gloo may go on with its work after a failed wait (a stopped node that
+    // resumes still sends): never on the caller's memory (comm/caller_memory.h).
+    const at::Tensor between = is_caller_memory(t) && topo_.local_rank == 0 ? t.clone() : t;
     across_nodes(deadline, "all_reduce", [&]() {
-      std::vector<at::Tensor> one{t};
+      std::vector<at::Tensor> one{between};
       c10d::AllreduceOptions lo;
       lo.reduceOp = op;
       return leaders_->allreduce(one, lo);
     });
+    if (!between.is_same(t)) t.copy_(between);
     local_.broadcast(t, 0, deadline, "all_reduce");
   }
 
@@ -382,7 +388,12 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   // counts from its first wait.
   template <typename Body>
   c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, std::vector<at::Tensor> result, size_t bytes, Body body) {
-    return executor_->submit(type, std::move(result), bytes, [this, body = std::move(body)]() { body(deadline()); });
+    // A job queued before the group broke touches none of its tensors
+    // after (see settle()): the body would copy some before its first wait.
+    return executor_->submit(type, std::move(result), bytes, [this, body = std::move(body)]() {
+      local_.segment().check_abort("a queued collective");
+      body(deadline());
+    });
   }
 
   template <typename Call>

@@ -1,0 +1,35 @@
+#include "comm/caller_memory.h"
+
+#include <ATen/ops/empty_like.h>
+
+#include <string>
+
+#include "comm/failure.h"
+#include "common/error.h"
+#include "tensor/tensors.h"
+
+namespace ddp::core {
+
+at::Tensor CallerMemory::stage(const at::Tensor& t, bool read, bool written) {
+  if (!is_caller_memory(t)) return t;
+  at::Tensor copy;
+  try {
+    copy = read ? t.clone(at::MemoryFormat::Contiguous) : at::empty_like(t, at::MemoryFormat::Contiguous);
+  } catch (const std::exception& e) {
+    flight::finish(ticket_, flight::State::Refused);
+    fail_from_aten(Status::Internal, std::string(op_) + ": a copy of the caller's " + std::to_string(t.nbytes()) + " bytes",
+                   e);
+  }
+  if (written) back_.emplace_back(t, copy);
+  return copy;
+}
+
+Pending::Step CallerMemory::after(Pending::Step then) const {
+  if (back_.empty()) return then;
+  return [back = back_, then = std::move(then)](Pending& p, Clock::time_point deadline) {
+    for (const auto& [caller, copy] : back) caller.copy_(copy);
+    if (then) then(p, deadline);
+  };
+}
+
+}  // namespace ddp::core
