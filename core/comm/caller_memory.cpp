@@ -1,20 +1,21 @@
 #include "comm/caller_memory.h"
 
-#include <ATen/ops/empty_like.h>
-
 #include <string>
 
 #include "comm/failure.h"
+#include "comm/staging_pool.h"
 #include "common/error.h"
 #include "tensor/tensors.h"
 
 namespace ddp::core {
 
 at::Tensor CallerMemory::stage(const at::Tensor& t, bool read, bool written) {
-  if (!is_caller_memory(t)) return t;
+  // A group of one rank has no peer whose data could arrive late.
+  if (!is_caller_memory(t) || group_.size() == 1) return t;
   at::Tensor copy;
   try {
-    copy = read ? t.clone(at::MemoryFormat::Contiguous) : at::empty_like(t, at::MemoryFormat::Contiguous);
+    copy = group_.staging_pool().bytes(t.nbytes()).view(t.scalar_type()).view(t.sizes());
+    if (read) copy.copy_(t);
   } catch (const std::exception& e) {
     flight::finish(ticket_, flight::State::Refused);
     fail_from_aten(Status::Internal, std::string(op_) + ": a copy of the caller's " + std::to_string(t.nbytes()) + " bytes",

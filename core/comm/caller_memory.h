@@ -26,10 +26,11 @@ class CallerMemory {
  public:
   // `op` names the collective in an out-of-memory message; `ticket` is its
   // flight record, marked refused when a copy cannot be made.
-  CallerMemory(const char* op, flight::Ticket ticket) : op_(op), ticket_(ticket) {}
+  CallerMemory(Group& g, const char* op, flight::Ticket ticket) : group_(g), op_(op), ticket_(ticket) {}
 
   // What to hand the backend for `t`: `t` itself unless it is caller memory;
-  // else a copy of it (`read`: its values; else uninitialised), copied back
+  // else a copy of it in the group's staging pool (`read`: its values; else
+  // uninitialised), copied back
   // into `t` by the step of after() when `written`.
   at::Tensor stage(const at::Tensor& t, bool read, bool written);
   at::Tensor read(const at::Tensor& t) { return stage(t, true, false); }
@@ -41,6 +42,7 @@ class CallerMemory {
   Pending::Step after(Pending::Step then) const;
 
  private:
+  Group& group_;
   const char* op_;
   flight::Ticket ticket_;
   std::vector<std::pair<at::Tensor, at::Tensor>> back_;  // (the caller's, the copy)

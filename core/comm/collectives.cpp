@@ -132,7 +132,7 @@ c10::intrusive_ptr<c10d::Work> start_gather_work(Group& g, const char* op, const
 // all_gather into the caller's `out` (checked by check_gather_output).
 PendingPtr start_all_gather_into(Group& g, const char* op, const at::Tensor& in, const at::Tensor& out,
                                  flight::Ticket ticket) {
-  CallerMemory mem(op, ticket);
+  CallerMemory mem(g, op, ticket);
   const at::Tensor staged_in = mem.read(in), staged_out = mem.written(out);
   auto p = make(g, op, ticket, start_gather_work(g, op, staged_in, staged_out, ticket), mem.after(nullptr));
   p->tensors = {out};
@@ -150,7 +150,7 @@ at::Tensor empty_gathered(Group& g, const at::Tensor& in) {
 c10::intrusive_ptr<c10d::Work> start_all_gather(Group& g, const char* op, const at::Tensor& in,
                                                 at::Tensor& out, flight::Ticket ticket = 0) {
   out = empty_gathered(g, in);
-  return start_gather_work(g, op, CallerMemory(op, ticket).read(in), out, ticket);
+  return start_gather_work(g, op, CallerMemory(g, op, ticket).read(in), out, ticket);
 }
 
 // What all_gather_into needs of the caller's output, named when it is not so.
@@ -288,7 +288,7 @@ PendingPtr start_barrier(Group& g, flight::Ticket ticket) {
   return make(g, "barrier", ticket, start(g, "barrier", ticket, [](c10d::Backend& b) { return b.barrier(); }));
 }
 PendingPtr start_broadcast(Group& g, const at::Tensor& t, int src, flight::Ticket ticket) {
-  CallerMemory mem("broadcast", ticket);
+  CallerMemory mem(g, "broadcast", ticket);
   std::vector<at::Tensor> ts{g.rank() == src ? mem.read(t) : mem.written(t)};
   c10d::BroadcastOptions o;
   o.rootRank = src;
@@ -298,7 +298,7 @@ PendingPtr start_broadcast(Group& g, const at::Tensor& t, int src, flight::Ticke
 
 // all_reduce after its checks and its flight record.
 PendingPtr start_all_reduce(Group& g, const at::Tensor& t, ReduceOp op, flight::Ticket ticket) {
-  CallerMemory mem("all_reduce", ticket);
+  CallerMemory mem(g, "all_reduce", ticket);
   std::vector<at::Tensor> ts{mem.read_written(t)};
   c10d::AllreduceOptions o;
   o.reduceOp = to_c10d(op, native_avg(g));
@@ -510,7 +510,7 @@ PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
   check_root(g, dst, "reduce", "dst");
   verify_same_call(g, {kReduce, static_cast<int64_t>(op), dst, &t});
   auto ticket = record(g, "reduce", op_name(static_cast<int64_t>(op)), &t, dst);
-  CallerMemory mem("reduce", ticket);
+  CallerMemory mem(g, "reduce", ticket);
   std::vector<at::Tensor> ts{mem.read_written(t)};  // every rank's, as Gloo leaves them
   c10d::ReduceOptions o;
   o.reduceOp = to_c10d(op, native_avg(g));

@@ -455,6 +455,8 @@ void Group::record_call_mismatch(const std::string& what) {
                 " of group " + impl_->flight_label + ": " + what).c_str());
 }
 
+StagingPool& Group::staging_pool() { return impl_->staging; }
+
 bool Group::peer_reported() const { return impl_->monitor->reported() || impl_->monitor->lost(); }
 
 void Group::throw_if_peer_reported() {

@@ -19,6 +19,8 @@ class Store;
 
 namespace ddp::core {
 
+class StagingPool;
+
 class DirectCollectives;
 using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
@@ -91,6 +93,8 @@ class Group {
   // The ranks called different collectives and a check caught it (the
   // group stays usable): the flight recorder dumps, with `what` as reason.
   void record_call_mismatch(const std::string& what);
+  // Where this group stages caller memory for its backend (comm/caller_memory.h).
+  StagingPool& staging_pool();
   // Before reporting a failure of its own, a rank looks (waiting up to a
   // second) for one published earlier: that one is the root cause, and
   // every rank reports its status.

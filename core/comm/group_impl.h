@@ -9,6 +9,7 @@
 
 #include "comm/direct_collectives.h"
 #include "comm/group.h"
+#include "comm/staging_pool.h"
 #include "comm/store_monitor.h"
 
 namespace ddp::core {
@@ -48,6 +49,8 @@ struct Group::Impl {
   std::mutex state_mutex;
   std::atomic<bool> broken{false};
   std::string broken_reason;
+
+  StagingPool staging;  // comm/caller_memory.h
 };
 
 }  // namespace ddp::core
