@@ -4,7 +4,8 @@
 
 namespace ddp::core {
 namespace {
-// Only the pool's own handle refers to its storage.
+// Only the pool's own handle refers to its storage: what goes out is always
+// a view (a tensor of its own), which counts.
 bool idle(const at::Tensor& t) { return t.storage().use_count() == 1; }
 }  // namespace
 
@@ -20,7 +21,7 @@ at::Tensor StagingPool::bytes(size_t nbytes) {
     if (idle(t) && (!smallest_idle || t.numel() < smallest_idle->numel())) smallest_idle = &t;
   if (kept_.size() < kMostKept) kept_.push_back(fresh);
   else if (smallest_idle) *smallest_idle = fresh;
-  return fresh;
+  return fresh.narrow(0, 0, static_cast<int64_t>(nbytes));
 }
 
 size_t StagingPool::held() const {
