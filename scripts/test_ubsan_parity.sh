@@ -18,5 +18,16 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 cmake --build "$build" -j "${DDP_JOBS:-2}"
 cd "$build"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" OMP_NUM_THREADS=1
-ctest --output-on-failure --timeout 900 -j "${DDP_TEST_JOBS:-2}" -L parity "$@"
+# pytest captures a test's stderr and loses it when UBSan ends the process:
+# the reports go to files, printed here.
+rm -f "$build"/ubsan-report.*
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$build/ubsan-report" OMP_NUM_THREADS=1
+status=0
+ctest --output-on-failure --timeout 900 -j "${DDP_TEST_JOBS:-2}" -L parity "$@" || status=$?
+for report in "$build"/ubsan-report.*; do
+  [ -f "$report" ] || continue
+  echo "== UBSan: $report"
+  cat "$report"
+  status=1
+done
+exit "$status"
