@@ -11,14 +11,15 @@ bool idle(const at::Tensor& t) { return t.storage().use_count() == 1; }
 
 at::Tensor StagingPool::bytes(size_t nbytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  at::Tensor* best = nullptr;
-  for (auto& t : kept_)
-    if (idle(t) && static_cast<size_t>(t.numel()) >= nbytes && (!best || t.numel() < best->numel())) best = &t;
+  at::Tensor* best = nullptr;           // the smallest idle one large enough
+  at::Tensor* smallest_idle = nullptr;  // replaced when none is
+  for (auto& t : kept_) {
+    if (!idle(t)) continue;
+    if (static_cast<size_t>(t.numel()) >= nbytes && (!best || t.numel() < best->numel())) best = &t;
+    if (!smallest_idle || t.numel() < smallest_idle->numel()) smallest_idle = &t;
+  }
   if (best) return best->narrow(0, 0, static_cast<int64_t>(nbytes));
   at::Tensor fresh = at::empty({static_cast<int64_t>(nbytes)}, at::TensorOptions().dtype(at::kByte));
-  at::Tensor* smallest_idle = nullptr;
-  for (auto& t : kept_)
-    if (idle(t) && (!smallest_idle || t.numel() < smallest_idle->numel())) smallest_idle = &t;
   if (kept_.size() < kMostKept) kept_.push_back(fresh);
   else if (smallest_idle) *smallest_idle = fresh;
   return fresh.narrow(0, 0, static_cast<int64_t>(nbytes));
