@@ -9,9 +9,13 @@
 
 namespace ddp::core {
 
-at::Tensor CallerMemory::stage(const at::Tensor& t, bool read, bool written) {
+bool CallerMemory::staged(Group& g, const at::Tensor& t) {
   // A group of one rank has no peer whose data could arrive late.
-  if (!is_caller_memory(t) || group_.size() == 1) return t;
+  return is_caller_memory(t) && g.size() > 1;
+}
+
+at::Tensor CallerMemory::stage(const at::Tensor& t, bool read, bool written) {
+  if (!staged(group_, t)) return t;
   at::Tensor copy;
   try {
     copy = group_.staging_pool().bytes(t.nbytes()).view(t.scalar_type()).view(t.sizes());

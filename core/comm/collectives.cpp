@@ -265,9 +265,8 @@ void verify_same_call(Group& g, const CallSignature& sig) {
 // this waits for. A failure is classified, recorded and published as
 // Pending::wait does with a work's failure. Returns whether the direct path
 // performed it (the c10d path's Pending ran its own host steps).
-template <typename Now, typename StartPending>
-bool run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now,
-                StartPending&& pending) {
+template <typename Now>
+bool try_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now) {
   flight::waiting_since_enqueue(ticket);
   bool done;
   try {
@@ -275,12 +274,31 @@ bool run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectiv
   } catch (...) {
     Pending(g, op, nullptr, nullptr, ticket).throw_failure(std::current_exception());
   }
-  if (!done) {
-    pending()->wait();
-    return false;
-  }
-  flight::finish(ticket, flight::State::Completed);
-  return true;
+  if (done) flight::finish(ticket, flight::State::Completed);
+  return done;
+}
+template <typename Now, typename StartPending>
+bool run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now,
+                StartPending&& pending) {
+  if (try_direct(g, op, ticket, direct, now)) return true;
+  pending()->wait();
+  return false;
+}
+
+// An async collective on caller memory (`staged`: CallerMemory would copy
+// some of its tensors) that the backend would perform on this thread before
+// returning anyway (shm: `bytes` within its inline size, nothing queued
+// before it) is performed now through the direct path, without those
+// copies: nothing works on the caller's memory once this returns. Returns
+// the finished Pending, or nullptr, having done nothing, when the call
+// takes the c10d path. A failure is thrown here, as the c10d path's
+// inline work would have thrown it at the wait.
+template <typename Now>
+PendingPtr performed_at_once(Group& g, const char* op, flight::Ticket ticket, bool staged, size_t bytes, Now&& now) {
+  if (!staged) return nullptr;
+  DirectCollectives* direct = g.direct_for(op);
+  if (!direct || !direct->runs_on_caller(bytes) || !try_direct(g, op, ticket, *direct, now)) return nullptr;
+  return make(g, op, 0, nullptr);  // its flight record is finished already
 }
 
 // barrier and broadcast after their checks and their flight record.
@@ -329,7 +347,11 @@ PendingPtr broadcast(Group& g, const at::Tensor& t, int src) {
   check_tensor(g, t, "broadcast");
   check_root(g, src, "broadcast", "src");
   verify_same_call(g, {kBroadcast, -1, src, &t});
-  return start_broadcast(g, t, src, record(g, "broadcast", nullptr, &t, src));
+  auto ticket = record(g, "broadcast", nullptr, &t, src);
+  if (auto p = performed_at_once(g, "broadcast", ticket, CallerMemory::staged(g, t), t.nbytes(),
+                                 [&](DirectCollectives& d) { return d.broadcast_now(t, src); }))
+    return p;
+  return start_broadcast(g, t, src, ticket);
 }
 
 void broadcast_blocking(Group& g, const at::Tensor& t, int src) {
@@ -437,7 +459,14 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
 PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op) {
   check_tensor(g, t, "all_reduce");
   verify_same_call(g, {kAllReduce, static_cast<int64_t>(op), -1, &t});
-  return start_all_reduce(g, t, op, record(g, "all_reduce", op_name(static_cast<int64_t>(op)), &t));
+  auto ticket = record(g, "all_reduce", op_name(static_cast<int64_t>(op)), &t);
+  const bool avg = native_avg(g);
+  if (auto p = performed_at_once(g, "all_reduce", ticket, CallerMemory::staged(g, t), t.nbytes(),
+                                 [&](DirectCollectives& d) { return d.all_reduce_now(t, to_c10d(op, avg)); })) {
+    if (op == ReduceOp::Mean && !avg) divide_by_world(t, g.size());
+    return p;
+  }
+  return start_all_reduce(g, t, op, ticket);
 }
 
 void all_reduce_blocking(Group& g, const at::Tensor& t, ReduceOp op) {
@@ -527,10 +556,15 @@ PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
 PendingPtr all_gather(Group& g, const at::Tensor& in) {
   check_tensor(g, in, "all_gather");
   verify_same_call(g, {kAllGather, -1, -1, &in});
-  at::Tensor out;
   auto ticket = record(g, "all_gather", nullptr, &in);
-  auto w = start_all_gather(g, "all_gather", in, out, ticket);
-  auto p = make(g, "all_gather", ticket, w);
+  PendingPtr p;
+  at::Tensor out;
+  if (CallerMemory::staged(g, in)) {
+    out = empty_gathered(g, in);
+    p = performed_at_once(g, "all_gather", ticket, true, out.nbytes(),
+                          [&](DirectCollectives& d) { return d.all_gather_now(in, out); });
+  }
+  if (!p) p = make(g, "all_gather", ticket, start_all_gather(g, "all_gather", in, out, ticket));
   p->tensors = {out};
   return p;
 }
@@ -564,7 +598,13 @@ PendingPtr all_gather_into(Group& g, const at::Tensor& in, const at::Tensor& out
   check_tensor(g, in, op);
   check_gather_output(g, in, out, op);
   verify_same_call(g, {kAllGather, -1, -1, &in});
-  return start_all_gather_into(g, op, in, out, record(g, op, nullptr, &in));
+  auto ticket = record(g, op, nullptr, &in);
+  if (auto p = performed_at_once(g, op, ticket, CallerMemory::staged(g, in) || CallerMemory::staged(g, out),
+                                 out.nbytes(), [&](DirectCollectives& d) { return d.all_gather_now(in, out); })) {
+    p->tensors = {out};
+    return p;
+  }
+  return start_all_gather_into(g, op, in, out, ticket);
 }
 
 void all_gather_into_blocking(Group& g, const at::Tensor& in, const at::Tensor& out) {

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ class DirectCollectives {
   // Rank r's `in` into `out` at byte r * in.nbytes() (out: contiguous,
   // world * in.numel() elements of in's dtype, checked by the caller).
   virtual bool all_gather_now(const at::Tensor& in, const at::Tensor& out) = 0;
+  // Whether the c10d path would perform a collective moving `bytes` on the
+  // calling thread too, when nothing is queued before it (shm/executor.h):
+  // then an async call may take the direct path and change nothing but
+  // its cost (comm/caller_memory.h says what caller memory costs there).
+  virtual bool runs_on_caller(size_t bytes) const = 0;
 
   // DDP's bucket without the bucket: a SUM all-reduce of `parts` taken end
   // to end as one tensor, where they lie, each rank's values multiplied by

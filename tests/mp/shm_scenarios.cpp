@@ -129,6 +129,37 @@ std::vector<Result> run_all(ddp_group* g) {
         out.push_back({tag + "all_gather_into_tensor in place", d, into});
         for (ddp_tensor* x : {t, o, own}) ddp_tensor_free(x);
       }
+      {
+        // The async forms on caller memory, waited in call order: shm
+        // performs those it would run on this thread anyway before the call
+        // returns (no copy of the caller's memory), Gloo works on copies.
+        const size_t esz = ddp_dtype_size(d);
+        Bytes sum = input(d, DDP_SUM, rank, n), mean = input(d, DDP_MEAN, rank, n),
+              bcast = input(d, DDP_SUM, rank + 1, n), gin = input(d, DDP_MAX, rank, n),
+              into(world * n * esz + 1, 0);
+        int64_t rows[2] = {world, static_cast<int64_t>(n)};
+        ddp_tensor *ts = nullptr, *tm = nullptr, *tb = nullptr, *tg = nullptr, *to = nullptr, *all = nullptr;
+        WOK(ddp_tensor_from_blob(&ts, sum.data(), d, shape, 1));
+        WOK(ddp_tensor_from_blob(&tm, mean.data(), d, shape, 1));
+        WOK(ddp_tensor_from_blob(&tb, bcast.data(), d, shape, 1));
+        WOK(ddp_tensor_from_blob(&tg, gin.data(), d, shape, 1));
+        WOK(ddp_tensor_from_blob(&to, into.data(), d, rows, 2));
+        ddp_work* w[5] = {};
+        WOK(ddp_all_reduce_async(g, ts, DDP_SUM, &w[0]));
+        WOK(ddp_all_reduce_async(g, tm, DDP_MEAN, &w[1]));
+        WOK(ddp_broadcast_async(g, tb, 0, &w[2]));
+        WOK(ddp_all_gather_async(g, tg, &w[3]));
+        WOK(ddp_all_gather_into_tensor_async(g, tg, to, &w[4]));
+        for (ddp_work* x : w) WOK(ddp_work_wait(x, -1));
+        WOK(ddp_work_result_tensor(w[3], 0, &all));
+        out.push_back({tag + "async all_reduce sum", d, sum});
+        out.push_back({tag + "async all_reduce mean", d, mean});
+        out.push_back({tag + "async broadcast", d, bcast});
+        if (all) out.push_back({tag + "async all_gather", d, contents(all)});
+        out.push_back({tag + "async all_gather_into_tensor", d, into});
+        for (ddp_work* x : w) ddp_work_free(x);
+        for (ddp_tensor* x : {ts, tm, tb, tg, to, all}) ddp_tensor_free(x);
+      }
       if (n <= 9000) {
         // Rank r contributes n + r elements.
         int64_t mine[1] = {static_cast<int64_t>(n) + rank};
@@ -451,6 +482,88 @@ void scenario_shm_shared_buckets() {
   ddp_tensor_free(pt);
   for (auto* v : views) ddp_tensor_free(v);
   ddp_reducer_free(red);
+  ddp_group_free(g);
+}
+
+// An async collective on caller memory that shm performs on the calling
+// thread anyway (at most 4 MiB, nothing queued before it) is over when the
+// call returns, on the caller's memory itself: the buffer holds the result
+// before the wait (staged, as through Gloo, it would get it only at the
+// wait, from libddp's copy). Queued behind a collective on the worker
+// thread (an 8 MiB one, under DDP_SHM_INLINE=0) it is staged and still
+// right after its wait, as is a work freed unwaited.
+void scenario_shm_async_at_once() {
+  ddp_group* g = join(20000, "shm");
+  const int rank = ddp_group_rank(g), world = ddp_group_size(g);
+  const float total = static_cast<float>(world * (world + 1) / 2);
+  std::vector<float> x(1000), rows(1000 * world);
+  int64_t n[1] = {1000}, n_rows[1] = {1000 * world};
+  ddp_tensor *t = nullptr, *out = nullptr;
+  WOK(ddp_tensor_from_blob(&t, x.data(), DDP_FLOAT32, n, 1));
+  WOK(ddp_tensor_from_blob(&out, rows.data(), DDP_FLOAT32, n_rows, 1));
+  auto expect_all = [&](const std::vector<float>& v, size_t first, size_t count, float want, const char* what) {
+    for (size_t i = first; i < first + count; ++i)
+      if (v[i] != want) {
+        WCHECK(false, "%s: element %zu is %g, want %g", what, i, v[i], want);
+        return;
+      }
+  };
+  ddp_work* w = nullptr;
+  std::fill(x.begin(), x.end(), static_cast<float>(rank + 1));
+  WOK(ddp_all_reduce_async(g, t, DDP_SUM, &w));
+  expect_all(x, 0, x.size(), total, "async all_reduce on caller memory, before its wait");
+  WOK(ddp_work_wait(w, -1));
+  expect_all(x, 0, x.size(), total, "async all_reduce on caller memory, after its wait");
+  ddp_work_free(w);
+
+  std::fill(x.begin(), x.end(), static_cast<float>(rank + 1));
+  WOK(ddp_all_reduce_async(g, t, DDP_MEAN, &w));
+  expect_all(x, 0, x.size(), total / static_cast<float>(world), "async mean on caller memory, before its wait");
+  WOK(ddp_work_wait(w, -1));
+  expect_all(x, 0, x.size(), total / static_cast<float>(world), "async mean on caller memory, after its wait");
+  ddp_work_free(w);
+
+  std::fill(x.begin(), x.end(), static_cast<float>(rank + 7));
+  WOK(ddp_broadcast_async(g, t, world - 1, &w));
+  expect_all(x, 0, x.size(), static_cast<float>(world - 1 + 7), "async broadcast on caller memory, before its wait");
+  WOK(ddp_work_wait(w, -1));
+  ddp_work_free(w);
+
+  std::fill(x.begin(), x.end(), static_cast<float>(rank + 3));
+  WOK(ddp_all_gather_into_tensor_async(g, t, out, &w));
+  for (int r = 0; r < world; ++r)
+    expect_all(rows, 1000 * r, 1000, static_cast<float>(r + 3), "async all_gather_into_tensor, before its wait");
+  WOK(ddp_work_wait(w, -1));
+  ddp_work_free(w);
+
+  // Behind an 8 MiB all-reduce (on the worker under DDP_SHM_INLINE=0): the
+  // small one waits its turn, on a copy unless the big one ended first.
+  int64_t big_n[1] = {int64_t{2} << 20};
+  ddp_tensor* big = nullptr;
+  ddp_device cpu = DDP_DEVICE_CPU_INIT;
+  WOK(ddp_tensor_new(&big, DDP_FLOAT32, big_n, 1, cpu));
+  std::fill_n(static_cast<float*>(ddp_tensor_data(big)), big_n[0], 1.0f);
+  for (int k = 0; k < 20; ++k) {
+    ddp_work *wb = nullptr, *ws = nullptr, *unwaited = nullptr;
+    WOK(ddp_all_reduce_async(g, big, DDP_SUM, &wb));
+    std::fill(x.begin(), x.end(), static_cast<float>(rank + 1 + k));
+    WOK(ddp_all_reduce_async(g, t, DDP_SUM, &ws));
+    std::vector<float> y(1000, static_cast<float>(rank));
+    ddp_tensor* ty = nullptr;
+    WOK(ddp_tensor_from_blob(&ty, y.data(), DDP_FLOAT32, n, 1));
+    WOK(ddp_all_reduce_async(g, ty, DDP_SUM, &unwaited));
+    ddp_work_free(unwaited);  // y is not touched after this, wherever the all-reduce ran
+    ddp_tensor_free(ty);
+    y.assign(y.size(), -1.0f);
+    WOK(ddp_work_wait(wb, -1));
+    WOK(ddp_work_wait(ws, -1));
+    expect_all(x, 0, x.size(), total + static_cast<float>(world * k), "async all_reduce behind an 8 MiB one");
+    expect_all(y, 0, y.size(), -1.0f, "memory of a work freed unwaited");
+    ddp_work_free(wb);
+    ddp_work_free(ws);
+  }
+  WOK(ddp_barrier(g));
+  for (ddp_tensor* x_ : {t, out, big}) ddp_tensor_free(x_);
   ddp_group_free(g);
 }
 
@@ -833,6 +946,7 @@ void scenario_shm_sleeping_wait_wakes() {
 WORKER_SCENARIO("shm_sleeping_wait_wakes", scenario_shm_sleeping_wait_wakes);
 WORKER_SCENARIO("shm_shared_buckets", scenario_shm_shared_buckets);
 WORKER_SCENARIO("shm_posted_broadcast", scenario_shm_posted_broadcast);
+WORKER_SCENARIO("shm_async_at_once", scenario_shm_async_at_once);
 WORKER_SCENARIO("shm_stalled_peer", scenario_shm_stalled_peer);
 WORKER_SCENARIO("shm_shared_bucket_faults", scenario_shm_shared_bucket_faults);
 WORKER_SCENARIO("shm_shared_buckets_rejoin", scenario_shm_shared_buckets_rejoin);

@@ -158,6 +158,14 @@ TEST_P(ShmWorlds, OnAWorkerThreadTooGivesGloosResults) {
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_SHM_INLINE=0"}, 120));
 }
 
+// An async collective on caller memory that shm performs on the calling
+// thread is done when the call returns, without copying that memory; one
+// queued behind the worker's is copied and still right.
+TEST_P(ShmWorlds, AnAsyncCollectiveOnCallerMemoryRunsAtOnceWhereItWouldAnyway) {
+  expect_all_ok(run(GetParam(), "shm_async_at_once", {}, 60));
+  expect_all_ok(run(GetParam(), "shm_async_at_once", {"DDP_SHM_INLINE=0"}, 60));
+}
+
 // The reducer on shm reduces gradients where they lie; Gloo through buckets.
 TEST_P(ShmWorlds, ReducerInPlaceGivesTheBucketsBits) {
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {}, 120));

@@ -86,8 +86,10 @@ DDP_API ddp_status ddp_work_result_decision(ddp_work *work, int *out);
 /**
  * Frees @p work; NULL is accepted. Does not wait: a work freed unwaited
  * leaves its tensors to the backend until it finishes. A tensor that views
- * caller memory (ddp_tensor_from_blob) is not touched after the free, and
- * does not get the result: the backend works on libddp's copy.
+ * caller memory (ddp_tensor_from_blob) is not touched after the free: the
+ * backend works on libddp's copy, and the free drops its result, unless the
+ * collective was over when its _async call returned (shm performs a small
+ * one on the calling thread, in place: the result is there already).
  */
 DDP_API void ddp_work_free(ddp_work *work);
 

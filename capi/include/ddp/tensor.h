@@ -26,7 +26,10 @@ typedef struct ddp_tensor ddp_tensor;
  * @param data       the caller's memory, at least numel * ddp_dtype_size(dtype)
  *                   bytes, suitably aligned for @p dtype. It must outlive the
  *                   tensor handle. Collectives read and write it in place
- *                   where they run on the calling thread; where the backend
+ *                   where they run on the calling thread (an _async one too,
+ *                   where the shm backend performs it before returning: at
+ *                   most 4 MiB, or any size where the host's ranks leave no
+ *                   core to spare, with nothing queued before it); where the backend
  *                   works from threads of its own (Gloo; shm's worker for a
  *                   large queued call), on a copy that libddp owns, which the
  *                   wait copies back once the work succeeded. So when a call

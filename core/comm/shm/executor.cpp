@@ -86,7 +86,7 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
                                                 std::function<void()> body) {
   auto work = c10::make_intrusive<ShmWork>(type, std::move(result));
   std::unique_lock<std::mutex> lock(mutex_);
-  if ((bytes <= kInlineBytes || inline_always_) && claim_idle(true)) {
+  if (runs_inline(bytes) && claim_idle(true)) {
     lock.unlock();
     perform(*work, body);
     finish_inline();
@@ -99,6 +99,8 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
   changed_.notify_all();
   return work;
 }
+
+bool Executor::runs_inline(size_t bytes) const { return bytes <= kInlineBytes || inline_always_; }
 
 void Executor::settle(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mutex_);

@@ -41,6 +41,10 @@ class Executor {
   // (their bodies fail first thing once the backend is aborted).
   void settle(std::chrono::steady_clock::time_point deadline);
 
+  // Whether submit() performs a collective of `bytes` on the caller's
+  // thread when nothing is queued or running before it.
+  bool runs_inline(size_t bytes) const;
+
   // For a blocking call: performs `body` on the caller's thread at once and
   // returns true when nothing is queued or running before it (whatever its
   // size: the caller waits either way); otherwise returns false, having done

@@ -227,6 +227,8 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     return executor_->run_now([&] { local_.all_gather(in, rank_parts(out, in.nbytes(), getSize()), deadline()); });
   }
 
+  bool runs_on_caller(size_t bytes) const override { return executor_->runs_inline(bytes); }
+
   // One node only: between nodes the leaders all-reduce one flat tensor.
   bool takes_parts(c10::ScalarType type) const override {
     return topo_.nodes == 1 && (type == c10::kFloat || type == c10::kDouble);
