@@ -259,12 +259,11 @@ void verify_same_call(Group& g, const CallSignature& sig) {
 }
 
 
-// A blocking collective, already checked and recorded (`ticket`), through
-// the backend's direct path: `now(direct)` performs it, or returns false
-// when the backend wants the c10d path, which `pending()` then starts and
-// this waits for. A failure is classified, recorded and published as
-// Pending::wait does with a work's failure. Returns whether the direct path
-// performed it (the c10d path's Pending ran its own host steps).
+// A collective, already checked and recorded (`ticket`), through the
+// backend's direct path: `now(direct)` performs it and returns true (the
+// record completed), or returns false, having done nothing, when the
+// backend wants the c10d path. A failure is classified, recorded and
+// published as Pending::wait does with a work's failure.
 template <typename Now>
 bool try_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now) {
   flight::waiting_since_enqueue(ticket);
@@ -277,6 +276,9 @@ bool try_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectiv
   if (done) flight::finish(ticket, flight::State::Completed);
   return done;
 }
+// A blocking one: where the direct path declines, the c10d path, which
+// `pending()` starts and this waits for. Returns whether the direct path
+// performed it (the c10d path's Pending ran its own host steps).
 template <typename Now, typename StartPending>
 bool run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now,
                 StartPending&& pending) {

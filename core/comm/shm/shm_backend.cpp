@@ -21,6 +21,7 @@
 #include "comm/shm/local_collectives.h"
 #include "comm/shm/reduce_kernels.h"
 #include "comm/shm/segment.h"
+#include "comm/staging_pool.h"
 #include "common/error.h"
 #include "tensor/tensors.h"
 
@@ -374,8 +375,13 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     local_.reduce(t, k, -1, deadline, "all_reduce");
     if (topo_.nodes == 1) return;
     // Gloo may go on with its work after a failed wait (a stopped node that
-    // resumes still sends): never on the caller's memory (comm/caller_memory.h).
-    const at::Tensor between = is_caller_memory(t) && topo_.local_rank == 0 ? t.clone() : t;
+    // resumes still sends): never on the caller's memory (comm/caller_memory.h)
+    // but on a copy, in buffers kept for the next calls as a group keeps its own.
+    at::Tensor between = t;
+    if (is_caller_memory(t) && topo_.local_rank == 0) {
+      between = leader_staging_.bytes(t.nbytes()).view(t.scalar_type()).view(t.sizes());
+      between.copy_(t);
+    }
     across_nodes(deadline, "all_reduce", [&]() {
       std::vector<at::Tensor> one{between};
       c10d::AllreduceOptions lo;
@@ -472,6 +478,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   Topology topo_;
   shm::LocalCollectives local_;
   c10::intrusive_ptr<c10d::Backend> leaders_;  // Gloo between the nodes' local rank 0 (nodes > 1)
+  StagingPool leader_staging_;                  // copies of caller memory for leaders_
   std::mutex gloo_mutex_;
   c10::intrusive_ptr<c10d::Backend> gloo_;  // Gloo over every rank, made on first use
   std::optional<Error> gloo_failure_;        // why it could not be made
