@@ -9,13 +9,17 @@
 
 namespace ddp::core {
 
-bool CallerMemory::staged(Group& g, const at::Tensor& t) {
+bool CallerMemory::at_risk(const at::Tensor& t) const {
   // A group of one rank has no peer whose data could arrive late.
-  return is_caller_memory(t) && g.size() > 1;
+  return is_caller_memory(t) && group_.size() > 1;
 }
 
 at::Tensor CallerMemory::stage(const at::Tensor& t, bool read, bool written) {
-  if (!staged(group_, t)) return t;
+  if (!at_risk(t)) return t;
+  if (in_place_) {
+    used_in_place_ = true;
+    return t;
+  }
   at::Tensor copy;
   try {
     copy = group_.staging_pool().bytes(t.nbytes()).view(t.scalar_type()).view(t.sizes());

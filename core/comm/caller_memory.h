@@ -9,10 +9,13 @@
 // copy lives as long as the work that holds it; the caller's memory is
 // written on the caller's thread, after the work succeeded. Tensors that
 // libddp or LibTorch own need none (the work keeps them alive), nor do the
-// direct paths (shm on the caller's thread: over when they return), which
-// an async call on caller memory takes too where the shm backend would
-// perform it on the calling thread anyway (small, nothing queued): the
-// copies doubled the time of a 64 KiB to 1 MiB async all-reduce there.
+// direct paths (shm on the caller's thread: over when they return), nor a
+// call that libddp's own backend performs itself (DirectCollectives::
+// performs_*): its collective ends at its next wait once the group is
+// broken, and the failing call returns after it (settle()); its Pending,
+// freed unwaited, waits for its work (Pending::hold_caller_memory). The
+// copies cost an async shm all-reduce on caller memory 1.4x to 2.9x the
+// time of one on a tensor libddp owns (2 ranks, 4 KiB to 16 MiB).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,16 +32,15 @@ class CallerMemory {
  public:
   // `op` names the collective in an out-of-memory message; `ticket` is its
   // flight record, marked refused when a copy cannot be made.
-  CallerMemory(Group& g, const char* op, flight::Ticket ticket) : group_(g), op_(op), ticket_(ticket) {}
+  // `in_place`: the group's backend performs the call itself, so caller
+  // memory goes to it as it is (see above).
+  CallerMemory(Group& g, const char* op, flight::Ticket ticket, bool in_place = false)
+      : group_(g), op_(op), ticket_(ticket), in_place_(in_place) {}
 
-  // Whether stage() copies `t` for a collective of `g`: caller memory, in
-  // a group where another rank's data could arrive late.
-  static bool staged(Group& g, const at::Tensor& t);
-
-  // What to hand the backend for `t`: `t` itself unless it is caller memory;
-  // else a copy of it in the group's staging pool (`read`: its values; else
-  // uninitialised), copied back
-  // into `t` by the step of after() when `written`.
+  // What to hand the backend for `t`: `t` itself unless it is caller memory
+  // and the call is not in place; else a copy of it in the group's staging
+  // pool (`read`: its values; else uninitialised), copied back into `t` by
+  // the step of after() when `written`.
   at::Tensor stage(const at::Tensor& t, bool read, bool written);
   at::Tensor read(const at::Tensor& t) { return stage(t, true, false); }
   at::Tensor read_written(const at::Tensor& t) { return stage(t, true, true); }
@@ -47,11 +49,21 @@ class CallerMemory {
   // `then`, after the copies back (a Pending runs it once its work
   // succeeded, on the waiting thread); `then` itself when there are none.
   Pending::Step after(Pending::Step then) const;
+  // Makes `p`, the call's Pending, wait for its work before it is freed
+  // when caller memory went to the backend as it is.
+  void hold(Pending& p) const {
+    if (used_in_place_) p.hold_caller_memory();
+  }
 
  private:
+  // Caller memory, in a group where another rank's data could arrive late.
+  bool at_risk(const at::Tensor& t) const;
+
   Group& group_;
   const char* op_;
   flight::Ticket ticket_;
+  bool in_place_;
+  bool used_in_place_ = false;
   std::vector<std::pair<at::Tensor, at::Tensor>> back_;  // (the caller's, the copy)
 };
 

@@ -15,6 +15,7 @@
 #include "comm/direct_collectives.h"
 #include "comm/failure.h"
 #include "common/error.h"
+#include "tensor/tensors.h"
 
 namespace ddp::core {
 namespace {
@@ -90,6 +91,17 @@ PendingPtr make(Group& g, const char* op, flight::Ticket ticket, c10::intrusive_
   return std::make_unique<Pending>(g, op, std::move(w), std::move(then), ticket);
 }
 
+// Whether a call on caller memory (`on_caller_memory`: some of its
+// tensors are) may hand it to `g`'s backend as it is: the backend performs
+// the call itself, as `asks` its DirectCollectives (performs_*)
+// (comm/caller_memory.h).
+template <typename Asks>
+bool in_place(Group& g, const char* op, bool on_caller_memory, Asks&& asks) {
+  if (!on_caller_memory) return false;
+  DirectCollectives* direct = g.direct_for(op);
+  return direct && asks(*direct);
+}
+
 // The flight recorder's entry for a collective about to start on `g`: on
 // `t`, or on a 1-D tensor of `numel` elements of `type`.
 flight::Ticket record(Group& g, const char* op, const char* reduce, const at::Tensor* t, int root = -1) {
@@ -132,9 +144,13 @@ c10::intrusive_ptr<c10d::Work> start_gather_work(Group& g, const char* op, const
 // all_gather into the caller's `out` (checked by check_gather_output).
 PendingPtr start_all_gather_into(Group& g, const char* op, const at::Tensor& in, const at::Tensor& out,
                                  flight::Ticket ticket) {
-  CallerMemory mem(g, op, ticket);
+  const bool on_caller_memory = is_caller_memory(in) || is_caller_memory(out);
+  CallerMemory mem(g, op, ticket, in_place(g, op, on_caller_memory, [&](DirectCollectives& d) {
+                     return d.performs_all_gather(in, out);
+                   }));
   const at::Tensor staged_in = mem.read(in), staged_out = mem.written(out);
   auto p = make(g, op, ticket, start_gather_work(g, op, staged_in, staged_out, ticket), mem.after(nullptr));
+  mem.hold(*p);
   p->tensors = {out};
   return p;
 }
@@ -259,13 +275,15 @@ void verify_same_call(Group& g, const CallSignature& sig) {
 }
 
 
-// A collective, already checked and recorded (`ticket`), through the
-// backend's direct path: `now(direct)` performs it and returns true (the
-// record completed), or returns false, having done nothing, when the
-// backend wants the c10d path. A failure is classified, recorded and
-// published as Pending::wait does with a work's failure.
-template <typename Now>
-bool try_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now) {
+// A blocking collective, already checked and recorded (`ticket`), through
+// the backend's direct path: `now(direct)` performs it, or returns false
+// when the backend wants the c10d path, which `pending()` then starts and
+// this waits for. A failure is classified, recorded and published as
+// Pending::wait does with a work's failure. Returns whether the direct path
+// performed it (the c10d path's Pending ran its own host steps).
+template <typename Now, typename StartPending>
+bool run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now,
+                StartPending&& pending) {
   flight::waiting_since_enqueue(ticket);
   bool done;
   try {
@@ -273,34 +291,12 @@ bool try_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectiv
   } catch (...) {
     Pending(g, op, nullptr, nullptr, ticket).throw_failure(std::current_exception());
   }
-  if (done) flight::finish(ticket, flight::State::Completed);
-  return done;
-}
-// A blocking one: where the direct path declines, the c10d path, which
-// `pending()` starts and this waits for. Returns whether the direct path
-// performed it (the c10d path's Pending ran its own host steps).
-template <typename Now, typename StartPending>
-bool run_direct(Group& g, const char* op, flight::Ticket ticket, DirectCollectives& direct, Now&& now,
-                StartPending&& pending) {
-  if (try_direct(g, op, ticket, direct, now)) return true;
-  pending()->wait();
-  return false;
-}
-
-// An async collective on caller memory (`staged`: CallerMemory would copy
-// some of its tensors) that the backend would perform on this thread before
-// returning anyway (shm: `bytes` within its inline size, nothing queued
-// before it) is performed now through the direct path, without those
-// copies: nothing works on the caller's memory once this returns. Returns
-// the finished Pending, or nullptr, having done nothing, when the call
-// takes the c10d path. A failure is thrown here, as the c10d path's
-// inline work would have thrown it at the wait.
-template <typename Now>
-PendingPtr performed_at_once(Group& g, const char* op, flight::Ticket ticket, bool staged, size_t bytes, Now&& now) {
-  if (!staged) return nullptr;
-  DirectCollectives* direct = g.direct_for(op);
-  if (!direct || !direct->runs_on_caller(bytes) || !try_direct(g, op, ticket, *direct, now)) return nullptr;
-  return make(g, op, 0, nullptr);  // its flight record is finished already
+  if (!done) {
+    pending()->wait();
+    return false;
+  }
+  flight::finish(ticket, flight::State::Completed);
+  return true;
 }
 
 // barrier and broadcast after their checks and their flight record.
@@ -308,27 +304,35 @@ PendingPtr start_barrier(Group& g, flight::Ticket ticket) {
   return make(g, "barrier", ticket, start(g, "barrier", ticket, [](c10d::Backend& b) { return b.barrier(); }));
 }
 PendingPtr start_broadcast(Group& g, const at::Tensor& t, int src, flight::Ticket ticket) {
-  CallerMemory mem(g, "broadcast", ticket);
+  CallerMemory mem(g, "broadcast", ticket, in_place(g, "broadcast", is_caller_memory(t), [&](DirectCollectives& d) {
+                     return d.performs_broadcast(t);
+                   }));
   std::vector<at::Tensor> ts{g.rank() == src ? mem.read(t) : mem.written(t)};
   c10d::BroadcastOptions o;
   o.rootRank = src;
   auto w = start(g, "broadcast", ticket, [&](c10d::Backend& b) { return b.broadcast(ts, o); });
-  return make(g, "broadcast", ticket, w, mem.after(nullptr));
+  auto p = make(g, "broadcast", ticket, w, mem.after(nullptr));
+  mem.hold(*p);
+  return p;
 }
 
 // all_reduce after its checks and its flight record.
 PendingPtr start_all_reduce(Group& g, const at::Tensor& t, ReduceOp op, flight::Ticket ticket) {
-  CallerMemory mem(g, "all_reduce", ticket);
-  std::vector<at::Tensor> ts{mem.read_written(t)};
   c10d::AllreduceOptions o;
   o.reduceOp = to_c10d(op, native_avg(g));
+  CallerMemory mem(g, "all_reduce", ticket, in_place(g, "all_reduce", is_caller_memory(t), [&](DirectCollectives& d) {
+                     return d.performs_all_reduce(t, o.reduceOp);
+                   }));
+  std::vector<at::Tensor> ts{mem.read_written(t)};
   auto w = start(g, "all_reduce", ticket, [&](c10d::Backend& b) { return b.allreduce(ts, o); });
   Pending::Step then;
   if (op == ReduceOp::Mean && !native_avg(g)) {
     int world = g.size();
     then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
   }
-  return make(g, "all_reduce", ticket, w, mem.after(std::move(then)));
+  auto p = make(g, "all_reduce", ticket, w, mem.after(std::move(then)));
+  mem.hold(*p);
+  return p;
 }
 }  // namespace
 
@@ -349,11 +353,7 @@ PendingPtr broadcast(Group& g, const at::Tensor& t, int src) {
   check_tensor(g, t, "broadcast");
   check_root(g, src, "broadcast", "src");
   verify_same_call(g, {kBroadcast, -1, src, &t});
-  auto ticket = record(g, "broadcast", nullptr, &t, src);
-  if (auto p = performed_at_once(g, "broadcast", ticket, CallerMemory::staged(g, t), t.nbytes(),
-                                 [&](DirectCollectives& d) { return d.broadcast_now(t, src); }))
-    return p;
-  return start_broadcast(g, t, src, ticket);
+  return start_broadcast(g, t, src, record(g, "broadcast", nullptr, &t, src));
 }
 
 void broadcast_blocking(Group& g, const at::Tensor& t, int src) {
@@ -461,14 +461,7 @@ PendingPtr broadcast_bytes(Group& g, const void* data, size_t len, int src) {
 PendingPtr all_reduce(Group& g, const at::Tensor& t, ReduceOp op) {
   check_tensor(g, t, "all_reduce");
   verify_same_call(g, {kAllReduce, static_cast<int64_t>(op), -1, &t});
-  auto ticket = record(g, "all_reduce", op_name(static_cast<int64_t>(op)), &t);
-  const bool avg = native_avg(g);
-  if (auto p = performed_at_once(g, "all_reduce", ticket, CallerMemory::staged(g, t), t.nbytes(),
-                                 [&](DirectCollectives& d) { return d.all_reduce_now(t, to_c10d(op, avg)); })) {
-    if (op == ReduceOp::Mean && !avg) divide_by_world(t, g.size());
-    return p;
-  }
-  return start_all_reduce(g, t, op, ticket);
+  return start_all_reduce(g, t, op, record(g, "all_reduce", op_name(static_cast<int64_t>(op)), &t));
 }
 
 void all_reduce_blocking(Group& g, const at::Tensor& t, ReduceOp op) {
@@ -541,32 +534,34 @@ PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
   check_root(g, dst, "reduce", "dst");
   verify_same_call(g, {kReduce, static_cast<int64_t>(op), dst, &t});
   auto ticket = record(g, "reduce", op_name(static_cast<int64_t>(op)), &t, dst);
-  CallerMemory mem(g, "reduce", ticket);
-  std::vector<at::Tensor> ts{mem.read_written(t)};  // every rank's, as Gloo leaves them
   c10d::ReduceOptions o;
   o.reduceOp = to_c10d(op, native_avg(g));
   o.rootRank = dst;
+  CallerMemory mem(g, "reduce", ticket, in_place(g, "reduce", is_caller_memory(t), [&](DirectCollectives& d) {
+                     return d.performs_reduce(t, o.reduceOp);
+                   }));
+  std::vector<at::Tensor> ts{mem.read_written(t)};  // every rank's, as Gloo leaves them
   auto w = start(g, "reduce", ticket, [&](c10d::Backend& b) { return b.reduce(ts, o); });
   Pending::Step then;
   if (op == ReduceOp::Mean && !native_avg(g) && g.rank() == dst) {
     int world = g.size();
     then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
   }
-  return make(g, "reduce", ticket, w, mem.after(std::move(then)));
+  auto p = make(g, "reduce", ticket, w, mem.after(std::move(then)));
+  mem.hold(*p);
+  return p;
 }
 
 PendingPtr all_gather(Group& g, const at::Tensor& in) {
   check_tensor(g, in, "all_gather");
   verify_same_call(g, {kAllGather, -1, -1, &in});
   auto ticket = record(g, "all_gather", nullptr, &in);
-  PendingPtr p;
-  at::Tensor out;
-  if (CallerMemory::staged(g, in)) {
-    out = empty_gathered(g, in);
-    p = performed_at_once(g, "all_gather", ticket, true, out.nbytes(),
-                          [&](DirectCollectives& d) { return d.all_gather_now(in, out); });
-  }
-  if (!p) p = make(g, "all_gather", ticket, start_all_gather(g, "all_gather", in, out, ticket));
+  const at::Tensor out = empty_gathered(g, in);
+  CallerMemory mem(g, "all_gather", ticket, in_place(g, "all_gather", is_caller_memory(in), [&](DirectCollectives& d) {
+                     return d.performs_all_gather(in, out);
+                   }));
+  auto p = make(g, "all_gather", ticket, start_gather_work(g, "all_gather", mem.read(in), out, ticket));
+  mem.hold(*p);
   p->tensors = {out};
   return p;
 }
@@ -600,13 +595,7 @@ PendingPtr all_gather_into(Group& g, const at::Tensor& in, const at::Tensor& out
   check_tensor(g, in, op);
   check_gather_output(g, in, out, op);
   verify_same_call(g, {kAllGather, -1, -1, &in});
-  auto ticket = record(g, op, nullptr, &in);
-  if (auto p = performed_at_once(g, op, ticket, CallerMemory::staged(g, in) || CallerMemory::staged(g, out),
-                                 out.nbytes(), [&](DirectCollectives& d) { return d.all_gather_now(in, out); })) {
-    p->tensors = {out};
-    return p;
-  }
-  return start_all_gather_into(g, op, in, out, ticket);
+  return start_all_gather_into(g, op, in, out, record(g, op, nullptr, &in));
 }
 
 void all_gather_into_blocking(Group& g, const at::Tensor& in, const at::Tensor& out) {

@@ -63,6 +63,11 @@ class Pending {
   [[noreturn]] void throw_timeout(const std::string& context);
   Group& group() { return group_; }
   const std::string& op() const { return op_; }
+  // The work runs on caller memory as it is (comm/caller_memory.h): if this
+  // goes before its wait completed, it waits for the work to end first
+  // (within the group's timeout; past it the group is broken, which ends
+  // the work), so that the caller may take its memory back after.
+  void hold_caller_memory() { holds_caller_memory_ = true; }
 
  private:
   Group& group_;
@@ -72,6 +77,7 @@ class Pending {
   bool done_ = false;
   flight::Ticket ticket_ = 0;
   bool recorded_end_ = false;
+  bool holds_caller_memory_ = false;
   // The entry's final state; before any dump, which a failure triggers.
   void record_end(flight::State s);
 };

@@ -35,11 +35,19 @@ class DirectCollectives {
   // Rank r's `in` into `out` at byte r * in.nbytes() (out: contiguous,
   // world * in.numel() elements of in's dtype, checked by the caller).
   virtual bool all_gather_now(const at::Tensor& in, const at::Tensor& out) = 0;
-  // Whether the c10d path would perform a collective moving `bytes` on the
-  // calling thread too, when nothing is queued before it (shm/executor.h):
-  // then an async call may take the direct path and change nothing but
-  // its cost (comm/caller_memory.h says what caller memory costs there).
-  virtual bool runs_on_caller(size_t bytes) const = 0;
+
+  // Whether the backend's c10d call with these arguments is one it performs
+  // itself, in call order on threads that settle() waits for, rather than
+  // one it hands to another backend (Gloo, whose threads may go on after a
+  // failed wait): then caller memory may go to it as it is
+  // (comm/caller_memory.h), and a work freed unwaited is waited for. False
+  // on the backend's own worker thread (a hook continuing there), where such
+  // a wait could only wait for itself. `out` of a gather is one tensor of a
+  // row per rank.
+  virtual bool performs_all_reduce(const at::Tensor& t, const c10d::ReduceOp& op) const = 0;
+  virtual bool performs_reduce(const at::Tensor& t, const c10d::ReduceOp& op) const = 0;
+  virtual bool performs_broadcast(const at::Tensor& t) const = 0;
+  virtual bool performs_all_gather(const at::Tensor& in, const at::Tensor& out) const = 0;
 
   // DDP's bucket without the bucket: a SUM all-reduce of `parts` taken end
   // to end as one tensor, where they lie, each rank's values multiplied by

@@ -30,7 +30,26 @@ void Pending::record_end(flight::State s) {
   flight::finish(ticket_, s);
 }
 
-Pending::~Pending() = default;
+Pending::~Pending() {
+  if (!holds_caller_memory_ || !work_ || work_->isCompleted()) return;
+  // A backend of libddp's own performs it (DirectCollectives::performs_*):
+  // it ends within the group's timeout of its first wait, unless calls
+  // queued before it took their own; then the group is broken, which ends
+  // it (and those) at their next wait.
+  const auto until = Clock::now() + group_.timeout();
+  while (!work_->isCompleted() && Clock::now() < until) {
+    try {
+      work_->wait(kWaitSlice);
+    } catch (...) {  // its slice ran out, or it failed: isCompleted says which
+    }
+  }
+  if (work_->isCompleted()) return;
+  try {
+    group_.fail_and_publish(Status::Timeout, op_ + " on " + who(group_) + ": its work, freed unwaited on caller "
+                                                  "memory, did not end within the group's timeout");
+  } catch (...) {  // the group is broken, and its backend settled
+  }
+}
 
 bool Pending::test() {
   if (done_) return true;

@@ -208,6 +208,62 @@ void scenario_caller_memory_after_a_failed_wait() {
   ddp_group_free(g);
 }
 
+// Waits until process `pid` is stopped (state T in /proc/PID/stat).
+void wait_until_stopped(pid_t pid) {
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  WCHECK(false, "process %d did not stop", static_cast<int>(pid));
+}
+
+// A work on caller memory freed unwaited while a peer is stopped: the
+// memory is not touched after the free returns. Rank 1 stops itself before
+// a 64 MiB all-reduce; rank 0 starts it (group timeout 3 s), frees the work
+// unwaited, writes a sentinel over its buffer and resumes rank 1, which
+// then calls its all-reduce. Gloo works on libddp's copy: the free returns
+// at once, and rank 1's call completes against the copy. shm performs it
+// in place on its worker thread (DDP_SHM_INLINE=0): the free waits for it,
+// and breaks the group after the timeout, which rank 1's call then reports.
+// (Without that wait, rank 1's resumed call completed the collective into
+// rank 0's freed buffer.)
+void scenario_caller_memory_of_a_freed_work() {
+  ddp_group* g = join_then_set_timeout(3000);
+  const int rank = ddp_group_rank(g);
+  const pid_t stopped = pid_of(g, 1);
+  constexpr int64_t n = int64_t{16} << 20;
+  std::vector<float> mine(static_cast<size_t>(n), 1.0f);
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, mine.data(), DDP_FLOAT32, &n, 1));
+  if (rank == 1) {
+    raise(SIGSTOP);
+    const ddp_status st = ddp_all_reduce(g, t, DDP_SUM);
+    std::printf("rank 1's all-reduce: %s %s\n", ddp_status_string(st), st ? ddp_last_error_message() : "");
+    ddp_tensor_free(t);
+  } else {
+    wait_until_stopped(stopped);
+    ddp_work* w = nullptr;
+    WOK(ddp_all_reduce_async(g, t, DDP_SUM, &w));
+    const auto t0 = std::chrono::steady_clock::now();
+    ddp_work_free(w);
+    const double took = seconds_since(t0);
+    std::printf("rank 0's free took %.2f s\n", took);
+    WCHECK(took < 8.0, "the free took %.1f s; the group's timeout is 3 s", took);
+    ddp_tensor_free(t);
+    std::fill(mine.begin(), mine.end(), -1.0f);  // the caller's memory, in use for something else
+    kill(stopped, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    const auto kept = std::count(mine.begin(), mine.end(), -1.0f);
+    WCHECK(kept == n, "%lld of %lld floats of the caller's memory were written after its work was freed",
+           static_cast<long long>(n - kept), static_cast<long long>(n));
+  }
+  ddp_group_free(g);
+}
+
 // A group broken by a timeout (rank 1 skips an all_reduce) is freed and a
 // new one joined on the same MASTER_PORT, three times; each new group works.
 void scenario_rejoin_after_breakage() {
@@ -493,6 +549,7 @@ WORKER_SCENARIO("backend_fails_on_one_rank", scenario_backend_fails_on_one_rank)
 WORKER_SCENARIO("resumed_rank_reports_the_root_cause", scenario_resumed_rank_reports_the_root_cause);
 WORKER_SCENARIO("rejoin_after_breakage", scenario_rejoin_after_breakage);
 WORKER_SCENARIO("caller_memory_after_a_failed_wait", scenario_caller_memory_after_a_failed_wait);
+WORKER_SCENARIO("caller_memory_of_a_freed_work", scenario_caller_memory_of_a_freed_work);
 WORKER_SCENARIO("reducer_layouts_differ", scenario_reducer_layouts_differ);
 WORKER_SCENARIO("free_reducer_with_bucket_in_flight", scenario_free_reducer_with_bucket_in_flight);
 WORKER_SCENARIO("detail_mismatches", scenario_detail_mismatches);

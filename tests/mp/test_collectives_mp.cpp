@@ -158,10 +158,11 @@ TEST_P(ShmWorlds, OnAWorkerThreadTooGivesGloosResults) {
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_SHM_INLINE=0"}, 120));
 }
 
-// An async collective on caller memory that shm performs on the calling
-// thread is done when the call returns, without copying that memory; one
-// queued behind the worker's is copied and still right.
-TEST_P(ShmWorlds, AnAsyncCollectiveOnCallerMemoryRunsAtOnceWhereItWouldAnyway) {
+// An async collective on caller memory that shm performs itself works on
+// that memory as it is: a small one is done when the call returns; one
+// queued behind the worker's is right after its wait, or waited for by
+// the free of its work.
+TEST_P(ShmWorlds, AsyncCollectivesOnCallerMemoryWorkInPlaceAndAFreedOneIsWaitedFor) {
   expect_all_ok(run(GetParam(), "shm_async_at_once", {}, 60));
   expect_all_ok(run(GetParam(), "shm_async_at_once", {"DDP_SHM_INLINE=0"}, 60));
 }

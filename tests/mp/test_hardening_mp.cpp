@@ -72,6 +72,15 @@ TEST(Hardening, NoBackendTouchesTheCallersMemoryAfterAFailedWait) {
   }
 }
 
+// The same for a work freed unwaited: Gloo on a copy, shm (in place on its
+// worker) waited for by the free.
+TEST(Hardening, NoBackendTouchesTheCallersMemoryAfterItsWorkIsFreed) {
+  for (const char* backend : {"WORKER_BACKEND=gloo", "WORKER_BACKEND=shm"}) {
+    SCOPED_TRACE(backend);
+    expect_ok(run(2, "caller_memory_of_a_freed_work", 60, {backend, "DDP_SHM_INLINE=0"}));
+  }
+}
+
 TEST(Hardening, ABrokenGroupIsRejoinedOnTheSamePort) { expect_ok(run(2, "rejoin_after_breakage", 90)); }
 
 TEST(Hardening, DifferentReducerLayoutsAreRefusedOnEveryRank) { expect_ok(run(2, "reducer_layouts_differ", 60)); }

@@ -84,12 +84,14 @@ DDP_API ddp_status ddp_work_result_buffer(ddp_work *work, ddp_buffer **out);
 DDP_API ddp_status ddp_work_result_decision(ddp_work *work, int *out);
 
 /**
- * Frees @p work; NULL is accepted. Does not wait: a work freed unwaited
- * leaves its tensors to the backend until it finishes. A tensor that views
- * caller memory (ddp_tensor_from_blob) is not touched after the free: the
- * backend works on libddp's copy, and the free drops its result, unless the
- * collective was over when its _async call returned (shm performs a small
- * one on the calling thread, in place: the result is there already).
+ * Frees @p work; NULL is accepted. A work freed unwaited leaves its tensors
+ * to the backend until it finishes, and the free does not wait, except for
+ * a collective on caller memory (ddp_tensor_from_blob) that the shm backend
+ * performs in place: the free waits for it to end (it ends within the
+ * group's timeout, at once once the group is broken; past that the free
+ * breaks the group), so that the memory is not touched after the free.
+ * Elsewhere the backend works on libddp's copy of such memory, and the free
+ * drops its result.
  */
 DDP_API void ddp_work_free(ddp_work *work);
 

@@ -25,19 +25,20 @@ typedef struct ddp_tensor ddp_tensor;
  * @param[out] out   new reference; set to NULL on error.
  * @param data       the caller's memory, at least numel * ddp_dtype_size(dtype)
  *                   bytes, suitably aligned for @p dtype. It must outlive the
- *                   tensor handle. Collectives read and write it in place
- *                   where they run on the calling thread (an _async one too,
- *                   where the shm backend performs it before returning: at
- *                   most 4 MiB, or any size where the host's ranks leave no
- *                   core to spare, with nothing queued before it); where the backend
- *                   works from threads of its own (Gloo; shm's worker for a
- *                   large queued call), on a copy that libddp owns, which the
- *                   wait copies back once the work succeeded. So when a call
- *                   returns (for an _async call: its ddp_work_wait, or
- *                   ddp_work_free), whatever it returned, libddp no longer
- *                   reads or writes the memory: a failed or abandoned
- *                   collective whose backend is still at work (a stopped peer
- *                   that resumes still sends) works on its copy.
+ *                   tensor handle and the works of the _async calls given it
+ *                   (until their wait or free). Collectives read and write it in place
+ *                   where libddp's shm backend performs them (on the calling
+ *                   thread, or on its worker thread for a large or queued
+ *                   _async call); where a backend works from threads that
+ *                   libddp cannot stop (Gloo, and what shm hands to Gloo),
+ *                   on a copy that libddp owns, which the wait copies back
+ *                   once the work succeeded. So when a call returns (for an
+ *                   _async call: its ddp_work_wait, or ddp_work_free),
+ *                   whatever it returned, libddp no longer reads or writes
+ *                   the memory: a failed call's shm collective has ended
+ *                   before it returns, a freed one before the free returns,
+ *                   and a Gloo collective still at work (a stopped peer that
+ *                   resumes still sends) works on its copy.
  * @param dtype      element type.
  * @param shape      @p ndim sizes, each >= 0 (may be NULL when ndim == 0).
  * @param ndim       number of dimensions; 0 makes a scalar (one element).

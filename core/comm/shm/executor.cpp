@@ -86,7 +86,7 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
                                                 std::function<void()> body) {
   auto work = c10::make_intrusive<ShmWork>(type, std::move(result));
   std::unique_lock<std::mutex> lock(mutex_);
-  if (runs_inline(bytes) && claim_idle(true)) {
+  if ((bytes <= kInlineBytes || inline_always_) && claim_idle(true)) {
     lock.unlock();
     perform(*work, body);
     finish_inline();
@@ -100,11 +100,11 @@ c10::intrusive_ptr<c10d::Work> Executor::submit(c10d::OpType type, std::vector<a
   return work;
 }
 
-bool Executor::runs_inline(size_t bytes) const { return bytes <= kInlineBytes || inline_always_; }
+bool Executor::on_worker() const { return worker_id_.load(std::memory_order_relaxed) == std::this_thread::get_id(); }
 
 void Executor::settle(std::chrono::steady_clock::time_point deadline) {
+  if (on_worker()) return;
   std::unique_lock<std::mutex> lock(mutex_);
-  if (worker_.joinable() && worker_.get_id() == std::this_thread::get_id()) return;
   changed_.wait_until(lock, deadline, [&] { return queue_.empty() && !(state_.load() & kRunning); });
 }
 
@@ -130,6 +130,7 @@ bool Executor::inline_idle() const {
 }
 
 void Executor::work_loop() {
+  worker_id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     changed_.wait(lock, [&] {

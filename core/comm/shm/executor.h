@@ -41,9 +41,8 @@ class Executor {
   // (their bodies fail first thing once the backend is aborted).
   void settle(std::chrono::steady_clock::time_point deadline);
 
-  // Whether submit() performs a collective of `bytes` on the caller's
-  // thread when nothing is queued or running before it.
-  bool runs_inline(size_t bytes) const;
+  // Whether this thread is the executor's worker.
+  bool on_worker() const;
 
   // For a blocking call: performs `body` on the caller's thread at once and
   // returns true when nothing is queued or running before it (whatever its
@@ -104,6 +103,7 @@ class Executor {
   const bool inline_always_;
   bool stopping_ = false;
   std::thread worker_;
+  std::atomic<std::thread::id> worker_id_{};  // set by the worker itself, first thing
 };
 
 }  // namespace ddp::core::shm

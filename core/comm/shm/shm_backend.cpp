@@ -196,13 +196,36 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     if (gloo_) gloo_->setTimeout(timeout);
   }
 
+  // What this backend performs itself (the rest goes to Gloo): its c10d
+  // calls below and the performs_* queries decide by the same predicates.
+  bool reduces(const at::Tensor& t, const c10d::ReduceOp& op) const {
+    auto kind = reduce_kind(op);
+    return plain_cpu(t) && kind && shm::reduce_supported(t.scalar_type(), *kind);
+  }
+  bool gathers(const at::Tensor& in, const at::Tensor& out) const {
+    return topo_.nodes == 1 && plain_cpu(in) && plain_cpu(out) && out.scalar_type() == in.scalar_type() &&
+           out.numel() == in.numel() * getSize();
+  }
+
+  bool performs_all_reduce(const at::Tensor& t, const c10d::ReduceOp& op) const override {
+    return reduces(t, op) && !executor_->on_worker();
+  }
+  bool performs_reduce(const at::Tensor& t, const c10d::ReduceOp& op) const override {
+    return topo_.nodes == 1 && reduces(t, op) && !executor_->on_worker();
+  }
+  bool performs_broadcast(const at::Tensor& t) const override {
+    return topo_.nodes == 1 && plain_cpu(t) && !executor_->on_worker();
+  }
+  bool performs_all_gather(const at::Tensor& in, const at::Tensor& out) const override {
+    return gathers(in, out) && !executor_->on_worker();
+  }
+
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& ts, const c10d::AllreduceOptions& o) override {
-    auto kind = reduce_kind(o.reduceOp);
-    if (!single_plain(ts) || !kind || !shm::reduce_supported(ts[0].scalar_type(), *kind))
+    if (ts.size() != 1 || !reduces(ts[0], o.reduceOp))
       return gloo_op([&](c10d::Backend& b) { return b.allreduce(ts, o); });
     at::Tensor t = ts[0];
     c10d::ReduceOp op = o.reduceOp;
-    ReduceKind k = *kind;
+    ReduceKind k = *reduce_kind(op);
     return submit(c10d::OpType::ALLREDUCE, ts, t.nbytes(), [this, t, op, k](const shm::Deadline& deadline) {
       all_reduce_body(t, k, op, deadline);
     });
@@ -211,9 +234,8 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   // The blocking caller's own thread performs it, when the executor is idle
   // (what allreduce() would queue behind goes first otherwise).
   bool all_reduce_now(const at::Tensor& t, const c10d::ReduceOp& op) override {
-    auto kind = reduce_kind(op);
-    if (!plain_cpu(t) || !kind || !shm::reduce_supported(t.scalar_type(), *kind)) return false;
-    return executor_->run_now([&] { all_reduce_body(t, *kind, op, deadline()); });
+    if (!reduces(t, op)) return false;
+    return executor_->run_now([&] { all_reduce_body(t, *reduce_kind(op), op, deadline()); });
   }
   bool barrier_now() override {
     return topo_.nodes == 1 && executor_->run_now([&] { local_.barrier(deadline()); });
@@ -227,8 +249,6 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     if (topo_.nodes > 1 || !plain_cpu(in) || !plain_cpu(out)) return false;
     return executor_->run_now([&] { local_.all_gather(in, rank_parts(out, in.nbytes(), getSize()), deadline()); });
   }
-
-  bool runs_on_caller(size_t bytes) const override { return executor_->runs_inline(bytes); }
 
   // One node only: between nodes the leaders all-reduce one flat tensor.
   bool takes_parts(c10::ScalarType type) const override {
@@ -280,12 +300,11 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
   }
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts, const c10d::ReduceOptions& o) override {
-    auto kind = reduce_kind(o.reduceOp);
-    if (topo_.nodes > 1 || !single_plain(ts) || !kind || !shm::reduce_supported(ts[0].scalar_type(), *kind))
+    if (topo_.nodes > 1 || ts.size() != 1 || !reduces(ts[0], o.reduceOp))
       return gloo_op([&](c10d::Backend& b) { return b.reduce(ts, o); });
     at::Tensor t = ts[0];
     int root = static_cast<int>(o.rootRank);
-    ReduceKind k = *kind;
+    ReduceKind k = *reduce_kind(o.reduceOp);
     return submit(c10d::OpType::REDUCE, ts, t.nbytes(), [this, t, root, k](const shm::Deadline& deadline) {
       local_.reduce(t, k, root, deadline, "reduce");
     });
@@ -316,9 +335,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
                                                  const c10d::AllgatherOptions& o) override {
-    std::vector<at::Tensor> ins{in};
-    if (topo_.nodes > 1 || !single_plain(ins) || !plain_cpu(out) || out.scalar_type() != in.scalar_type() ||
-        out.numel() != in.numel() * getSize())
+    if (!gathers(in, out))
       return gloo_op([&](c10d::Backend& b) { return b._allgather_base(out, in, o); });
     std::vector<uint8_t*> dst = rank_parts(out, in.nbytes(), getSize());
     at::Tensor input = in;
