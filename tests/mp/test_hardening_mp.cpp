@@ -72,12 +72,21 @@ TEST(Hardening, NoBackendTouchesTheCallersMemoryAfterAFailedWait) {
   }
 }
 
-// The same for a work freed unwaited: Gloo on a copy, shm (in place on its
-// worker) waited for by the free.
+// The same for a work freed unwaited, its peer stopped inside the
+// collective (Gloo, and the bool all-reduce shm hands to Gloo: on a copy,
+// the free at once) or before it (shm, in place on its worker: waited for
+// by the free).
 TEST(Hardening, NoBackendTouchesTheCallersMemoryAfterItsWorkIsFreed) {
-  for (const char* backend : {"WORKER_BACKEND=gloo", "WORKER_BACKEND=shm"}) {
-    SCOPED_TRACE(backend);
-    expect_ok(run(2, "caller_memory_of_a_freed_work", 60, {backend, "DDP_SHM_INLINE=0"}));
+  const std::vector<std::vector<std::string>> cases = {
+      {"WORKER_BACKEND=gloo", "DDP_TEST_STOP_INSIDE=1", "DDP_TEST_FREE_AT_ONCE=1"},
+      {"WORKER_BACKEND=shm", "DDP_TEST_STOP_INSIDE=1", "DDP_TEST_BOOL=1", "DDP_TEST_FREE_AT_ONCE=1"},
+      {"WORKER_BACKEND=shm", "DDP_SHM_INLINE=0"},
+      {"WORKER_BACKEND=shm", "DDP_SHM_INLINE=0", "DDP_TEST_STOP_INSIDE=1"}};
+  for (const auto& env : cases) {
+    std::string trace;
+    for (const auto& e : env) trace += e + " ";
+    SCOPED_TRACE(trace);
+    expect_ok(run(2, "caller_memory_of_a_freed_work", 60, env));
   }
 }
 
