@@ -208,14 +208,17 @@ void scenario_caller_memory_after_a_failed_wait() {
   ddp_group_free(g);
 }
 
-// Waits until process `pid` is stopped (state T in /proc/PID/stat).
-void wait_until_stopped(pid_t pid) {
+// Waits until process `pid` is stopped (state T in /proc/PID/stat), or
+// with `or_dead` also until it is dead (state Z, or gone).
+void wait_until_stopped(pid_t pid, bool or_dead = false) {
   for (int i = 0; i < 1000; ++i) {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     std::getline(stat, line);
+    if (line.empty() && or_dead) return;
     const size_t paren = line.rfind(')');
-    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return;
+    const char state = paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
+    if (state == 'T' || (or_dead && state == 'Z')) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   WCHECK(false, "process %d did not stop", static_cast<int>(pid));
@@ -230,12 +233,16 @@ void wait_until_stopped(pid_t pid) {
 // resumes rank 1. Gloo works on libddp's copy: the free returns at once,
 // and a resumed rank 1 still sends into the copy. shm performs the call in
 // place on its worker thread (DDP_SHM_INLINE=0): the free waits for it and
-// breaks the group after the timeout. DDP_TEST_BOOL=1: a bool tensor,
+// breaks the group after the timeout; DDP_TEST_KILL_PEER=1: rank 1 is
+// killed instead (group timeout 20 s), which ends shm's collective, and so
+// the free's wait, at once. DDP_TEST_BOOL=1: a bool tensor,
 // which shm hands to Gloo, so on a copy there too. (Without the free's
 // wait, rank 1's resumed call completed the shm collective into rank 0's
 // memory; with every call in place, Gloo wrote into it.)
 void scenario_caller_memory_of_a_freed_work() {
-  ddp_group* g = join_then_set_timeout(3000);
+  const bool killed = env_int("DDP_TEST_KILL_PEER", 0) == 1;
+  const int timeout_ms = killed ? 20000 : 3000;
+  ddp_group* g = join_then_set_timeout(timeout_ms);
   const int rank = ddp_group_rank(g);
   const pid_t stopped = pid_of(g, 1);
   const bool bools = env_int("DDP_TEST_BOOL", 0) == 1, inside = env_int("DDP_TEST_STOP_INSIDE", 0) == 1;
@@ -261,16 +268,16 @@ void scenario_caller_memory_of_a_freed_work() {
     auto* x = static_cast<volatile uint8_t*>(ddp_tensor_data(t));
     std::thread watch;
     if (inside)
-      watch = std::thread([x] {
+      watch = std::thread([x, killed] {
         for (;;)
           for (size_t i = 3; i < bytes; i += 4096)
             if (x[i] != 0) {
-              raise(SIGSTOP);
+              raise(killed ? SIGKILL : SIGSTOP);
               return;
             }
       });
     else
-      raise(SIGSTOP);
+      raise(killed ? SIGKILL : SIGSTOP);
     const ddp_status st = ddp_all_reduce(g, t, DDP_SUM);
     std::printf("rank 1's all-reduce: %s %s\n", ddp_status_string(st), st ? ddp_last_error_message() : "");
     if (watch.joinable()) watch.join();
@@ -283,17 +290,17 @@ void scenario_caller_memory_of_a_freed_work() {
     WOK(ddp_tensor_from_blob(&t, mine.data(), dtype, &n, 1));
     ddp_work* w = nullptr;
     WOK(ddp_all_reduce_async(g, t, DDP_SUM, &w));
-    wait_until_stopped(stopped);
+    wait_until_stopped(stopped, killed);
     const auto t0 = std::chrono::steady_clock::now();
     ddp_work_free(w);
     const double took = seconds_since(t0);
     std::printf("rank 0's free took %.2f s\n", took);
-    WCHECK(took < 8.0, "the free took %.1f s; the group's timeout is 3 s", took);
+    WCHECK(took < (killed ? 5.0 : 8.0), "the free took %.1f s; the group's timeout is %d ms", took, timeout_ms);
     // Where the backend works on a copy, the free has nothing to wait for.
     if (env_int("DDP_TEST_FREE_AT_ONCE", 0) == 1) WCHECK(took < 1.0, "the free of a copied call took %.2f s", took);
     ddp_tensor_free(t);
     std::fill(mine.begin(), mine.end(), uint8_t{0xA5});  // the caller's memory, in use for something else
-    kill(stopped, SIGCONT);
+    if (!killed) kill(stopped, SIGCONT);
     std::this_thread::sleep_for(std::chrono::seconds(2));
     const auto kept = std::count(mine.begin(), mine.end(), uint8_t{0xA5});
     WCHECK(static_cast<size_t>(kept) == bytes,

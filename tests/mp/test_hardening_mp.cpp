@@ -88,6 +88,12 @@ TEST(Hardening, NoBackendTouchesTheCallersMemoryAfterItsWorkIsFreed) {
     SCOPED_TRACE(trace);
     expect_ok(run(2, "caller_memory_of_a_freed_work", 60, env));
   }
+  // The peer killed inside the collective instead: shm's collective, and
+  // the free that waits for it, end at once (the group's timeout is 20 s).
+  auto res = run(2, "caller_memory_of_a_freed_work", 60,
+                 {"WORKER_BACKEND=shm", "DDP_SHM_INLINE=0", "DDP_TEST_STOP_INSIDE=1", "DDP_TEST_KILL_PEER=1"});
+  EXPECT_EQ(res.ranks[1].signal, 9) << res.summary();
+  expect_ok(res, 1);
 }
 
 TEST(Hardening, ABrokenGroupIsRejoinedOnTheSamePort) { expect_ok(run(2, "rejoin_after_breakage", 90)); }
