@@ -22,7 +22,7 @@ at::Tensor CallerMemory::stage(const at::Tensor& t, bool read, bool written) {
   }
   at::Tensor copy;
   try {
-    copy = group_.staging_pool().bytes(t.nbytes()).view(t.scalar_type()).view(t.sizes());
+    copy = group_.staging_pool().like(t);
     if (read) copy.copy_(t);
   } catch (const std::exception& e) {
     flight::finish(ticket_, flight::State::Refused);

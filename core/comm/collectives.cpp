@@ -91,6 +91,15 @@ PendingPtr make(Group& g, const char* op, flight::Ticket ticket, c10::intrusive_
   return std::make_unique<Pending>(g, op, std::move(w), std::move(then), ticket);
 }
 
+// A Pending for work on what `mem` staged: its copies back go before
+// `then`, and it holds the caller memory `mem` gave the backend as it is.
+PendingPtr make(Group& g, const char* op, flight::Ticket ticket, c10::intrusive_ptr<c10d::Work> w,
+                const CallerMemory& mem, Pending::Step then = nullptr) {
+  auto p = make(g, op, ticket, std::move(w), mem.after(std::move(then)));
+  mem.hold(*p);
+  return p;
+}
+
 // Whether a call on caller memory (`on_caller_memory`: some of its
 // tensors are) may hand it to `g`'s backend as it is: the backend performs
 // the call itself, as `asks` its DirectCollectives (performs_*)
@@ -149,8 +158,7 @@ PendingPtr start_all_gather_into(Group& g, const char* op, const at::Tensor& in,
                      return d.performs_all_gather(in, out);
                    }));
   const at::Tensor staged_in = mem.read(in), staged_out = mem.written(out);
-  auto p = make(g, op, ticket, start_gather_work(g, op, staged_in, staged_out, ticket), mem.after(nullptr));
-  mem.hold(*p);
+  auto p = make(g, op, ticket, start_gather_work(g, op, staged_in, staged_out, ticket), mem);
   p->tensors = {out};
   return p;
 }
@@ -311,9 +319,7 @@ PendingPtr start_broadcast(Group& g, const at::Tensor& t, int src, flight::Ticke
   c10d::BroadcastOptions o;
   o.rootRank = src;
   auto w = start(g, "broadcast", ticket, [&](c10d::Backend& b) { return b.broadcast(ts, o); });
-  auto p = make(g, "broadcast", ticket, w, mem.after(nullptr));
-  mem.hold(*p);
-  return p;
+  return make(g, "broadcast", ticket, w, mem);
 }
 
 // all_reduce after its checks and its flight record.
@@ -330,9 +336,7 @@ PendingPtr start_all_reduce(Group& g, const at::Tensor& t, ReduceOp op, flight::
     int world = g.size();
     then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
   }
-  auto p = make(g, "all_reduce", ticket, w, mem.after(std::move(then)));
-  mem.hold(*p);
-  return p;
+  return make(g, "all_reduce", ticket, w, mem, std::move(then));
 }
 }  // namespace
 
@@ -547,9 +551,7 @@ PendingPtr reduce(Group& g, const at::Tensor& t, int dst, ReduceOp op) {
     int world = g.size();
     then = [t, world](Pending&, Clock::time_point) mutable { divide_by_world(t, world); };
   }
-  auto p = make(g, "reduce", ticket, w, mem.after(std::move(then)));
-  mem.hold(*p);
-  return p;
+  return make(g, "reduce", ticket, w, mem, std::move(then));
 }
 
 PendingPtr all_gather(Group& g, const at::Tensor& in) {
@@ -560,8 +562,7 @@ PendingPtr all_gather(Group& g, const at::Tensor& in) {
   CallerMemory mem(g, "all_gather", ticket, in_place(g, "all_gather", is_caller_memory(in), [&](DirectCollectives& d) {
                      return d.performs_all_gather(in, out);
                    }));
-  auto p = make(g, "all_gather", ticket, start_gather_work(g, "all_gather", mem.read(in), out, ticket));
-  mem.hold(*p);
+  auto p = make(g, "all_gather", ticket, start_gather_work(g, "all_gather", mem.read(in), out, ticket), mem);
   p->tensors = {out};
   return p;
 }

@@ -20,6 +20,9 @@ class StagingPool {
   // zeroed: an idle kept buffer when one is large enough, else a new one,
   // which is kept in place of the smallest idle one.
   at::Tensor bytes(size_t nbytes);
+  // A buffer from bytes() seen as `t`'s dtype and shape (contiguous), not
+  // filled.
+  at::Tensor like(const at::Tensor& t) { return bytes(t.nbytes()).view(t.scalar_type()).view(t.sizes()); }
   // What the pool holds, in bytes (idle or in use).
   size_t held() const;
 

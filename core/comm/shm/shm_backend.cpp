@@ -396,7 +396,7 @@ class ShmBackend final : public c10d::Backend, public DirectCollectives {
     // but on a copy, in buffers kept for the next calls as a group keeps its own.
     at::Tensor between = t;
     if (is_caller_memory(t) && topo_.local_rank == 0) {
-      between = leader_staging_.bytes(t.nbytes()).view(t.scalar_type()).view(t.sizes());
+      between = leader_staging_.like(t);
       between.copy_(t);
     }
     across_nodes(deadline, "all_reduce", [&]() {
