@@ -311,8 +311,8 @@ ddp_status ddp_module_load_state_dict(ddp_module* m, const char* path, int stric
   return fence([&] {
     auto* h = require(m, "module");
     auto saved = ddp::core::load_state_dict_file(path);
-    if (strict) h->module->check_no_extra(saved);
-    h->module->load_state(saved);
+    if (strict) h->module->check_no_extra(saved, path);
+    h->module->load_state(saved, path);
   });
 }
 
@@ -321,7 +321,7 @@ ddp_status ddp_module_load_state_dict_nonstrict(ddp_module* m, const char* path,
   if (!path) return invalid("ddp_module_load_state_dict_nonstrict: path is NULL");
   return fence([&] {
     auto* h = require(m, "module");
-    auto result = h->module->load_state_nonstrict(ddp::core::load_state_dict_file(path));
+    auto result = h->module->load_state_nonstrict(ddp::core::load_state_dict_file(path), path);
     if (!skipped) return;
     std::string text;
     for (const auto& n : result.missing) text += "missing " + n + "\n";

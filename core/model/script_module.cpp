@@ -274,22 +274,31 @@ std::map<std::string, at::Tensor> by_name(const std::vector<NamedTensor>& saved)
   for (const auto& s : saved) out[s.name] = s.tensor;
   return out;
 }
+
+// Status::IO where the saved value of `mine` has another shape or dtype
+// (PyTorch's "size mismatch for ...").
+void check_fits(const NamedTensor& mine, const at::Tensor& saved, const std::string& source) {
+  if (saved.sizes() == mine.tensor.sizes() && saved.scalar_type() == mine.tensor.scalar_type()) return;
+  fail(Status::IO, "module state from " + source + ": '" + mine.name + "' was saved with shape " +
+                       c10::str(saved.sizes()) + " " + c10::toString(saved.scalar_type()) + ", the module has " +
+                       c10::str(mine.tensor.sizes()) + " " + c10::toString(mine.tensor.scalar_type()));
+}
 }  // namespace
 
-void ScriptModule::check_state(const std::vector<NamedTensor>& saved) const {
+void ScriptModule::check_state(const std::vector<NamedTensor>& saved, const std::string& source) const {
   auto have = by_name(saved);
   for (const auto& m : state()) {
     auto it = have.find(m.name);
-    if (it == have.end()) fail(Status::IO, "module state: '" + m.name + "' is missing from the saved state");
-    if (it->second.sizes() != m.tensor.sizes() || it->second.scalar_type() != m.tensor.scalar_type())
-      fail(Status::IO, "module state: '" + m.name + "' was saved with another shape or dtype");
+    if (it == have.end()) fail(Status::IO, "module state from " + source + ": '" + m.name + "' is missing from it");
+    check_fits(m, it->second, source);
   }
 }
 
-void ScriptModule::check_no_extra(const std::vector<NamedTensor>& saved) const {
+void ScriptModule::check_no_extra(const std::vector<NamedTensor>& saved, const std::string& source) const {
   auto mine = by_name(state());
   for (const auto& s : saved)
-    if (!mine.count(s.name)) fail(Status::IO, "module state: '" + s.name + "' is not a parameter or buffer of this module");
+    if (!mine.count(s.name))
+      fail(Status::IO, "module state from " + source + ": '" + s.name + "' is not a parameter or buffer of this module");
 }
 
 at::Tensor ScriptModule::get(const std::string& name) const {
@@ -331,19 +340,15 @@ void ScriptModule::save(const std::string& path) const {
   });
 }
 
-ScriptModule::Skipped ScriptModule::load_state_nonstrict(const std::vector<NamedTensor>& saved) {
+ScriptModule::Skipped ScriptModule::load_state_nonstrict(const std::vector<NamedTensor>& saved,
+                                                         const std::string& source) {
   auto have = by_name(saved);
   auto mine = by_name(state());
   Skipped skipped;
   for (const auto& m : state()) {
     auto it = have.find(m.name);
-    if (it == have.end()) {
-      skipped.missing.push_back(m.name);
-    } else if (it->second.sizes() != m.tensor.sizes() || it->second.scalar_type() != m.tensor.scalar_type()) {
-      fail(Status::IO, "module state: '" + m.name + "' was saved with shape " + c10::str(it->second.sizes()) + " " +
-                           c10::toString(it->second.scalar_type()) + ", the module has " + c10::str(m.tensor.sizes()) +
-                           " " + c10::toString(m.tensor.scalar_type()));
-    }
+    if (it == have.end()) skipped.missing.push_back(m.name);
+    else check_fits(m, it->second, source);
   }
   for (const auto& s : saved)
     if (!mine.count(s.name)) skipped.unexpected.push_back(s.name);
@@ -355,8 +360,8 @@ ScriptModule::Skipped ScriptModule::load_state_nonstrict(const std::vector<Named
   return skipped;
 }
 
-void ScriptModule::load_state(const std::vector<NamedTensor>& saved) {
-  check_state(saved);
+void ScriptModule::load_state(const std::vector<NamedTensor>& saved, const std::string& source) {
+  check_state(saved, source);
   auto have = by_name(saved);
   at::NoGradGuard no_grad;
   for (const auto& m : state()) m.tensor.copy_(have[m.name]);

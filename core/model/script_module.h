@@ -83,15 +83,17 @@ class ScriptModule {
   std::vector<at::Tensor> buffers() const;
   // Parameters, then buffers, each with its dotted name.
   std::vector<NamedTensor> state() const;
-  // Status::IO naming the first name, shape or dtype of this module's state
-  // that `saved` lacks or differs in.
-  void check_state(const std::vector<NamedTensor>& saved) const;
+  // `source` names where `saved` came from (a file's path) in the errors
+  // below: "module state from <source>: ...".
+  // Status::IO naming the first name of this module's state that `saved`
+  // lacks, or differs in shape or dtype (both sides' named).
+  void check_state(const std::vector<NamedTensor>& saved, const std::string& source) const;
   // Copies `saved` into this module's state, after check_state: on a
   // mismatch nothing is changed.
-  void load_state(const std::vector<NamedTensor>& saved);
+  void load_state(const std::vector<NamedTensor>& saved, const std::string& source);
   // Status::IO naming the first entry of `saved` this module does not have
   // (PyTorch's "unexpected key" of a strict load_state_dict).
-  void check_no_extra(const std::vector<NamedTensor>& saved) const;
+  void check_no_extra(const std::vector<NamedTensor>& saved, const std::string& source) const;
   // PyTorch's load_state_dict(strict=False): copies the entries of `saved`
   // this module has; Status::IO naming one with another shape or dtype
   // (then nothing changes). Returns what was skipped.
@@ -99,7 +101,7 @@ class ScriptModule {
     std::vector<std::string> missing;     // the module's, not in `saved`
     std::vector<std::string> unexpected;  // in `saved`, not the module's
   };
-  Skipped load_state_nonstrict(const std::vector<NamedTensor>& saved);
+  Skipped load_state_nonstrict(const std::vector<NamedTensor>& saved, const std::string& source);
 
   // One parameter or buffer by its dotted name: the module's own tensor
   // (detached; it shares the memory). Status::InvalidArgument naming an

@@ -561,6 +561,12 @@ std::vector<NamedTensor> without_prefix(const std::string& prefix, const std::ve
   return out;
 }
 
+// What a module's state came from, for its errors: the checkpoint, and the
+// prefix its names were found under.
+std::string module_source(const std::string& path, const std::string& prefix) {
+  return prefix.empty() ? path : path + " (the entries under '" + prefix + "')";
+}
+
 // None given loads the module alone (weights only, e.g. to fine-tune);
 // otherwise the counts must agree.
 void check_count(size_t saved, size_t given, const char* what) {
@@ -590,7 +596,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
     c = read_lightning_checkpoint(opts_.checkpoint_io->open(path), path);
     for (const auto& m : modules) {
       module_states.push_back(without_prefix(m.prefix, c.state_dict));
-      m.module->check_state(module_states.back());
+      m.module->check_state(module_states.back(), module_source(path, m.prefix));
     }
     check_count(c.optimizer_states.size(), objects.optimizers.size(), "optimizer states");
     check_count(c.lr_schedulers.size(), objects.schedulers.size(), "lr scheduler states");
@@ -625,7 +631,8 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
   });
   if (!failure.empty()) fail(Status::IO, failure);
   if (!everyone) fail(Status::IO, "load_checkpoint: " + path + " could not be loaded on another rank; nothing was changed");
-  for (size_t i = 0; i < modules.size(); ++i) modules[i].module->load_state(module_states[i]);
+  for (size_t i = 0; i < modules.size(); ++i)
+    modules[i].module->load_state(module_states[i], module_source(path, modules[i].prefix));
   for (size_t i = 0; i < c.optimizer_states.size(); ++i) objects.optimizers[i]->load_state_dict(c.optimizer_states[i]);
   for (size_t i = 0; i < c.lr_schedulers.size(); ++i) objects.schedulers[i]->load_state_dict(c.lr_schedulers[i]);
   if (!c.precision.empty()) precision_->load_state(c.precision);

@@ -331,6 +331,22 @@ TEST_F(Exported, CheckpointsCarryEveryOptimizerAndSchedulerAndRefuseAMismatch) {
   EXPECT_EQ(lr, lr_b);
   // Weights only: no optimizers given.
   EXPECT_EQ(ddp_strategy_load_checkpoint_v2(s, path.c_str(), m, nullptr, 0, nullptr, 0, nullptr, nullptr), DDP_OK) << last();
+  // Into another model: the entry that does not fit is named with both
+  // shapes, the file and the prefix its names were found under.
+  std::vector<float> small(16, 1.0f);
+  int64_t s44[2] = {4, 4};
+  ddp_tensor* w = nullptr;
+  ASSERT_EQ(ddp_tensor_from_blob(&w, small.data(), DDP_FLOAT32, s44, 2), DDP_OK);
+  const char* names[1] = {"fc1.weight"};
+  int param[1] = {0};
+  ddp_module* other = nullptr;
+  ASSERT_EQ(ddp_module_from_tensors(&other, names, &w, param, 1), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_load_checkpoint_v2(s, path.c_str(), other, nullptr, 0, nullptr, 0, nullptr, nullptr), DDP_E_IO);
+  EXPECT_TRUE(has(last(), "module state from " + path + " (the entries under 'model.'): 'fc1.weight' was saved with "
+                          "shape [128, 64] Float, the module has [4, 4] Float")) << last();
+  EXPECT_EQ(small[0], 1.0f);
+  ddp_module_free(other);
+  ddp_tensor_free(w);
   ASSERT_EQ(ddp_strategy_save_module(s, (dir + "/exported.pt").c_str(), m), DDP_OK) << last();
   EXPECT_EQ(ddp_strategy_save_module(s, "/nonexistent/x.pt", m), DDP_E_IO);
   EXPECT_TRUE(has(last(), "save_module: global rank 0 could not save")) << last();

@@ -158,13 +158,15 @@ def test_state_dict_in_and_out_and_bad_ones_named(data, tmp_path):
             rc = lib.lib.ddp_module_load_state_dict(m, path.encode(), strict)
             msg = lib.lib.ddp_last_error_message().decode()
             assert rc == -8, msg  # DDP_E_IO
-            for w in words:
+            for w in words + [path]:
                 assert w in msg, msg
             assert torch.equal(lib.module_state(m)["fc2.bias"], sd["fc2.bias"])  # untouched
 
         refused({k: v for k, v in sd.items() if k != "fc3.weight"}, 1, ["fc3.weight", "missing"])
         refused(dict(sd, extra=torch.ones(1)), 1, ["extra"])
         refused(dict(sd, **{"fc1.bias": torch.ones(3)}), 0, ["fc1.bias", "shape"])
+        refused(dict(sd, **{"fc1.bias": sd["fc1.bias"].double()}), 1,
+                ["'fc1.bias' was saved with shape [128] Double, the module has [128] Float"])
         marker = tmp_path / "ran"
 
         class Payload:
