@@ -1,6 +1,7 @@
 #include "strategy/ddp_strategy.h"
 
 #include <cstdio>
+#include <new>
 
 #include "checkpoint/lightning_checkpoint.h"
 
@@ -592,6 +593,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
   c10::IValue hook_state;
   at::Tensor rng_state;  // this rank's saved random stream, if the file has one for it
   std::string failure;
+  Status failure_status = Status::IO;
   try {
     c = read_lightning_checkpoint(opts_.checkpoint_io->open(path), path);
     for (const auto& m : modules) {
@@ -622,14 +624,18 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
       fail(Status::IO, "load_checkpoint: " + path + " holds a comm hook's state; this strategy has no comm hook "
                        "(resume with the same comm hook)");
   } catch (const std::exception& e) {
+    // Every failure here is the file's; the checks of the optimizers',
+    // schedulers' and hook's states do not know which file they read.
     failure = e.what();
+    if (failure.find(path) == std::string::npos) failure = "load_checkpoint: " + path + ": " + failure;
+    if (dynamic_cast<const std::bad_alloc*>(&e)) failure_status = Status::NoMemory;
   }
   bool everyone = naming_failed_rank([&] {
     auto p = reduce_boolean_decision(*group_, failure.empty(), true);
     p->wait();
     return p->decision;
   });
-  if (!failure.empty()) fail(Status::IO, failure);
+  if (!failure.empty()) fail(failure_status, failure);
   if (!everyone) fail(Status::IO, "load_checkpoint: " + path + " could not be loaded on another rank; nothing was changed");
   for (size_t i = 0; i < modules.size(); ++i)
     modules[i].module->load_state(module_states[i], module_source(path, modules[i].prefix));

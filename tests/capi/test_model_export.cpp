@@ -309,9 +309,11 @@ TEST_F(Exported, CheckpointsCarryEveryOptimizerAndSchedulerAndRefuseAMismatch) {
   ddp_optimizer* swapped[2] = {b2, a2};
   EXPECT_EQ(ddp_strategy_load_checkpoint_v2(s, path.c_str(), m, swapped, 2, scheds2, 2, nullptr, nullptr), DDP_E_IO);
   EXPECT_TRUE(has(last(), "another optimizer")) << last();
+  EXPECT_TRUE(has(last(), "load_checkpoint: " + path + ": ")) << last();
   ddp_lr_scheduler* swapped_s[2] = {sb2, sa2};
   EXPECT_EQ(ddp_strategy_load_checkpoint_v2(s, path.c_str(), m, opts2, 2, swapped_s, 2, nullptr, nullptr), DDP_E_IO);
   EXPECT_TRUE(has(last(), "lacks 'step_size'")) << last();
+  EXPECT_TRUE(has(last(), "load_checkpoint: " + path + ": ")) << last();
   double lr = 0;
   ddp_optimizer_lr(a2, &lr);
   EXPECT_EQ(lr, 0.1);
