@@ -40,6 +40,9 @@ class BatchedHook : public StatefulHook {
     if (!opts_.warm_start || !mem.p.defined()) {
       mem.p = at::empty({side, r}, input.options());
       mem.q = SeededNormal(seeds_.randint(kSeedBound)).draw({side, r}, input);
+    } else {
+      check_memory_fits(bucket.index, "p", mem.p, {side, r});
+      check_memory_fits(bucket.index, "q", mem.q, {side, r});
     }
     orthogonalize(mem.q.unsqueeze(0), opts_.orthogonalization_epsilon);
     at::mm_out(mem.p, matrix, mem.q);

@@ -63,6 +63,10 @@ class PerTensorHook : public StatefulHook {
     split(bucket, *step, p_total, q_total);
     BucketMemory& mem = place(bucket.index, step->input);
     const bool fresh = !opts_.warm_start || !mem.p.defined();
+    if (!fresh) {
+      check_memory_fits(bucket.index, "p", mem.p, {p_total});
+      check_memory_fits(bucket.index, "q", mem.q, {q_total});
+    }
     if (fresh) {
       mem.p = at::empty({p_total}, step->input.options());
       mem.q = at::empty({q_total}, step->input.options());

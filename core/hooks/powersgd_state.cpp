@@ -15,9 +15,19 @@ BucketMemory& StatefulHook::place(size_t bucket, const at::Tensor& like) {
   return mem;
 }
 
+void StatefulHook::check_memory_fits(size_t bucket, const char* what, const at::Tensor& have,
+                                     at::IntArrayRef want) const {
+  if (have.defined() && have.sizes() == want) return;
+  fail(Status::IO, "comm hook state: " + kind_ + "'s '" + what + "' of bucket " + std::to_string(bucket) +
+                       (have.defined() ? " has shape " + c10::str(have.sizes()) : std::string(" is missing")) +
+                       ", this bucket needs " + c10::str(want) +
+                       " (was the checkpoint saved with other buckets: another bucket_cap_mb or model?)");
+}
+
 void StatefulHook::add_error(size_t bucket, const at::Tensor& input) {
   BucketMemory& mem = place(bucket, input);
   if (mem.error.defined()) {
+    check_memory_fits(bucket, "error", mem.error, input.sizes());
     input.add_(mem.error);
   } else {
     mem.error = at::zeros_like(input);

@@ -53,6 +53,12 @@ class StatefulHook : public PowerSgdHook {
   BucketMemory& place(size_t bucket, const at::Tensor& like);
   // Adds the residual into `input` (creating a zero one on first use).
   void add_error(size_t bucket, const at::Tensor& input);
+  // Status::IO unless bucket `bucket`'s memory `what` ("error", "p", "q")
+  // has the shape `want` this bucket needs. Memories restored from a
+  // checkpoint of other buckets (another bucket_cap_mb or model) were
+  // otherwise broadcast into the bucket (a residual of one element) or
+  // narrowed to it without a word, or failed deep inside an operator.
+  void check_memory_fits(size_t bucket, const char* what, const at::Tensor& have, at::IntArrayRef want) const;
   // Plain all-reduce average before the start step (PyTorch's _allreduce_fut).
   PendingPtr allreduce_average(Group& group, const BucketView& bucket);
 

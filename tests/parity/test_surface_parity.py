@@ -145,6 +145,40 @@ def test_powersgd_resumed_from_a_checkpoint_compresses_as_an_uninterrupted_run(d
     assert not torch.equal(saved[0]["buckets"][0]["error"], saved[1]["buckets"][0]["error"])  # each rank its own
 
 
+@pytest.mark.parametrize("hook", ["powersgd", "batched"])
+def test_a_resumed_powersgd_memory_that_does_not_fit_its_bucket_is_refused_by_name(data, hook, tmp_path):
+    """A checkpoint whose PowerSGD memories do not fit the buckets (saved
+    with other buckets: another bucket_cap_mb or model; here made so by
+    editing the saved state) ends the resumed run with DDP_E_IO naming the
+    memory, the bucket and both shapes, on the rank whose memory it is. A
+    residual of one element was broadcast into the bucket without a word,
+    and a P memory larger than the bucket needs was narrowed to it."""
+    import shutil
+    own = str(tmp_path / "data")
+    shutil.copytree(data, own)
+
+    def run(**env):
+        return subprocess.run([JOB, own, "16"], capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, OMP_NUM_THREADS="1", SURFACE_HOOK=hook, **env))
+
+    assert run(SURFACE_STOP_AT="8").returncode == 0
+    ckpt = os.path.join(own, "hook.ckpt")
+    saved = torch.load(ckpt, weights_only=True)
+    memory = saved["libddp"]["comm_hook"][1]["buckets"][0]
+    error_shape, p_shape = list(memory["error"].shape), list(memory["p"].shape)
+    for what, value, shape in (("error", torch.ones(1), error_shape), ("p", torch.ones(*p_shape[:-1], p_shape[-1] + 2), p_shape)):
+        edited = torch.load(ckpt, weights_only=True)
+        edited["libddp"]["comm_hook"][1]["buckets"][0][what] = value  # rank 1's
+        torch.save(edited, os.path.join(own, "hook.ckpt"))
+        r = run(SURFACE_RESUME="1")
+        torch.save(saved, ckpt)
+        assert r.returncode != 0, r.stdout
+        kind = "batched PowerSGD" if hook == "batched" else "PowerSGD"
+        words = (f"comm hook state: {kind}'s '{what}' of bucket 0 has shape {list(value.shape)}, this bucket needs "
+                 f"{shape} (was the checkpoint saved with other buckets")
+        assert words in r.stderr and "(status -8)" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("divide", ["1", "0"])
 @pytest.mark.parametrize("model", ["gen.pt", "norm.pt"])
 def test_join_with_uneven_batches_equals_pytorchs_join(data, model, divide):
