@@ -269,7 +269,8 @@ LightningCheckpoint read_lightning_checkpoint(std::shared_ptr<caffe2::serialize:
     }
     auto avg = o.find("model_averager_step");
     if (avg != o.end()) {
-      if (!avg->value().isInt() || avg->value().toInt() < 0) bad_checkpoint(name, "libddp's 'model_averager_step' is not a step count");
+      if (!avg->value().isInt() || avg->value().toInt() < 0 || avg->value().toInt() > kMostSteps)
+        bad_checkpoint(name, "libddp's 'model_averager_step' is not a step count (0 to 2^62)");
       c.averager_step = avg->value().toInt();
     }
   }

@@ -17,6 +17,13 @@ namespace ddp::core {
 // durations are bounded by it.
 constexpr std::chrono::milliseconds kMaxTimeout{2147483647};
 
+// The most steps a count that each training step adds one to may hold when
+// it is read from a saved state (a scheduler's last_epoch, a comm hook's
+// iteration, the model averager's step): Python's ints never overflow, an
+// int64 does, and a damaged or hostile file could hold one that the next
+// step overflows. No run steps 2^62 times.
+constexpr int64_t kMostSteps = int64_t{1} << 62;
+
 enum class Status : int32_t {
   Ok = 0,
   InvalidArgument = -1,

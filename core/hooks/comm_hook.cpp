@@ -58,6 +58,9 @@ int64_t hook_state_int(const c10::impl::GenericDict& d, const std::string& kind,
   const auto& v = hook_state_entry(d, kind, key);
   if (!v.isInt() || v.toInt() < 0)
     fail(Status::IO, "comm hook state: " + kind + "'s '" + key + "' is not a count");
+  if (v.toInt() > kMostSteps)  // each step adds to it (types.h)
+    fail(Status::IO, "comm hook state: " + kind + "'s '" + key + "' " + std::to_string(v.toInt()) +
+                         " is out of range (at most 2^62)");
   return v.toInt();
 }
 

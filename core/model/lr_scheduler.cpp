@@ -42,16 +42,14 @@ class Saved {
     if (!v.isInt()) wrong(key, v, "an int");
     return v.toInt();
   }
-  // A count that each step adds one to (last_epoch, _step_count, ...): a
-  // hostile or corrupt state could hold one that the next step overflows
-  // (Python's ints do not); no run steps 2^62 times.
+  // A count that each step adds one to (last_epoch, _step_count, ...),
+  // within kMostSteps (types.h).
   int64_t counter(const std::string& key) const {
     int64_t v = integer(key);
     if (v < -kMostSteps || v > kMostSteps)
       fail(Status::IO, "lr scheduler state: " + key + " " + std::to_string(v) + " is out of range (at most 2^62 steps)");
     return v;
   }
-  static constexpr int64_t kMostSteps = int64_t{1} << 62;
   // A period or count that the formulas divide by.
   int64_t positive(const std::string& key) const {
     int64_t v = integer(key);

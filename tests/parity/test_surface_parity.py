@@ -179,6 +179,44 @@ def test_a_resumed_powersgd_memory_that_does_not_fit_its_bucket_is_refused_by_na
         assert words in r.stderr and "(status -8)" in r.stderr, r.stderr
 
 
+def test_a_saved_step_count_that_the_next_steps_would_overflow_is_refused(data, tmp_path):
+    """A comm hook's iteration or the model averager's step past 2^62 in a
+    checkpoint (a damaged or hostile file: Python's ints do not overflow,
+    int64 does) is DDP_E_IO at the load. A PowerSGD iteration of 2^63 - 1
+    loaded, and the first step's increment overflowed (undefined
+    behaviour): the run went on with other gradients than the resumed
+    run's from its first step."""
+    import shutil
+    own = str(tmp_path / "data")
+    shutil.copytree(data, own)
+
+    def run(**env):
+        return subprocess.run([JOB, own, "16"], capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, OMP_NUM_THREADS="1", SURFACE_HOOK="powersgd", **env))
+
+    assert run(SURFACE_STOP_AT="8").returncode == 0
+    ckpt = os.path.join(own, "hook.ckpt")
+    saved = torch.load(ckpt, weights_only=True)
+    most = 2**63 - 1
+
+    def hook_iter(ck):
+        for state in ck["libddp"]["comm_hook"]:
+            state["iter"] = most
+
+    def averager_step(ck):
+        ck["libddp"]["model_averager_step"] = most
+
+    for edit, words in ((hook_iter, f"comm hook state: PowerSGD's 'iter' {most} is out of range (at most 2^62)"),
+                        (averager_step, "libddp's 'model_averager_step' is not a step count (0 to 2^62)")):
+        edited = torch.load(ckpt, weights_only=True)
+        edit(edited)
+        torch.save(edited, ckpt)
+        r = run(SURFACE_RESUME="1")
+        torch.save(saved, ckpt)
+        assert r.returncode != 0, r.stdout
+        assert words in r.stderr and "(status -8)" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("divide", ["1", "0"])
 @pytest.mark.parametrize("model", ["gen.pt", "norm.pt"])
 def test_join_with_uneven_batches_equals_pytorchs_join(data, model, divide):
