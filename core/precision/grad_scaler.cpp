@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "common/error.h"
@@ -75,15 +77,21 @@ void GradScaler::check_state(const std::vector<NamedTensor>& saved) const {
     if (!t) fail(Status::IO, std::string("grad scaler state: '") + name + "' is missing");
     if (t->numel() != 1) fail(Status::IO, std::string("grad scaler state: '") + name + "' is not one number");
   }
+  // What load_state fills into the float scale and the int32 tracker must
+  // fit them: a fill that fails there would come after the strategy's
+  // agreement that the checkpoint loads, with the modules loaded already.
   double s = find(saved, "scale")->to(at::kDouble).item<double>();
-  if (!std::isfinite(s) || s <= 0)
-    fail(Status::IO, "grad scaler state: the scale " + std::to_string(s) + " is not a positive number");
+  if (!std::isfinite(s) || s <= 0 || s > std::numeric_limits<float>::max() || static_cast<float>(s) == 0)
+    fail(Status::IO, "grad scaler state: the scale " + std::to_string(s) + " is not a positive float32 number");
+  double g = find(saved, "growth_tracker")->to(at::kDouble).item<double>();
+  if (!(g >= std::numeric_limits<int32_t>::min() && g <= std::numeric_limits<int32_t>::max()) || g != std::trunc(g))
+    fail(Status::IO, "grad scaler state: the growth tracker " + std::to_string(g) + " is not an int32 count");
 }
 
 void GradScaler::load_state(const std::vector<NamedTensor>& saved) {
   check_state(saved);
   scale_.fill_(find(saved, "scale")->to(at::kDouble).item<double>());
-  growth_tracker_.fill_(find(saved, "growth_tracker")->to(at::kLong).item<int64_t>());
+  growth_tracker_.fill_(static_cast<int64_t>(find(saved, "growth_tracker")->to(at::kDouble).item<double>()));
   found_inf_.zero_();
   unscaled_ = false;
 }

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "full_disk_save.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/lightning_checkpoint.h"
+#include "precision/grad_scaler.h"
 #include "checkpoint/torch_archive.h"
 #include "common/error.h"
 
@@ -422,6 +424,44 @@ TEST(TorchCheckpoint, LibddpsEarlierFilesStillLoad) {
   EXPECT_TRUE(at::equal(state.at(0).toGenericDict().at("momentum_buffer").toTensor(), at::full({2, 2}, 3.0)));
   ASSERT_EQ(c.precision.size(), 1u);
   std::remove(path.c_str());
+}
+
+// A saved scaler state whose numbers the scaler's float32 scale or int32
+// growth tracker cannot hold (an earlier libddp file names them as tensors
+// of any dtype) is refused by its check: the strategy loads the modules
+// once every check on every rank passed, and the scaler's fill failed only
+// then (c10's "value cannot be converted to type int without overflow"),
+// after the modules had been loaded; a scale below float32's range became 0,
+// which skips every step after it.
+TEST(TorchCheckpoint, AScalerStateItsTensorsCannotHoldIsRefusedByItsCheck) {
+  GradScaler scaler;
+  auto state = [](at::Tensor scale, at::Tensor tracker) {
+    return std::vector<NamedTensor>{{"scale", scale}, {"growth_tracker", tracker}};
+  };
+  const at::Tensor ok_scale = at::scalar_tensor(1024.0, at::kDouble), ok_tracker = at::scalar_tensor(7, at::kLong);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    at::Tensor scale, tracker;
+    const char* words;
+  };
+  const Case cases[] = {
+      {at::scalar_tensor(1e300, at::kDouble), ok_tracker, "the scale 1000000"},
+      {at::scalar_tensor(1e-300, at::kDouble), ok_tracker, "is not a positive float32 number"},
+      {ok_scale, at::scalar_tensor(nan, at::kDouble), "the growth tracker nan is not an int32 count"},
+      {ok_scale, at::scalar_tensor(int64_t{1} << 40, at::kLong), "the growth tracker 1099511627776"},
+      {ok_scale, at::scalar_tensor(2.5, at::kDouble), "the growth tracker 2.5"},
+  };
+  for (const Case& c : cases) {
+    try {
+      scaler.check_state(state(c.scale, c.tracker));
+      ADD_FAILURE() << "accepted: " << c.words;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::IO);
+      EXPECT_NE(std::string(e.what()).find(c.words), std::string::npos) << e.what();
+    }
+  }
+  scaler.load_state(state(ok_scale, ok_tracker));
+  EXPECT_EQ(scaler.growth_tracker(), 7);
 }
 
 TEST(TorchCheckpoint, ForeignFilesAreRefused) {
