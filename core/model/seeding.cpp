@@ -81,6 +81,18 @@ at::Tensor cpu_rng_state() {
   return gen.get_state();
 }
 
+std::string cpu_rng_state_refusal(const at::Tensor& state) {
+  at::Generator scratch = at::make_generator<at::CPUGeneratorImpl>();
+  try {
+    scratch.set_state(state);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 void set_cpu_rng_state(const at::Tensor& state) {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());

@@ -9,6 +9,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
+
 namespace ddp::core {
 
 // Lightning's seed_everything(seed): with no seed, PL_GLOBAL_SEED's value,
@@ -35,5 +37,9 @@ bool deterministic();
 // is wrong with a state that is not one).
 at::Tensor cpu_rng_state();
 void set_cpu_rng_state(const at::Tensor& state);
+// Why torch's CPU generator would refuse `state` (its size, an mt19937
+// state that is not one), found on a scratch generator; empty where it
+// would take it. The default generator is left alone.
+std::string cpu_rng_state_refusal(const at::Tensor& state);
 
 }  // namespace ddp::core

@@ -618,6 +618,12 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
       if (rng_state.numel() != own)
         fail(Status::IO, "load_checkpoint: " + path + ": rank " + std::to_string(global_rank()) + "'s RNG state has " +
                              std::to_string(rng_state.numel()) + " bytes, this LibTorch's has " + std::to_string(own));
+      // Restored (resume_from_dir) only after every rank agreed that the
+      // file loads: a stream torch refuses must fail that agreement.
+      const std::string refusal = cpu_rng_state_refusal(rng_state);
+      if (!refusal.empty())
+        fail(Status::IO, "load_checkpoint: " + path + ": rank " + std::to_string(global_rank()) +
+                             "'s RNG state is not one torch takes: " + refusal);
     }
     if (opts_.comm_hook) opts_.comm_hook->check_state_dict(hook_state);
     else if (!hook_state.isNone())

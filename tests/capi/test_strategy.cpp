@@ -625,6 +625,71 @@ TEST(Strategy, ACheckpointDirectoryKeepsTheNewestAndResumesFromTheNewestThatLoad
 
 }  // namespace
 
+
+// A checkpoint whose saved random stream torch refuses (a damaged file) is
+// passed over like any file that does not load, with nothing changed. It
+// loaded (the modules too) and only the stream's restore, after the ranks
+// had agreed, failed: resume_from_dir ended with DDP_E_INVALID_ARGUMENT on
+// that rank, holding the newest file's weights, where another rank whose
+// stream was sound went on with them.
+TEST(Strategy, ACheckpointWhoseRandomStreamTorchRefusesIsPassedOverWithNothingChanged) {
+  std::string why;
+  const std::string data = export_digits("rng_stream", &why);
+  if (data.empty()) GTEST_SKIP() << why;
+  const std::string python = std::string(std::getenv("DDP_EXPORT_DIGITS")).substr(0, std::string(std::getenv("DDP_EXPORT_DIGITS")).find(' '));
+  const std::string dir = data + "/ckpts";
+  ddp_strategy* s = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&s, nullptr), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
+  ddp_module* m = nullptr;
+  ASSERT_EQ(ddp_module_load(&m, (data + "/mlp.pt").c_str()), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_module(s, m), DDP_OK) << last();
+  auto set_bias = [&](float v) {
+    std::vector<float> ten(10, v);
+    int64_t shape[1] = {10};
+    ddp_tensor* t = nullptr;
+    ASSERT_EQ(ddp_tensor_from_blob(&t, ten.data(), DDP_FLOAT32, shape, 1), DDP_OK);
+    ASSERT_EQ(ddp_module_set(m, "fc3.bias", t), DDP_OK) << last();
+    ddp_tensor_free(t);
+  };
+  auto bias = [&] {
+    ddp_tensor* t = nullptr;
+    EXPECT_EQ(ddp_module_get(m, "fc3.bias", &t), DDP_OK);
+    const float v = static_cast<const float*>(ddp_tensor_data(t))[0];
+    ddp_tensor_free(t);
+    return v;
+  };
+  for (int64_t step : {10, 20}) {
+    set_bias(static_cast<float>(step));
+    ddp_checkpoint_info info = DDP_CHECKPOINT_INFO_INIT;
+    info.step = step;
+    ASSERT_EQ(ddp_strategy_save_checkpoint_to_dir(s, dir.c_str(), 0, &m, nullptr, 1, nullptr, 0, nullptr, 0, &info),
+              DDP_OK) << last();
+  }
+  set_bias(3.0f);
+  const std::string newest = dir + "/epoch=0-step=20.ckpt";
+  const std::string zero_stream = python + " -c \"import sys, torch; p = sys.argv[1]; "
+                                  "c = torch.load(p, weights_only=True); c['libddp']['rng_states'][0].zero_(); "
+                                  "torch.save(c, p)\" " + newest;
+  ASSERT_EQ(std::system(zero_stream.c_str()), 0) << zero_stream;
+  int resumed = -1;
+  ddp_checkpoint_info back = DDP_CHECKPOINT_INFO_INIT;
+  ddp_buffer* report = nullptr;
+  ASSERT_EQ(ddp_strategy_resume_from_dir(s, dir.c_str(), &m, nullptr, 1, nullptr, 0, nullptr, 0, &resumed, &back,
+                                         nullptr, &report), DDP_OK) << last();
+  EXPECT_EQ(back.step, 10);
+  EXPECT_EQ(bias(), 10.0f);
+  std::string text(static_cast<const char*>(ddp_buffer_data(report)), ddp_buffer_size(report));
+  EXPECT_TRUE(has(text, "passed over " + newest + ": load_checkpoint: " + newest + ": rank 0's RNG state")) << text;
+  EXPECT_TRUE(has(text, "Invalid mt19937 state")) << text;
+  ddp_buffer_free(report);
+  // Loading it directly is refused likewise, and changes nothing.
+  set_bias(3.0f);
+  EXPECT_EQ(ddp_strategy_load_checkpoint_v2(s, newest.c_str(), m, nullptr, 0, nullptr, 0, nullptr, nullptr), DDP_E_IO);
+  EXPECT_EQ(bias(), 3.0f);
+  ddp_module_free(m);
+  ddp_strategy_free(s);
+}
 TEST(Strategy, CheckpointsGoThroughTheCallersCheckpointIO) {
   std::string why;
   const std::string dir = export_digits("strategy_io", &why);
