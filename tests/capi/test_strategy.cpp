@@ -29,6 +29,38 @@ namespace {
 std::string last() { return ddp_last_error_message(); }
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// The digits MLP exported (DDP_EXPORT_DIGITS) into a new directory named
+// for `what`; "" with *why set when it cannot be (the test then skips).
+std::string export_digits(const std::string& what, std::string* why) {
+  const char* exporter = std::getenv("DDP_EXPORT_DIGITS");
+  if (!exporter) {
+    *why = "DDP_EXPORT_DIGITS is not set: the test module cannot be exported";
+    return "";
+  }
+  std::string dir = testing::TempDir() + "/" + what + "_" + std::to_string(getpid());
+  if (std::system((std::string(exporter) + " " + dir + " >/dev/null 2>&1").c_str()) != 0) {
+    *why = "export_digits.py could not run (scikit-learn missing?)";
+    return "";
+  }
+  return dir;
+}
+
+// The Python that DDP_EXPORT_DIGITS runs ("<python> <export_digits.py>"),
+// for a test that edits a saved file with torch.
+std::string exporter_python() {
+  const std::string exporter = std::getenv("DDP_EXPORT_DIGITS");
+  return exporter.substr(0, exporter.find(' '));
+}
+
+// A one-rank strategy set up with the digits MLP from `data`.
+void start_with_mlp(const std::string& data, ddp_strategy** s, ddp_module** m) {
+  ASSERT_EQ(ddp_strategy_new(s, nullptr), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_environment(*s), DDP_OK) << last();
+  ASSERT_EQ(ddp_module_load(m, (data + "/mlp.pt").c_str()), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_module(*s, *m), DDP_OK) << last();
+}
+
+
 TEST(Strategy, ModulesThatCannotBeLoadedAreIoErrorsNamingThePath) {
   ddp_module* m = reinterpret_cast<ddp_module*>(0x10);
   EXPECT_EQ(ddp_module_load(&m, "/nonexistent/mlp.pt"), DDP_E_IO);
@@ -74,12 +106,10 @@ TEST(Strategy, AModuleRefusingItsInputIsAnInvalidArgument) {
 // and were DDP_E_BACKEND with no path. The damages were found by loading
 // 4,500 randomly damaged copies of a saved module.
 TEST(Strategy, ADamagedModuleArchiveIsAnIoErrorNamingThePath) {
-  const char* exporter = std::getenv("DDP_EXPORT_DIGITS");  // "<python> <export_digits.py>", set by CTest
-  if (!exporter) GTEST_SKIP() << "DDP_EXPORT_DIGITS is not set: the test module cannot be exported";
-  const std::string python = std::string(exporter).substr(0, std::string(exporter).find(' '));
-  std::string dir = testing::TempDir() + "/damaged_module_" + std::to_string(getpid());
-  if (std::system((std::string(exporter) + " " + dir + " >/dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP() << "export_digits.py could not run (scikit-learn missing?)";
+  std::string why;
+  const std::string dir = export_digits("damaged_module", &why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  const std::string python = exporter_python();
   // Rewrites the archive with one replacement in its code/__torch__.py,
   // every entry compressed as it was (zipfile writes each CRC anew).
   const std::string rewrite = R"(import sys, zipfile
@@ -490,21 +520,6 @@ int store_remove(void* u, const char* path) {
   return 0;
 }
 
-// The digits MLP exported (DDP_EXPORT_DIGITS) into a new directory named
-// for `what`; "" with *why set when it cannot be (the test then skips).
-std::string export_digits(const std::string& what, std::string* why) {
-  const char* exporter = std::getenv("DDP_EXPORT_DIGITS");
-  if (!exporter) {
-    *why = "DDP_EXPORT_DIGITS is not set: the test module cannot be exported";
-    return "";
-  }
-  std::string dir = testing::TempDir() + "/" + what + "_" + std::to_string(getpid());
-  if (std::system((std::string(exporter) + " " + dir + " >/dev/null 2>&1").c_str()) != 0) {
-    *why = "export_digits.py could not run (scikit-learn missing?)";
-    return "";
-  }
-  return dir;
-}
 
 // The names in a directory, sorted.
 std::string listing(const std::string& dir) {
@@ -526,11 +541,9 @@ TEST(Strategy, ACheckpointDirectoryKeepsTheNewestAndResumesFromTheNewestThatLoad
   if (data.empty()) GTEST_SKIP() << why;
   const std::string dir = data + "/run/ckpts";
   ddp_strategy* s = nullptr;
-  ASSERT_EQ(ddp_strategy_new(&s, nullptr), DDP_OK) << last();
-  ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
   ddp_module* m = nullptr;
-  ASSERT_EQ(ddp_module_load(&m, (data + "/mlp.pt").c_str()), DDP_OK) << last();
-  ASSERT_EQ(ddp_strategy_setup_module(s, m), DDP_OK) << last();
+  start_with_mlp(data, &s, &m);
+  if (HasFatalFailure()) return;
   int resumed = -1;
   // A first start: no directory yet, nothing loaded.
   ASSERT_EQ(ddp_strategy_resume_from_dir(s, dir.c_str(), &m, nullptr, 1, nullptr, 0, nullptr, 0, &resumed, nullptr,
@@ -636,14 +649,12 @@ TEST(Strategy, ACheckpointWhoseRandomStreamTorchRefusesIsPassedOverWithNothingCh
   std::string why;
   const std::string data = export_digits("rng_stream", &why);
   if (data.empty()) GTEST_SKIP() << why;
-  const std::string python = std::string(std::getenv("DDP_EXPORT_DIGITS")).substr(0, std::string(std::getenv("DDP_EXPORT_DIGITS")).find(' '));
+  const std::string python = exporter_python();
   const std::string dir = data + "/ckpts";
   ddp_strategy* s = nullptr;
-  ASSERT_EQ(ddp_strategy_new(&s, nullptr), DDP_OK) << last();
-  ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
   ddp_module* m = nullptr;
-  ASSERT_EQ(ddp_module_load(&m, (data + "/mlp.pt").c_str()), DDP_OK) << last();
-  ASSERT_EQ(ddp_strategy_setup_module(s, m), DDP_OK) << last();
+  start_with_mlp(data, &s, &m);
+  if (HasFatalFailure()) return;
   auto set_bias = [&](float v) {
     std::vector<float> ten(10, v);
     int64_t shape[1] = {10};
@@ -689,6 +700,7 @@ TEST(Strategy, ACheckpointWhoseRandomStreamTorchRefusesIsPassedOverWithNothingCh
   EXPECT_EQ(bias(), 3.0f);
   ddp_module_free(m);
   ddp_strategy_free(s);
+  std::system(("rm -rf " + data).c_str());
 }
 TEST(Strategy, CheckpointsGoThroughTheCallersCheckpointIO) {
   std::string why;
