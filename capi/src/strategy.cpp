@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <cstddef>
+#include <limits>
 #include <cstring>
 
 #include <vector>
@@ -441,6 +442,15 @@ void check_info(const ddp_checkpoint_info* info, const char* fn) {
   if (info->version >= 2 && info->samples_in_epoch < 0)
     fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": samples_in_epoch " + std::to_string(info->samples_in_epoch) +
                                      " is negative");
+  // Lightning's counters never are; the file name and the fit loop's
+  // progress are made of them.
+  for (auto [name, v] : {std::pair<const char*, int64_t>{"step", info->step}, {"epoch", info->epoch},
+                         {"batches_in_epoch", info->batches_in_epoch}})
+    if (v < 0) fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": " + name + " " + std::to_string(v) + " is negative");
+  if (info->batches_in_epoch > 0 && info->epoch > std::numeric_limits<int64_t>::max() / info->batches_in_epoch)
+    fail(DDP_E_INVALID_ARGUMENT, std::string(fn) + ": epoch " + std::to_string(info->epoch) + " times batches_in_epoch " +
+                                     std::to_string(info->batches_in_epoch) +
+                                     " (the batches Lightning's fit loop counts) is past int64");
 }
 
 ddp::core::CheckpointInfo info_in(const ddp_checkpoint_info* info) {

@@ -291,6 +291,17 @@ TEST_F(Exported, CheckpointsCarryEveryOptimizerAndSchedulerAndRefuseAMismatch) {
   info.step = 30;
   info.epoch = 3;
   ASSERT_EQ(ddp_strategy_save_checkpoint_v2(s, path.c_str(), m, opts, 2, scheds, 2, &info), DDP_OK) << last();
+  // Counters that Lightning's never are: negative, or a fit loop's batch
+  // count (epoch x batches_in_epoch) past int64.
+  ddp_checkpoint_info wrong = info;
+  wrong.epoch = -1;
+  EXPECT_EQ(ddp_strategy_save_checkpoint_v2(s, path.c_str(), m, opts, 2, scheds, 2, &wrong), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "epoch -1 is negative")) << last();
+  wrong = info;
+  wrong.epoch = int64_t{1} << 32;
+  wrong.batches_in_epoch = int64_t{1} << 32;
+  EXPECT_EQ(ddp_strategy_save_checkpoint_v2(s, path.c_str(), m, opts, 2, scheds, 2, &wrong), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "epoch 4294967296 times batches_in_epoch 4294967296")) << last();
   info.version = 9;
   EXPECT_EQ(ddp_strategy_save_checkpoint_v2(s, path.c_str(), m, opts, 2, scheds, 2, &info), DDP_E_INVALID_ARGUMENT);
   EXPECT_EQ(ddp_strategy_save_checkpoint_v2(s, path.c_str(), m, nullptr, 2, scheds, 2, nullptr), DDP_E_INVALID_ARGUMENT);

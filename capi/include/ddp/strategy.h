@@ -430,6 +430,8 @@ typedef struct ddp_checkpoint_info {
  * @param opts,scheds the optimizers and schedulers in Lightning's order (each
  *        array may be NULL with its count 0); borrowed for the call.
  * @param info NULL: all counters 0, no user bytes.
+ * @return DDP_E_INVALID_ARGUMENT naming a negative counter of @p info, or an
+ *         epoch times batches_in_epoch (the fit loop's batch count) past int64.
  */
 DDP_API ddp_status ddp_strategy_save_checkpoint_v2(ddp_strategy *s, const char *path, const ddp_module *m,
                                                    ddp_optimizer *const *opts, size_t num_opts,
