@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "tensor/tensors.h"
 
 namespace ddp::core {
@@ -189,11 +190,11 @@ void write_file_atomically(const std::string& path, const std::vector<uint8_t>& 
 
 std::vector<uint8_t> read_whole_file(const std::string& path) {
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) fail(Status::IO, "checkpoint " + path + ": cannot open: " + why_errno());
+  std::string why;
+  f.fd = open_regular_file(path, &why);
+  if (f.fd < 0) fail(Status::IO, "checkpoint " + path + ": " + why);
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) fail(Status::IO, "checkpoint " + path + ": cannot stat: " + why_errno());
-  if (!S_ISREG(st.st_mode)) fail(Status::IO, "checkpoint " + path + ": not a regular file");
   std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
   size_t got = 0;
   while (got < bytes.size()) {

@@ -12,6 +12,7 @@
 
 #include "checkpoint/checkpoint_file.h"
 #include "common/error.h"
+#include "common/regular_file.h"
 
 namespace ddp::core {
 namespace {
@@ -37,12 +38,13 @@ class BytesReader : public caffe2::serialize::ReadAdapterInterface {
 class FileReader : public MappableSource {
  public:
   explicit FileReader(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) fail(Status::IO, "checkpoint " + path + ": cannot open: " + why_errno());
+    std::string why;
+    fd_ = open_regular_file(path, &why);
+    if (fd_ < 0) fail(Status::IO, "checkpoint " + path + ": " + why);
     struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd_, &st) != 0) {
       ::close(fd_);
-      fail(Status::IO, "checkpoint " + path + ": not a regular file");
+      fail(Status::IO, "checkpoint " + path + ": cannot stat: " + why_errno());
     }
     size_ = static_cast<size_t>(st.st_size);
   }

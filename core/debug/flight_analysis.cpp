@@ -10,6 +10,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/regular_file.h"
+
 namespace ddp::core::flight {
 namespace {
 
@@ -191,6 +193,10 @@ RankRecord parse_record(const std::string& text, const std::string& name) {
 }
 
 RankRecord read_record(const std::string& path) {
+  std::string why;
+  const int fd = open_regular_file(path, &why);  // not a FIFO, which would block the read
+  if (fd < 0) throw std::runtime_error(path + ": cannot be read: " + why);
+  ::close(fd);
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error(path + ": cannot be read");
   std::stringstream ss;

@@ -9,6 +9,7 @@
 #include "checkpoint/torch_archive.h"
 #include "comm/failure.h"
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "tensor/tensors.h"
 
 namespace ddp::core {
@@ -101,6 +102,11 @@ ScriptModule::~ScriptModule() = default;
 
 std::unique_ptr<ScriptModule> ScriptModule::load(const std::string& path) {
   auto impl = std::make_unique<Impl>();
+  // torch::jit::load's own open blocks for good on a FIFO (regular_file.h).
+  std::string why;
+  const int fd = open_regular_file(path, &why);
+  if (fd < 0) fail(Status::IO, "module " + path + ": " + why);
+  ::close(fd);
   try {
     impl->module = torch::jit::load(path);
   } catch (const std::bad_alloc&) {

@@ -5,6 +5,7 @@
 // the values with PyTorch and Lightning: tests/parity/test_checkpoint_parity.py
 // and test_lr_scheduler_parity.py.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,6 +130,13 @@ TEST_F(Exported, SavedModulesAndStateDictsComeBackAndBadPathsAreNamed) {
   EXPECT_EQ(ddp_module_load_state_dict(fresh, (dir + "/mlp.pt").c_str(), 1), DDP_E_IO);  // a TorchScript archive
   EXPECT_TRUE(has(last(), "mlp.pt")) << last();
   EXPECT_EQ(ddp_module_load_state_dict(fresh, (dir + "/none.pt").c_str(), 0), DDP_E_IO);
+  // A FIFO at once, not a wait for its writer (an alarm ends a hang).
+  const std::string fifo = dir + "/sd_fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  alarm(20);
+  EXPECT_EQ(ddp_module_load_state_dict(fresh, fifo.c_str(), 1), DDP_E_IO);
+  EXPECT_TRUE(has(last(), fifo + ": not a regular file")) << last();
+  alarm(0);
   ddp_module_free(fresh);
 }
 

@@ -73,6 +73,15 @@ TEST(Strategy, ModulesThatCannotBeLoadedAreIoErrorsNamingThePath) {
   EXPECT_EQ(ddp_module_load(&m, nullptr), DDP_E_INVALID_ARGUMENT);
   EXPECT_EQ(ddp_module_num_parameters(nullptr), 0u);
   std::remove(junk.c_str());
+  // A FIFO is refused at once: LibTorch's own open waited for a writer for
+  // good (an alarm ends the test where it would hang).
+  const std::string fifo = testing::TempDir() + "/module_fifo_" + std::to_string(getpid());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  alarm(20);
+  EXPECT_EQ(ddp_module_load(&m, fifo.c_str()), DDP_E_IO);
+  EXPECT_TRUE(has(last(), "module " + fifo + ": not a regular file")) << last();
+  alarm(0);
+  std::remove(fifo.c_str());
 }
 
 // A module that refuses its input (here: the digits MLP, which takes 64

@@ -5,6 +5,7 @@
 // data refused by name; libddp's DDPCKPT files still read.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -474,4 +475,28 @@ TEST(TorchCheckpoint, ForeignFilesAreRefused) {
   }
   EXPECT_EQ(try_load(temp_path("does_not_exist")), Status::IO);
   std::remove(path.c_str());
+}
+
+// A path that names a FIFO, a directory or a device is refused at once: the
+// open of a FIFO for reading waited for a writer that never came, and the
+// load hung for good (the earlier format's whole-file read too). An alarm
+// ends the test where it would hang.
+TEST(TorchCheckpoint, APathThatIsNoRegularFileIsRefusedWithoutWaiting) {
+  const std::string fifo = temp_path("fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  alarm(20);
+  for (const std::string& path : {fifo, testing::TempDir(), std::string("/dev/null")}) {
+    std::string why;
+    EXPECT_EQ(try_load(path, nullptr, &why), Status::IO) << path;
+    EXPECT_NE(why.find(path + ": not a regular file"), std::string::npos) << why;
+    try {
+      load_checkpoint_file(path);
+      ADD_FAILURE() << "the earlier format's reader took " << path;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+  }
+  alarm(0);
+  std::remove(fifo.c_str());
 }

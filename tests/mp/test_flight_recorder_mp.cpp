@@ -115,6 +115,19 @@ TEST(FlightAnalysis, RefusesDamagedRecordsNamingTheLine) {
   }
   EXPECT_THROW(fl::parse_record("something else\n", "other"), std::runtime_error);
   EXPECT_THROW(fl::parse_record("libddp-flight-recorder 1\nrank 3\nworld 2\nend\n", "rank"), std::runtime_error);
+  // A path that is a FIFO is refused at once: its read waited for a writer
+  // (an alarm ends the test where it would hang).
+  const std::string fifo = testing::TempDir() + "/flight_fifo_" + std::to_string(getpid());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  alarm(20);
+  try {
+    fl::read_record(fifo);
+    ADD_FAILURE() << "a FIFO was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(has(e.what(), fifo + ": cannot be read: not a regular file")) << e.what();
+  }
+  alarm(0);
+  std::remove(fifo.c_str());
 }
 
 TEST(FlightAnalysis, NamesTheRankBehindAndTheCallItNeverMade) {
