@@ -114,7 +114,7 @@ std::unique_ptr<ScriptModule> ScriptModule::load(const std::string& path) {
   } catch (const std::exception& e) {
     // Not only c10::Error: a damaged archive whose code does not parse
     // throws the TorchScript compiler's ErrorReport, and one whose pickle
-    // names what is not there std::out_of_range (found by loading 4,500
+    // names what is not there std::out_of_range (found by loading 5,010
     // damaged copies of a saved module, the zip's CRCs mended or not).
     fail_from_aten(Status::IO, "module " + path + ": not a loadable TorchScript file", e);
   }

@@ -113,7 +113,7 @@ TEST(Strategy, AModuleRefusingItsInputIsAnInvalidArgument) {
 // naming the path, as a file that is no archive is: TorchScript's compiler
 // and its unpickler throw their own exception types there, not c10::Error,
 // and were DDP_E_BACKEND with no path. The damages were found by loading
-// 4,500 randomly damaged copies of a saved module.
+// 5,010 randomly damaged copies of a saved module.
 TEST(Strategy, ADamagedModuleArchiveIsAnIoErrorNamingThePath) {
   std::string why;
   const std::string dir = export_digits("damaged_module", &why);
