@@ -57,7 +57,9 @@ class StatefulHook : public PowerSgdHook {
   // has the shape `want` this bucket needs. Memories restored from a
   // checkpoint of other buckets (another bucket_cap_mb or model) were
   // otherwise broadcast into the bucket (a residual of one element) or
-  // narrowed to it without a word, or failed deep inside an operator.
+  // narrowed to it without a word, or failed deep inside an operator. The
+  // same check stops one hook given to two reducers (against comm_hook.h)
+  // where their buckets of one index differ in size.
   void check_memory_fits(size_t bucket, const char* what, const at::Tensor& have, at::IntArrayRef want) const;
   // Plain all-reduce average before the start step (PyTorch's _allreduce_fut).
   PendingPtr allreduce_average(Group& group, const BucketView& bucket);
