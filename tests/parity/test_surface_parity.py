@@ -145,6 +145,19 @@ def test_powersgd_resumed_from_a_checkpoint_compresses_as_an_uninterrupted_run(d
     assert not torch.equal(saved[0]["buckets"][0]["error"], saved[1]["buckets"][0]["error"])  # each rank its own
 
 
+def hook_job_on_a_copy(data, tmp_path, hook):
+    """A copy of the exported data (the job writes its hook.ckpt there) and
+    a runner of the 16-step hook job on it: run(**env) -> CompletedProcess."""
+    import shutil
+    own = str(tmp_path / "data")
+    shutil.copytree(data, own)
+
+    def run(**env):
+        return subprocess.run([JOB, own, "16"], capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, OMP_NUM_THREADS="1", SURFACE_HOOK=hook, **env))
+    return own, run
+
+
 @pytest.mark.parametrize("hook", ["powersgd", "batched"])
 def test_a_resumed_powersgd_memory_that_does_not_fit_its_bucket_is_refused_by_name(data, hook, tmp_path):
     """A checkpoint whose PowerSGD memories do not fit the buckets (saved
@@ -153,13 +166,7 @@ def test_a_resumed_powersgd_memory_that_does_not_fit_its_bucket_is_refused_by_na
     memory, the bucket and both shapes, on the rank whose memory it is. A
     residual of one element was broadcast into the bucket without a word,
     and a P memory larger than the bucket needs was narrowed to it."""
-    import shutil
-    own = str(tmp_path / "data")
-    shutil.copytree(data, own)
-
-    def run(**env):
-        return subprocess.run([JOB, own, "16"], capture_output=True, text=True, timeout=300,
-                              env=dict(os.environ, OMP_NUM_THREADS="1", SURFACE_HOOK=hook, **env))
+    own, run = hook_job_on_a_copy(data, tmp_path, hook)
 
     assert run(SURFACE_STOP_AT="8").returncode == 0
     ckpt = os.path.join(own, "hook.ckpt")
@@ -186,13 +193,7 @@ def test_a_saved_step_count_that_the_next_steps_would_overflow_is_refused(data, 
     loaded, and the first step's increment overflowed (undefined
     behaviour): the run went on with other gradients than the resumed
     run's from its first step."""
-    import shutil
-    own = str(tmp_path / "data")
-    shutil.copytree(data, own)
-
-    def run(**env):
-        return subprocess.run([JOB, own, "16"], capture_output=True, text=True, timeout=300,
-                              env=dict(os.environ, OMP_NUM_THREADS="1", SURFACE_HOOK="powersgd", **env))
+    own, run = hook_job_on_a_copy(data, tmp_path, "powersgd")
 
     assert run(SURFACE_STOP_AT="8").returncode == 0
     ckpt = os.path.join(own, "hook.ckpt")
