@@ -25,6 +25,21 @@ PendingPtr then(Group& group, const char* op, PendingPtr inner, std::function<vo
   });
 }
 
+void CommHook::attach(const void* reducer) {
+  const char* kind = stateful_kind();
+  if (!kind) return;
+  const void* held = nullptr;
+  if (holder_.compare_exchange_strong(held, reducer) || held == reducer) return;
+  fail(Status::State, std::string("set_comm_hook: this ") + kind +
+                          " hook serves another reducer already; a hook that keeps state between steps serves one "
+                          "reducer (create one per reducer, or free the other reducer first)");
+}
+
+void CommHook::detach(const void* reducer) noexcept {
+  const void* held = reducer;
+  holder_.compare_exchange_strong(held, nullptr);
+}
+
 namespace {
 std::string kind_of_state(const c10::IValue& saved) {
   if (!saved.isGenericDict()) return "a " + saved.tagKind();

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <memory>
 
 #include "comm/collectives.h"
@@ -43,6 +44,23 @@ class CommHook {
   virtual void check_state_dict(const c10::IValue& saved) const;
   // After check_state_dict: the hook goes on from `saved`.
   virtual void load_state_dict(const c10::IValue& saved) { (void)saved; }
+
+  // A hook that keeps state between steps (PowerSGD's per-bucket memories,
+  // post-local SGD's step count) serves one reducer at a time: two would
+  // interleave their buckets and steps in one state, and their training
+  // would drift from PyTorch's without a word. attach: Status::State while
+  // another reducer holds such a hook; detach: that reducer lets it go (its
+  // end, or another hook set), after which another may take it.
+  virtual void attach(const void* reducer);
+  virtual void detach(const void* reducer) noexcept;
+
+ protected:
+  // The hook's name in messages when it keeps state between steps; nullptr
+  // for a hook that keeps none (any number of reducers may share it).
+  virtual const char* stateful_kind() const { return nullptr; }
+
+ private:
+  std::atomic<const void*> holder_{nullptr};
 };
 
 // For the hooks' state dicts: the dict `saved` of a hook of `kind`

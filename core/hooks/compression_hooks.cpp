@@ -35,6 +35,8 @@ class CompressWrapper : public CommHook {
   c10::IValue state_dict() const override { return inner_->state_dict(); }
   void check_state_dict(const c10::IValue& saved) const override { inner_->check_state_dict(saved); }
   void load_state_dict(const c10::IValue& saved) override { inner_->load_state_dict(saved); }
+  void attach(const void* reducer) override { inner_->attach(reducer); }
+  void detach(const void* reducer) noexcept override { inner_->detach(reducer); }
 
  private:
   at::ScalarType dtype_;

@@ -40,6 +40,9 @@ class PostLocalSgdHook : public CommHook {
     if (!saved.isNone()) iter_ = hook_state_int(hook_state_of(saved, kKind), kKind, "iter");
   }
 
+ protected:
+  const char* stateful_kind() const override { return kKind; }
+
  private:
   static constexpr const char* kKind = "post-local SGD";
   std::shared_ptr<Group> subgroup_;  // shared: the caller may free its handle first

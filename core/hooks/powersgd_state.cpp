@@ -21,8 +21,8 @@ void StatefulHook::check_memory_fits(size_t bucket, const char* what, const at::
   fail(Status::IO, "comm hook state: " + kind_ + "'s '" + what + "' of bucket " + std::to_string(bucket) +
                        (have.defined() ? " has shape " + c10::str(have.sizes()) : std::string(" is missing")) +
                        ", this bucket needs " + c10::str(want) +
-                       " (was the checkpoint saved with other buckets: another bucket_cap_mb or model? Or is the "
-                       "hook given to more than one reducer? Each needs its own)");
+                       " (were these memories made for other buckets: a checkpoint or a reducer the hook served "
+                       "before, of another bucket_cap_mb or model?)");
 }
 
 void StatefulHook::add_error(size_t bucket, const at::Tensor& input) {

@@ -36,6 +36,7 @@ class StatefulHook : public PowerSgdHook {
   void load_state_dict(const c10::IValue& saved) override;
 
  protected:
+  const char* stateful_kind() const override { return kind_.c_str(); }
   bool compressing() const { return iter_ >= opts_.start_powersgd_iter; }
   // PyTorch's maybe_increase_iter: a step ends with its last bucket.
   void end_of_bucket(bool is_last) {
@@ -57,9 +58,8 @@ class StatefulHook : public PowerSgdHook {
   // has the shape `want` this bucket needs. Memories restored from a
   // checkpoint of other buckets (another bucket_cap_mb or model) were
   // otherwise broadcast into the bucket (a residual of one element) or
-  // narrowed to it without a word, or failed deep inside an operator. The
-  // same check stops one hook given to two reducers (against comm_hook.h)
-  // where their buckets of one index differ in size.
+  // narrowed to it without a word, or failed deep inside an operator; so
+  // were those of a reducer the hook served before (freed since).
   void check_memory_fits(size_t bucket, const char* what, const at::Tensor& have, at::IntArrayRef want) const;
   // Plain all-reduce average before the start step (PyTorch's _allreduce_fut).
   PendingPtr allreduce_average(Group& group, const BucketView& bucket);

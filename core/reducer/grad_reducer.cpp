@@ -110,6 +110,7 @@ Reducer::~Reducer() {
     }
     b.work.reset();
   }
+  if (hook_) hook_->detach(this);
 }
 
 bool Reducer::buckets_may_be_rebuilt() const {
@@ -401,6 +402,9 @@ const BucketView& Reducer::view_of(size_t b) {
 
 void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
   if (step_in_progress()) fail(Status::State, "set_comm_hook: a step is in progress; call it between steps");
+  if (hook == hook_) return;
+  if (hook) hook->attach(this);  // a stateful hook serving another reducer is refused here
+  if (hook_) hook_->detach(this);
   hook_ = std::move(hook);
 }
 

@@ -153,6 +153,48 @@ TEST(PowerSgd, OneRankCompressesFromTheStartStepAndCounts) {
   ddp_comm_hook_free(h);
 }
 
+// A hook that keeps state between steps serves one reducer at a time: a
+// second reducer would interleave its buckets and steps into the first's
+// memories (PyTorch mixes them without a word). Stateless hooks are shared.
+TEST(CommHooks, AStatefulHookServesOneReducerAtATime) {
+  OneRankModel first, second;
+  ddp_comm_hook *ps = nullptr, *ps_bf16 = nullptr, *local = nullptr, *fp16 = nullptr;
+  ASSERT_EQ(ddp_comm_hook_powersgd(&ps, nullptr), DDP_OK);
+  ASSERT_EQ(ddp_comm_hook_wrap_bf16(&ps_bf16, ps), DDP_OK);
+  ASSERT_EQ(ddp_comm_hook_post_localsgd(&local, nullptr, 1, 1), DDP_OK);
+  ASSERT_EQ(ddp_comm_hook_fp16_compress(&fp16), DDP_OK);
+
+  ASSERT_EQ(ddp_reducer_set_comm_hook(first.reducer, ps), DDP_OK) << last();
+  ASSERT_EQ(ddp_reducer_set_comm_hook(first.reducer, ps), DDP_OK) << "setting the same hook again: " << last();
+  EXPECT_EQ(ddp_reducer_set_comm_hook(second.reducer, ps), DDP_E_STATE);
+  EXPECT_NE(last().find("this PowerSGD hook serves another reducer already"), std::string::npos) << last();
+  EXPECT_EQ(ddp_reducer_set_comm_hook(second.reducer, ps_bf16), DDP_E_STATE) << "a wrapper of it is the same state";
+  // The refused reducer keeps its own hook (the built-in all-reduce).
+  ASSERT_EQ(second.step(3), DDP_OK) << last();
+  EXPECT_EQ(second.w, second.input_w);
+
+  ASSERT_EQ(ddp_reducer_set_comm_hook(second.reducer, local), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_set_comm_hook(first.reducer, local), DDP_E_STATE);
+  EXPECT_NE(last().find("post-local SGD"), std::string::npos) << last();
+  ASSERT_EQ(ddp_reducer_set_comm_hook(first.reducer, fp16), DDP_OK) << last();
+  ASSERT_EQ(ddp_reducer_set_comm_hook(second.reducer, fp16), DDP_OK) << "a stateless hook is shared: " << last();
+
+  // `first` let PowerSGD go when it took fp16, so its wrapper may serve `second`;
+  // `second` let post-local SGD go, so `first` may take it.
+  ASSERT_EQ(ddp_reducer_set_comm_hook(second.reducer, ps_bf16), DDP_OK) << last();
+  ASSERT_EQ(ddp_reducer_set_comm_hook(first.reducer, local), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_set_comm_hook(first.reducer, ps), DDP_E_STATE);
+  // A freed reducer lets its hook go.
+  ddp_reducer_free(second.reducer);
+  second.reducer = nullptr;
+  ASSERT_EQ(ddp_reducer_set_comm_hook(first.reducer, ps), DDP_OK) << last();
+  for (unsigned step = 0; step < 3; ++step) ASSERT_EQ(first.step(step), DDP_OK) << last();
+  ddp_compression_stats st;
+  ASSERT_EQ(ddp_comm_hook_compression_stats(ps, &st), DDP_OK);
+  EXPECT_EQ(st.iteration, 3) << "second's step did not go through PowerSGD";
+  for (ddp_comm_hook* h : {ps, ps_bf16, local, fp16}) ddp_comm_hook_free(h);
+}
+
 // A C hook that doubles the bucket and records the dtype it was given.
 ddp_status doubling_hook(ddp_group*, const ddp_comm_bucket* bucket, void* user) {
   *static_cast<ddp_dtype*>(user) = ddp_tensor_dtype(bucket->buffer);

@@ -182,7 +182,7 @@ def test_a_resumed_powersgd_memory_that_does_not_fit_its_bucket_is_refused_by_na
         assert r.returncode != 0, r.stdout
         kind = "batched PowerSGD" if hook == "batched" else "PowerSGD"
         words = (f"comm hook state: {kind}'s '{what}' of bucket 0 has shape {list(value.shape)}, this bucket needs "
-                 f"{shape} (was the checkpoint saved with other buckets")
+                 f"{shape} (were these memories made for other buckets: a checkpoint")
         assert words in r.stderr and "(status -8)" in r.stderr, r.stderr
 
 

@@ -5,7 +5,12 @@
  *
  * A reducer that is given a hook keeps its own reference to it. Stateful
  * hooks (PowerSGD, post-local SGD) keep their state, as PyTorch's hook state
- * objects do, in the handle: give each reducer its own.
+ * objects do, in the handle: give each reducer its own. One reducer at a
+ * time holds a stateful hook (or a wrapper of one), from
+ * ddp_reducer_set_comm_hook (or a strategy's module setup) until that
+ * reducer is freed or given another hook; another reducer is refused it
+ * meanwhile with DDP_E_STATE, where PyTorch mixes both models' steps and
+ * buckets in one state without a word.
  * Threading: may be shared between threads.
  */
 #ifndef DDP_COMM_HOOK_H

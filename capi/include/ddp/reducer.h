@@ -150,7 +150,9 @@ DDP_API ddp_status ddp_reducer_join(ddp_reducer *r);
  * Sets the communication hook that reduces each bucket (NULL: the built-in
  * path, PyTorch's reducer without a hook). The reducer keeps its own
  * reference; @p hook may be freed afterwards. Call between steps, with the
- * same kind of hook on every rank.
+ * same kind of hook on every rank. DDP_E_STATE when @p hook keeps state
+ * between steps (PowerSGD, post-local SGD, or a wrapper of one) and another
+ * reducer holds it (comm_hook.h); this reducer's hook is then unchanged.
  */
 DDP_API ddp_status ddp_reducer_set_comm_hook(ddp_reducer *r, const ddp_comm_hook *hook);
 

@@ -131,7 +131,7 @@ typedef struct ddp_strategy_options {
   double first_bucket_mb;        /**< 1 */
   int find_unused_parameters;    /**< 0 */
   int broadcast_buffers;         /**< 1: rank 0's buffers before each forward, as PyTorch's DDP */
-  const ddp_comm_hook *comm_hook; /**< NULL: all-reduce; borrowed by ddp_strategy_new (may be freed after) */
+  const ddp_comm_hook *comm_hook; /**< NULL: all-reduce; borrowed by ddp_strategy_new (may be freed after); a stateful one serves one strategy's module at a time (comm_hook.h) */
   int64_t model_averaging_period; /**< 0: off; average the parameters every this many steps (required with post-local SGD) */
   int64_t model_averaging_warmup; /**< the first step that averages; 0 with a post-local SGD hook: its start_localsgd_iter */
   int sync_batchnorm;            /**< 0; 1: setup_module makes every batch norm of the module synchronised over the group
