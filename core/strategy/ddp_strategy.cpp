@@ -480,7 +480,7 @@ c10::IValue DdpStrategy::gather_rank_states(const c10::IValue& mine, const std::
 
 c10::IValue DdpStrategy::this_ranks_hook_state(const c10::IValue& saved) const {
   if (saved.isNone()) return saved;
-  if (!saved.isList()) fail(Status::IO, "load_checkpoint: libddp's 'comm_hook' is a " + saved.tagKind() +
+  if (!saved.isList()) fail(Status::IO, "libddp's 'comm_hook' is a " + saved.tagKind() +
                                             ", not a list of the ranks' states");
   // Saved by a job of another size: the ranks' residuals cannot be split
   // or merged, so the hook starts afresh (as a hook without saved state).
@@ -572,7 +572,7 @@ std::string module_source(const std::string& path, const std::string& prefix) {
 // otherwise the counts must agree.
 void check_count(size_t saved, size_t given, const char* what) {
   if (saved != 0 && given != 0 && saved != given)
-    fail(Status::IO, "load_checkpoint: the checkpoint holds " + std::to_string(saved) + " " + what + ", " +
+    fail(Status::IO, "it holds " + std::to_string(saved) + " " + what + ", " +
                          std::to_string(given) + " were given");
 }
 
@@ -594,12 +594,17 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
   at::Tensor rng_state;  // this rank's saved random stream, if the file has one for it
   std::string failure;
   Status failure_status = Status::IO;
+  // The CheckpointIO, the reader and the module checks name the file in
+  // their refusals; the checks after them do not know which file they read,
+  // and their refusals are given its name.
+  bool refusal_names_file = true;
   try {
     c = read_lightning_checkpoint(opts_.checkpoint_io->open(path), path);
     for (const auto& m : modules) {
       module_states.push_back(without_prefix(m.prefix, c.state_dict));
       m.module->check_state(module_states.back(), module_source(path, m.prefix));
     }
+    refusal_names_file = false;
     check_count(c.optimizer_states.size(), objects.optimizers.size(), "optimizer states");
     check_count(c.lr_schedulers.size(), objects.schedulers.size(), "lr scheduler states");
     if (objects.optimizers.empty()) c.optimizer_states.clear();
@@ -616,25 +621,22 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
       rng_state = c.rng_states.toListRef()[static_cast<size_t>(global_rank())].toTensor().clone();
       const int64_t own = cpu_rng_state().numel();
       if (rng_state.numel() != own)
-        fail(Status::IO, "load_checkpoint: " + path + ": rank " + std::to_string(global_rank()) + "'s RNG state has " +
+        fail(Status::IO, "rank " + std::to_string(global_rank()) + "'s RNG state has " +
                              std::to_string(rng_state.numel()) + " bytes, this LibTorch's has " + std::to_string(own));
       // Restored (resume_from_dir) only after every rank agreed that the
       // file loads: a stream torch refuses must fail that agreement.
       const std::string refusal = cpu_rng_state_refusal(rng_state);
       if (!refusal.empty())
-        fail(Status::IO, "load_checkpoint: " + path + ": rank " + std::to_string(global_rank()) +
-                             "'s RNG state is not one torch takes: " + refusal);
+        fail(Status::IO, "rank " + std::to_string(global_rank()) + "'s RNG state is not one torch takes: " + refusal);
     }
     if (opts_.comm_hook) opts_.comm_hook->check_state_dict(hook_state);
     else if (!hook_state.isNone())
-      fail(Status::IO, "load_checkpoint: " + path + " holds a comm hook's state; this strategy has no comm hook "
-                       "(resume with the same comm hook)");
+      fail(Status::IO, "it holds a comm hook's state; this strategy has no comm hook (resume with the same comm hook)");
   } catch (const std::exception& e) {
-    // Every failure here is the file's; the checks of the optimizers',
-    // schedulers' and hook's states do not know which file they read.
-    failure = e.what();
-    if (failure.find(path) == std::string::npos) failure = "load_checkpoint: " + path + ": " + failure;
-    if (dynamic_cast<const std::bad_alloc*>(&e)) failure_status = Status::NoMemory;
+    // Every failure here is the file's (or, out of memory, its size's).
+    const bool no_memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    if (no_memory) failure_status = Status::NoMemory;
+    failure = refusal_names_file && !no_memory ? e.what() : "load_checkpoint: " + path + ": " + e.what();
   }
   bool everyone = naming_failed_rank([&] {
     auto p = reduce_boolean_decision(*group_, failure.empty(), true);

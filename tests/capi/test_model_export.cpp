@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -333,6 +334,19 @@ TEST_F(Exported, CheckpointsCarryEveryOptimizerAndSchedulerAndRefuseAMismatch) {
   EXPECT_EQ(ddp_strategy_load_checkpoint_v2(s, path.c_str(), m, opts2, 2, swapped_s, 2, nullptr, nullptr), DDP_E_IO);
   EXPECT_TRUE(has(last(), "lacks 'step_size'")) << last();
   EXPECT_TRUE(has(last(), "load_checkpoint: " + path + ": ")) << last();
+  {
+    // Named even where the path is a word of the refusal: "o", relative,
+    // is in "another optimizer" (a text test of the message missed it).
+    char cwd[4096];
+    ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+    ASSERT_EQ(chdir(dir.c_str()), 0);
+    std::filesystem::copy_file("two.ckpt", "o", std::filesystem::copy_options::overwrite_existing);
+    EXPECT_EQ(ddp_strategy_load_checkpoint_v2(s, "o", m, swapped, 2, scheds2, 2, nullptr, nullptr), DDP_E_IO);
+    const std::string refusal = last();
+    std::filesystem::remove("o");
+    ASSERT_EQ(chdir(cwd), 0);
+    EXPECT_TRUE(has(refusal, "load_checkpoint: o: optimizer state")) << refusal;
+  }
   double lr = 0;
   ddp_optimizer_lr(a2, &lr);
   EXPECT_EQ(lr, 0.1);
