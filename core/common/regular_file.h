@@ -36,4 +36,27 @@ inline int open_regular_file(const std::string& path, std::string* why) {
   return fd;
 }
 
+// The whole of the regular file at `path`, read through the descriptor that
+// was checked (a second open by path would let the file be swapped for a
+// FIFO in between); false with *why as above, or the read's errno words.
+inline bool read_regular_file(const std::string& path, std::string* bytes, std::string* why) {
+  const int fd = open_regular_file(path, why);
+  if (fd < 0) return false;
+  bytes->clear();
+  char chunk[65536];
+  for (;;) {
+    const ssize_t r = ::read(fd, chunk, sizeof chunk);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      *why = std::string("read failed: ") + std::strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    if (r == 0) break;
+    bytes->append(chunk, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return true;
+}
+
 }  // namespace ddp::core

@@ -193,15 +193,10 @@ RankRecord parse_record(const std::string& text, const std::string& name) {
 }
 
 RankRecord read_record(const std::string& path) {
-  std::string why;
-  const int fd = open_regular_file(path, &why);  // not a FIFO, which would block the read
-  if (fd < 0) throw std::runtime_error(path + ": cannot be read: " + why);
-  ::close(fd);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(path + ": cannot be read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_record(ss.str(), path);
+  std::string why, text;
+  if (!read_regular_file(path, &text, &why))  // not a FIFO, which would block the read
+    throw std::runtime_error(path + ": cannot be read: " + why);
+  return parse_record(text, path);
 }
 
 std::vector<std::string> files_with_prefix(const std::string& prefix) {

@@ -4,6 +4,8 @@
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/script.h>
 
+#include <ext/stdio_filebuf.h>
+#include <istream>
 #include <map>
 
 #include "checkpoint/torch_archive.h"
@@ -102,13 +104,17 @@ ScriptModule::~ScriptModule() = default;
 
 std::unique_ptr<ScriptModule> ScriptModule::load(const std::string& path) {
   auto impl = std::make_unique<Impl>();
-  // torch::jit::load's own open blocks for good on a FIFO (regular_file.h).
+  // torch::jit::load's own open blocks for good on a FIFO (regular_file.h):
+  // it reads through the descriptor checked here instead, so the path
+  // cannot be swapped for one in between. The stream, as the path, lets it
+  // tell a zip archive from a flatbuffer one.
   std::string why;
   const int fd = open_regular_file(path, &why);
   if (fd < 0) fail(Status::IO, "module " + path + ": " + why);
-  ::close(fd);
+  __gnu_cxx::stdio_filebuf<char> file(fd, std::ios::in | std::ios::binary);  // closes fd
+  std::istream in(&file);
   try {
-    impl->module = torch::jit::load(path);
+    impl->module = torch::jit::load(in);
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {
