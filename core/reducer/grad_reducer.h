@@ -89,6 +89,10 @@ class Reducer {
   Reducer(Group& group, std::vector<at::Tensor> params, std::vector<at::Tensor> grads,
           const ReducerOptions& opts);
   ~Reducer();
+  // Not copied or moved: a stateful comm hook knows the reducer it serves
+  // by its address (CommHook::attach).
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
 
   // A failure inside either abandons the step (buckets in flight are
   // dropped): the next finish() reports it with Status::State and resets, so
