@@ -544,6 +544,36 @@ std::string listing(const std::string& dir) {
   return out;
 }
 
+// The options' PowerSGD hook serves one strategy's module at a time: the
+// module of a second strategy given the same options is refused until the
+// first is torn down (both would mix their buckets and steps in one state).
+TEST(Strategy, AStatefulHookInTheOptionsServesOneStrategyAtATime) {
+  std::string why;
+  const std::string data = export_digits("strategy_hook", &why);
+  if (data.empty()) GTEST_SKIP() << why;
+  ddp_comm_hook* powersgd = nullptr;
+  ASSERT_EQ(ddp_comm_hook_powersgd(&powersgd, nullptr), DDP_OK);
+  ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+  o.comm_hook = powersgd;
+  ddp_strategy *first = nullptr, *second = nullptr;
+  ddp_module *a = nullptr, *b = nullptr;
+  ASSERT_EQ(ddp_strategy_new(&first, &o), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_new(&second, &o), DDP_OK) << last();
+  ddp_comm_hook_free(powersgd);  // the options' users keep their own references
+  for (ddp_strategy* s : {first, second}) ASSERT_EQ(ddp_strategy_setup_environment(s), DDP_OK) << last();
+  ASSERT_EQ(ddp_module_load(&a, (data + "/mlp.pt").c_str()), DDP_OK) << last();
+  ASSERT_EQ(ddp_module_load(&b, (data + "/mlp.pt").c_str()), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_module(first, a), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_setup_module(second, b), DDP_E_STATE);
+  EXPECT_TRUE(has(last(), "this PowerSGD hook serves another reducer already")) << last();
+  ASSERT_EQ(ddp_strategy_teardown(first), DDP_OK) << last();
+  EXPECT_EQ(ddp_strategy_setup_module(second, b), DDP_OK) << "torn down, the first let the hook go: " << last();
+  ddp_strategy_free(second);
+  ddp_strategy_free(first);
+  ddp_module_free(a);
+  ddp_module_free(b);
+}
+
 TEST(Strategy, ACheckpointDirectoryKeepsTheNewestAndResumesFromTheNewestThatLoads) {
   std::string why;
   const std::string data = export_digits("strategy_dir", &why);
