@@ -28,16 +28,19 @@ PendingPtr then(Group& group, const char* op, PendingPtr inner, std::function<vo
 void CommHook::attach(const void* reducer) {
   const char* kind = stateful_kind();
   if (!kind) return;
-  const void* held = nullptr;
-  if (holder_.compare_exchange_strong(held, reducer) || held == reducer) return;
-  fail(Status::State, std::string("set_comm_hook: this ") + kind +
-                          " hook serves another reducer already; a hook that keeps state between steps serves one "
-                          "reducer (create one per reducer, or free the other reducer first)");
+  std::lock_guard<std::mutex> lock(holder_mutex_);
+  if (holder_ && holder_ != reducer)
+    fail(Status::State, std::string("set_comm_hook: this ") + kind +
+                            " hook serves another reducer already; a hook that keeps state between steps serves one "
+                            "reducer (create one per reducer, or free the other reducer first)");
+  holder_ = reducer;
+  ++holds_;
 }
 
 void CommHook::detach(const void* reducer) noexcept {
-  const void* held = reducer;
-  holder_.compare_exchange_strong(held, nullptr);
+  if (!stateful_kind()) return;
+  std::lock_guard<std::mutex> lock(holder_mutex_);
+  if (holder_ == reducer && --holds_ == 0) holder_ = nullptr;
 }
 
 namespace {

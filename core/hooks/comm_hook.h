@@ -9,8 +9,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
-#include <atomic>
 #include <memory>
+#include <mutex>
 
 #include "comm/collectives.h"
 
@@ -50,7 +50,9 @@ class CommHook {
   // interleave their buckets and steps in one state, and their training
   // would drift from PyTorch's without a word. attach: Status::State while
   // another reducer holds such a hook; detach: that reducer lets it go (its
-  // end, or another hook set), after which another may take it.
+  // end, or another hook set), after which another may take it. The same
+  // reducer may hold it more than once (through two wrappers of it while
+  // it swaps one for the other); it lets it go at its last detach.
   virtual void attach(const void* reducer);
   virtual void detach(const void* reducer) noexcept;
 
@@ -60,7 +62,9 @@ class CommHook {
   virtual const char* stateful_kind() const { return nullptr; }
 
  private:
-  std::atomic<const void*> holder_{nullptr};
+  std::mutex holder_mutex_;
+  const void* holder_ = nullptr;
+  int holds_ = 0;  // the holder's attaches not yet detached
 };
 
 // For the hooks' state dicts: the dict `saved` of a hook of `kind`

@@ -184,6 +184,13 @@ TEST(CommHooks, AStatefulHookServesOneReducerAtATime) {
   ASSERT_EQ(ddp_reducer_set_comm_hook(second.reducer, ps_bf16), DDP_OK) << last();
   ASSERT_EQ(ddp_reducer_set_comm_hook(first.reducer, local), DDP_OK) << last();
   EXPECT_EQ(ddp_reducer_set_comm_hook(first.reducer, ps), DDP_E_STATE);
+  // `second` swaps one wrapper of PowerSGD for another: it holds PowerSGD
+  // throughout, and still when the first wrapper is let go.
+  ddp_comm_hook* ps_fp16 = nullptr;
+  ASSERT_EQ(ddp_comm_hook_wrap_fp16(&ps_fp16, ps), DDP_OK);
+  ASSERT_EQ(ddp_reducer_set_comm_hook(second.reducer, ps_fp16), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_set_comm_hook(first.reducer, ps), DDP_E_STATE);
+  ddp_comm_hook_free(ps_fp16);
   // A freed reducer lets its hook go.
   ddp_reducer_free(second.reducer);
   second.reducer = nullptr;
