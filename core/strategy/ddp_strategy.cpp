@@ -596,7 +596,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
   Status failure_status = Status::IO;
   // The CheckpointIO, the reader and the module checks name the file in
   // their refusals; the checks after them do not know which file they read,
-  // and their refusals are given its name.
+  // and their refusals are always given its name.
   bool refusal_names_file = true;
   try {
     c = read_lightning_checkpoint(opts_.checkpoint_io->open(path), path);
@@ -636,7 +636,11 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
     // Every failure here is the file's (or, out of memory, its size's).
     const bool no_memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
     if (no_memory) failure_status = Status::NoMemory;
-    failure = refusal_names_file && !no_memory ? e.what() : "load_checkpoint: " + path + ": " + e.what();
+    failure = e.what();
+    // The reader's own refusals name the file; what fails beneath it
+    // (LibTorch's unpickler, say) may not.
+    const bool named = refusal_names_file && !no_memory && failure.find(path) != std::string::npos;
+    if (!named) failure = "load_checkpoint: " + path + ": " + failure;
   }
   bool everyone = naming_failed_rank([&] {
     auto p = reduce_boolean_decision(*group_, failure.empty(), true);
