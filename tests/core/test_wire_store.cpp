@@ -406,7 +406,16 @@ TEST(WireStore, ManyClientsCostlyQueriesHoldUpNoOtherClient) {
   WireStoreClient fresh("127.0.0.1", server->port(), Millis(60000));
   EXPECT_EQ(fresh.add("n", 1), 6);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(s, 0.5) << "a new client's connection and add behind 128 clients' lists took " << s << " s";
+  // Each round still serves one costly turn (a list of 100k keys) before
+  // the new client's: 20 ms each here, several times that under
+  // AddressSanitizer, where 0.78 s was seen on 2 busy cores. The native
+  // build holds the 0.5 s bound that the old order (0.7 s) failed.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  const double bound = 1.5;
+#else
+  const double bound = 0.5;
+#endif
+  EXPECT_LT(s, bound) << "a new client's connection and add behind 128 clients' lists took " << s << " s";
   for (int fd : fds) close(fd);
 }
 
