@@ -13,6 +13,7 @@
 #include "comm/backend_factory.h"
 #include "comm/gloo_guard.h"
 #include "common/error.h"
+#include "common/close_on_exec.h"
 #include "common/descriptor_limit.h"
 
 namespace ddp::core {
@@ -29,7 +30,7 @@ std::string local_address_towards(const std::string& host) {
   addrinfo* res = nullptr;
   if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || !res) return "";
   std::string out;
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
     sockaddr_in local{};
     socklen_t len = sizeof(local);
@@ -78,9 +79,14 @@ c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec) {
     fail(Status::IO, "the Gloo backend of rank " + std::to_string(spec.rank) + " of " + std::to_string(spec.size) +
                          " needs about " + std::to_string(needed) +
                          " more file descriptors for its connections to the other ranks, and " + shortage);
-  auto options = c10d::ProcessGroupGloo::Options::create(spec.timeout);
-  options->devices.push_back(pick_device(spec.master_addr));
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(spec.store, spec.rank, spec.size, options);
+  // The device (its listener and loop) and the full mesh, which it
+  // connects before it returns (libddp's devices are made eager), are all
+  // the descriptors Gloo opens: none goes to a program this rank starts.
+  return close_on_exec_what([&] {
+    auto options = c10d::ProcessGroupGloo::Options::create(spec.timeout);
+    options->devices.push_back(pick_device(spec.master_addr));
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(spec.store, spec.rank, spec.size, options);
+  });
 }
 
 }  // namespace ddp::core

@@ -1,5 +1,6 @@
 // mp_worker scenarios: Failures seen from the ranks: timeouts, a dead peer, a rendezvous that does not complete, a stalled rank.
 #include <signal.h>
+#include <spawn.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
@@ -45,12 +46,36 @@ void scenario_timeout() {
 }
 
 
+// A process the victim starts after joining (posix_spawn, as system() and
+// Rust's Command start one: every descriptor not marked close-on-exec goes
+// with it) and that outlives the victim; 0 where there is none. Its pid
+// reaches every rank through the group, so rank 0 can end it.
+int64_t start_child_that_outlives(ddp_group* g, int victim) {
+  int64_t pid = 0;
+  if (ddp_group_rank(g) == victim) {
+    pid_t child = 0;
+    char arg0[] = "sleep", arg1[] = "60";
+    char* argv[] = {arg0, arg1, nullptr};
+    WCHECK(posix_spawnp(&child, "sleep", nullptr, nullptr, argv, environ) == 0, "posix_spawnp sleep");
+    pid = child;
+  }
+  ddp_tensor* pt = nullptr;
+  WOK(ddp_tensor_from_blob(&pt, &pid, DDP_INT64, nullptr, 0));
+  WOK(ddp_broadcast(g, pt, victim));
+  ddp_tensor_free(pt);
+  return pid;
+}
+
 // DDP_TEST_VICTIM SIGKILLs itself with an all_reduce in flight; the others
 // must get DDP_E_PEER_FAILED within seconds (the group timeout is 120 s).
+// With DDP_TEST_CHILD=1 the victim has started a process that outlives it
+// and holds whatever descriptors it inherited: the victim's connections
+// must not be among them, or its peers would wait out the timeout.
 void scenario_peer_death() {
   ddp_group* g = join(120000);
   int rank = ddp_group_rank(g);
   int victim = env_int("DDP_TEST_VICTIM", 1);
+  const int64_t child = env_int("DDP_TEST_CHILD", 0) ? start_child_that_outlives(g, victim) : 0;
   std::vector<float> x(1 << 20, 1.0f);
   int64_t s[1] = {static_cast<int64_t>(x.size())};
   ddp_tensor* t = nullptr;
@@ -66,6 +91,7 @@ void scenario_peer_death() {
   WCHECK(st == DDP_E_PEER_FAILED, "expected DDP_E_PEER_FAILED, got %s", ddp_status_string(st));
   WCHECK(el < 10.0, "detection took %.2f s", el);
   WCHECK(ddp_all_reduce(g, t, DDP_SUM) == DDP_E_STATE, "later calls get DDP_E_STATE");
+  if (child > 0 && rank == 0) kill(static_cast<pid_t>(child), SIGKILL);
   ddp_tensor_free(t);
   ddp_group_free(g);
 }
