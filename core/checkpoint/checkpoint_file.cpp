@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "common/temporary_name.h"
 #include "tensor/tensors.h"
 
 namespace ddp::core {
@@ -153,7 +154,8 @@ void write_file_atomically(const std::string& path, const ContentWriter& write) 
   // first was a mix of both. (No O_EXCL: a crashed run's file under the same
   // name, a container's restart having the same pid, is overwritten.)
   static std::atomic<uint64_t> calls{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls.fetch_add(1));
+  const std::string tmp =
+      temporary_beside(path, ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls.fetch_add(1)));
   Fd f;
   f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (f.fd < 0) fail(Status::IO, "checkpoint " + path + ": cannot create " + tmp + ": " + why_errno());

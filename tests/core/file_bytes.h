@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "../../core/common/temporary_name.h"  // the library's own rule (test_capi sees no core headers)
+
 inline std::vector<char> read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::vector<char>(std::istreambuf_iterator<char>(f), {});
@@ -20,11 +22,13 @@ inline void write_all(const std::string& path, const std::vector<char>& bytes) {
 }
 
 // The temporary files saves by process `pid` left beside `path`
-// ("<path>.tmp.<pid>.<call>", as write_file_atomically names them).
+// ("<path>.tmp.<pid>.<call>", as write_file_atomically names them, the
+// name cut short where it would be too long).
 inline std::vector<std::string> temporaries_left(const std::string& path, pid_t pid) {
   namespace fs = std::filesystem;
   const fs::path p(path);
-  const std::string prefix = p.filename().string() + ".tmp." + std::to_string(pid) + ".";
+  const std::string prefix =
+      fs::path(ddp::core::temporary_beside(path, ".tmp." + std::to_string(pid) + ".")).filename().string();
   std::vector<std::string> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(p.has_parent_path() ? p.parent_path() : fs::path("."), ec))

@@ -3,6 +3,7 @@
 // anything large is allocated; a save killed midway leaves a loadable file.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <ATen/Parallel.h>
 
 #include <array>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -219,6 +221,33 @@ TEST(Checkpoint, TwoThreadsSavingToOnePathEachLeaveAWholeFile) {
   }
   EXPECT_TRUE(temporaries_left(path, getpid()).empty());
   std::remove(path.c_str());
+}
+
+// A name as long as the file system allows (255 bytes): the temporary
+// file beside it, whose name adds ".tmp.<pid>.<call>", must not pass that
+// limit, or a name torch.save takes could not be saved to at all.
+TEST(Checkpoint, ANameAsLongAsTheFileSystemAllowsIsSavedAndSavedOver) {
+  const std::string dir = temp_path("long_names");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  for (size_t length : {200, 243, 244, 254, 255}) {
+    const std::string path = dir + "/" + std::string(length - 5, 'c') + ".ckpt";
+    Checkpoint c = sample();
+    for (int64_t step : {1, 2}) {  // a new file, then one saved over
+      c.step = step;
+      try {
+        save_checkpoint_file(path, c);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "a name of " << length << " bytes, step " << step << ": " << e.what();
+        continue;
+      }
+      EXPECT_EQ(load_checkpoint_file(path).step, step) << length;
+    }
+    std::remove(path.c_str());
+  }
+  // Nothing else is left: no temporary file under any name.
+  std::error_code ec;
+  EXPECT_TRUE(std::filesystem::is_empty(dir, ec)) << dir;
+  std::filesystem::remove_all(dir, ec);
 }
 
 TEST(Checkpoint, ASaveThatCannotWriteLeavesTheOldFileAndNamesThePath) {

@@ -105,6 +105,23 @@ TEST(Ddprun, AnErrorFileThatCannotBeWrittenIsReportedAndLeavesNoTemporary) {
   EXPECT_NE(access((err + ".tmp").c_str(), F_OK), 0) << "the half-written error file was left";
 }
 
+// An error file whose name is as long as the file system allows (255
+// bytes) is written: its temporary's name, which adds ".tmp", is cut short
+// to fit beside it.
+TEST(Ddprun, AnErrorFileWithTheLongestNameIsWritten) {
+  const std::string dir = testing::TempDir() + "/ddprun_long_" + new_tag();
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string err = dir + "/" + std::string(250, 'e') + ".json";
+  auto o = ddprun_run({"--standalone", "--nproc-per-node", "2", "--error-file", err, "/bin/false"});
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_FALSE(has(o.r.output, "cannot write the error file")) << o.r.output;
+  std::ifstream f(err);
+  std::string json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(has(json, "\"root_cause\": true")) << json;
+  unlink(err.c_str());
+  EXPECT_EQ(rmdir(dir.c_str()), 0) << "something besides the error file was left in " << dir;
+}
+
 // The agent hosts the store, which holds a connection or more per rank: at
 // a low soft limit on descriptors (1024 is usual, and ends a job of some
 // hundreds of ranks) it could not take the ranks' connections, which

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/temporary_name.h"
+
 namespace ddprun {
 using namespace ddp::core::launch;
 namespace {
@@ -89,7 +91,7 @@ void write_error_file(const std::string& path, const std::vector<Failure>& failu
       << ", \"time\": \"" << f.time << "\", \"root_cause\": " << (i == 0 ? "true" : "false") << "}";
   }
   o << "]}\n";
-  std::string tmp = path + ".tmp";
+  const std::string tmp = ddp::core::temporary_beside(path, ".tmp");
   std::ofstream f(tmp);
   f << o.str();
   f.close();
