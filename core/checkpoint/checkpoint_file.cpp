@@ -147,8 +147,15 @@ std::vector<uint8_t> encode_checkpoint(const Checkpoint& c) {
   return out;
 }
 
-void write_file_atomically(const std::string& path, const ContentWriter& write) {
-  check_arg(!path.empty(), "save_checkpoint: the path is empty");
+void write_file_atomically(const std::string& named, const ContentWriter& write) {
+  check_arg(!named.empty(), "save_checkpoint: the path is empty");
+  // The rename below replaces whatever it is given: as root, a save to
+  // /dev/null would put a file in the device's place.
+  std::string what;
+  const std::string path = file_to_replace(named, &what);
+  if (path.empty())
+    fail(Status::IO, "checkpoint " + named + ": not a regular file but " + what +
+                         ", which a save (a temporary file renamed onto the path) would replace");
   // One temporary file per call, not per process: two threads saving to
   // one path at once wrote the same temporary file, and the one renamed
   // first was a mix of both. (No O_EXCL: a crashed run's file under the same
@@ -158,24 +165,25 @@ void write_file_atomically(const std::string& path, const ContentWriter& write) 
       temporary_beside(path, ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls.fetch_add(1)));
   Fd f;
   f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (f.fd < 0) fail(Status::IO, "checkpoint " + path + ": cannot create " + tmp + ": " + why_errno());
+  if (f.fd < 0) fail(Status::IO, "checkpoint " + named + ": cannot create " + tmp + ": " + why_errno());
   try {
     write([&](const void* data, size_t n) {
       const char* p = static_cast<const char*>(data);
       while (n > 0) {
         ssize_t w = ::write(f.fd, p, n);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) fail(Status::IO, "checkpoint " + path + ": write failed: " + why_errno());
+        if (w <= 0) fail(Status::IO, "checkpoint " + named + ": write failed: " + why_errno());
         p += w;
         n -= static_cast<size_t>(w);
       }
     });
-    if (::fsync(f.fd) != 0) fail(Status::IO, "checkpoint " + path + ": fsync failed: " + why_errno());
+    if (::fsync(f.fd) != 0) fail(Status::IO, "checkpoint " + named + ": fsync failed: " + why_errno());
     int fd = f.fd;
     f.fd = -1;
-    if (::close(fd) != 0) fail(Status::IO, "checkpoint " + path + ": close failed: " + why_errno());
+    if (::close(fd) != 0) fail(Status::IO, "checkpoint " + named + ": close failed: " + why_errno());
     if (::rename(tmp.c_str(), path.c_str()) != 0)
-      fail(Status::IO, "checkpoint " + path + ": cannot rename " + tmp + " onto it: " + why_errno());
+      fail(Status::IO, "checkpoint " + named + ": cannot rename " + tmp + " onto " + (path == named ? "it" : path) +
+                           ": " + why_errno());
   } catch (...) {
     ::unlink(tmp.c_str());
     throw;

@@ -4,6 +4,8 @@
 // that names one hung its load for good. Opened without blocking, the file
 // is looked at (fstat) before anything is read; a regular file is then
 // read as usual (O_NONBLOCK means nothing to one, and is cleared anyway).
+// For writing, what a path names that a file written whole must not
+// replace.
 #pragma once
 
 #include <fcntl.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -34,6 +37,40 @@ inline int open_regular_file(const std::string& path, std::string* why) {
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   return fd;
+}
+
+// Where a file written whole (a temporary file renamed onto the path) goes
+// for `path`: the path itself where nothing or a regular file is there;
+// through a symbolic link to a regular file, that file (as torch.save and
+// every plain open write through a link; a dangling link is replaced).
+// Empty where the path names, or a link leads to, something a rename must
+// not replace, with *what saying what it is: "a directory", "a FIFO", "a
+// character device" (/dev/null; /dev/stdout leads to one or to a pipe),
+// "a block device", "a socket". As root, a rename onto /dev/null puts a
+// file in the device's place.
+inline std::string file_to_replace(const std::string& path, std::string* what) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return path;
+  std::string target = path;
+  if (S_ISLNK(st.st_mode)) {
+    if (::stat(path.c_str(), &st) != 0) return path;
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (real) {
+      target = real;
+      std::free(real);
+    }
+    if (S_ISREG(st.st_mode) && real) return target;
+  }
+  switch (st.st_mode & S_IFMT) {
+    case S_IFDIR: *what = "a directory"; break;
+    case S_IFIFO: *what = "a FIFO"; break;
+    case S_IFCHR: *what = "a character device"; break;
+    case S_IFBLK: *what = "a block device"; break;
+    case S_IFSOCK: *what = "a socket"; break;
+    default: *what = "not a regular file"; break;
+  }
+  if (target != path) *what += " (" + target + ")";
+  return "";
 }
 
 // The whole of the regular file at `path`, read through the descriptor that

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <array>
 #include <filesystem>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -247,6 +249,68 @@ TEST(Checkpoint, ANameAsLongAsTheFileSystemAllowsIsSavedAndSavedOver) {
   // Nothing else is left: no temporary file under any name.
   std::error_code ec;
   EXPECT_TRUE(std::filesystem::is_empty(dir, ec)) << dir;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// A save replaces its file whole, by a rename: where the path names
+// something that is not a regular file (a device such as /dev/null, a
+// FIFO, a directory), the rename would replace that node with a file (as
+// root, /dev/null itself). Such a path is refused by name and left as it is.
+TEST(Checkpoint, APathThatIsNotARegularFileIsRefusedAndLeftAsItIs) {
+  const std::string dir = temp_path("not_regular");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  struct Node {
+    std::string path;
+    mode_t type;
+  };
+  std::vector<Node> nodes{{dir + "/fifo", S_IFIFO}, {dir + "/directory", S_IFDIR}};
+  ASSERT_EQ(::mkfifo(nodes[0].path.c_str(), 0644), 0);
+  ASSERT_EQ(::mkdir(nodes[1].path.c_str(), 0755), 0);
+  // /dev/null's own numbers; only root (with CAP_MKNOD) may make it.
+  if (::mknod((dir + "/null").c_str(), S_IFCHR | 0644, makedev(1, 3)) == 0) nodes.push_back({dir + "/null", S_IFCHR});
+  else std::fprintf(stderr, "(no device node: mknod: %s)\n", std::strerror(errno));
+  // A link to one (as /dev/stdout is): the rename would replace the link,
+  // where a plain write goes to what it leads to.
+  ASSERT_EQ(::symlink(nodes[0].path.c_str(), (dir + "/link_to_fifo").c_str()), 0);
+  nodes.push_back({dir + "/link_to_fifo", S_IFLNK});
+  for (const Node& n : nodes) {
+    try {
+      save_checkpoint_file(n.path, sample());
+      ADD_FAILURE() << n.path << " was saved to";
+    } catch (const ddp::core::Error& e) {
+      EXPECT_EQ(e.status(), ddp::core::Status::IO) << e.what();
+      EXPECT_NE(std::string(e.what()).find(n.path + ": "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+    struct stat st {};
+    ASSERT_EQ(::lstat(n.path.c_str(), &st), 0) << n.path;
+    EXPECT_EQ(st.st_mode & S_IFMT, n.type) << n.path << " was replaced";
+    EXPECT_TRUE(temporaries_left(n.path, getpid()).empty()) << n.path;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// Through a symbolic link to a file, a save writes that file, as torch.save
+// does, and the link stays.
+TEST(Checkpoint, ASaveThroughASymbolicLinkWritesTheFileItLeadsToAndKeepsTheLink) {
+  const std::string dir = temp_path("through_link");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir + "/runs").c_str(), 0755), 0);
+  const std::string target = dir + "/runs/epoch=3.ckpt", link = dir + "/last.ckpt";
+  Checkpoint c = sample();
+  c.step = 3;
+  save_checkpoint_file(target, c);
+  ASSERT_EQ(::symlink("runs/epoch=3.ckpt", link.c_str()), 0);
+  c.step = 4;
+  save_checkpoint_file(link, c);
+  struct stat st {};
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link was replaced";
+  EXPECT_EQ(load_checkpoint_file(target).step, 4);
+  EXPECT_TRUE(temporaries_left(target, getpid()).empty());
+  EXPECT_TRUE(temporaries_left(link, getpid()).empty());
+  std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
 

@@ -4,6 +4,8 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -120,6 +122,35 @@ TEST(Ddprun, AnErrorFileWithTheLongestNameIsWritten) {
   EXPECT_TRUE(has(json, "\"root_cause\": true")) << json;
   unlink(err.c_str());
   EXPECT_EQ(rmdir(dir.c_str()), 0) << "something besides the error file was left in " << dir;
+}
+
+// An error file that is a FIFO (or /dev/null, /dev/stderr) is written
+// into, as torchrun writes it; the agent once renamed a temporary file onto
+// it, which replaced the node with a file (as root, /dev/null itself).
+TEST(Ddprun, AnErrorFileThatIsAFifoOrADeviceIsWrittenIntoAndStays) {
+  const std::string dir = testing::TempDir() + "/ddprun_nodes_" + new_tag();
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string fifo = dir + "/errors", null = dir + "/null";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  std::vector<std::pair<std::string, mode_t>> nodes{{fifo, S_IFIFO}};
+  if (mknod(null.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) nodes.push_back({null, S_IFCHR});
+  for (const auto& [path, type] : nodes) {
+    auto o = ddprun_run({"--standalone", "--nproc-per-node", "2", "--error-file", path, "/bin/false"});
+    EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+    EXPECT_FALSE(has(o.r.output, "cannot write the error file")) << o.r.output;
+    struct stat st {};
+    ASSERT_EQ(lstat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & S_IFMT, type) << path << " was replaced";
+  }
+  char buf[4096] = {0};
+  const ssize_t n = read(reader, buf, sizeof buf - 1);
+  close(reader);
+  EXPECT_GT(n, 0);
+  EXPECT_TRUE(has(buf, "\"root_cause\": true")) << buf;
+  for (const auto& node : nodes) unlink(node.first.c_str());
+  EXPECT_EQ(rmdir(dir.c_str()), 0) << "something else was left in " << dir;
 }
 
 // The agent hosts the store, which holds a connection or more per rank: at

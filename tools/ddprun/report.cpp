@@ -1,6 +1,9 @@
 #include "report.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <ctime>
@@ -8,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/regular_file.h"
 #include "common/temporary_name.h"
 
 namespace ddprun {
@@ -91,11 +95,30 @@ void write_error_file(const std::string& path, const std::vector<Failure>& failu
       << ", \"time\": \"" << f.time << "\", \"root_cause\": " << (i == 0 ? "true" : "false") << "}";
   }
   o << "]}\n";
-  const std::string tmp = ddp::core::temporary_beside(path, ".tmp");
+  std::string what;
+  const std::string target = ddp::core::file_to_replace(path, &what);
+  if (target.empty()) {
+    // A device or FIFO (/dev/null, /dev/stderr) is written into, as
+    // torchrun does; renaming onto it would replace it (as root, /dev/null
+    // itself). Not blocking: a FIFO nobody reads is ENXIO, not a wait.
+    const int fd = what.rfind("a directory", 0) == 0 ? -1 : ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    const std::string text = o.str();
+    bool written = fd >= 0;
+    for (size_t done = 0; written && done < text.size();) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      written = n > 0;
+      if (written) done += static_cast<size_t>(n);
+    }
+    if (fd >= 0) ::close(fd);
+    if (!written) std::cerr << "ddprun: cannot write the error file " << path << " (" << what << ")\n";
+    return;
+  }
+  const std::string tmp = ddp::core::temporary_beside(target, ".tmp");
   std::ofstream f(tmp);
   f << o.str();
   f.close();
-  if (!f || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!f || std::rename(tmp.c_str(), target.c_str()) != 0) {
     std::remove(tmp.c_str());  // a half-written file (a full disk) is nobody's report
     std::cerr << "ddprun: cannot write the error file " << path << "\n";
   }

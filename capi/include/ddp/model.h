@@ -127,7 +127,9 @@ DDP_API void ddp_module_free(ddp_module *m);
  * torch.jit.load in Python opens it and gives the same outputs. A module set
  * up with sync_batchnorm is written as it was loaded (plain batch norms).
  * Under a strategy, ddp_strategy_save_module writes it from rank 0 only.
- * @return DDP_OK; DDP_E_IO naming the path and the reason.
+ * @return DDP_OK; DDP_E_IO naming the path and the reason, among them a path
+ *         that names a directory, a device (/dev/null) or a FIFO, which the
+ *         rename would replace (every save of libddp's refuses those).
  */
 DDP_API ddp_status ddp_module_save(const ddp_module *m, const char *path);
 

@@ -424,7 +424,10 @@ typedef struct ddp_checkpoint_info {
  * (torch.optim.lr_scheduler's), the gradient scaler's state (16-mixed) and
  * the user bytes under "libddp". Streamed to a temporary file and renamed
  * (or handed to the options' checkpoint_io), so that a crash leaves the
- * previous file or the new one. Collective: every rank waits until it is
+ * previous file or the new one; through a symbolic link the file it leads
+ * to is written (as torch.save writes), and a path that names or leads to a
+ * directory, device or FIFO is DDP_E_IO (the rename would replace it: as
+ * root, /dev/null itself). Collective: every rank waits until it is
  * written, and when rank 0 cannot write, every rank gets DDP_E_IO with rank
  * 0's reason.
  * @param opts,scheds the optimizers and schedulers in Lightning's order (each
