@@ -164,9 +164,18 @@ void write_file_atomically(const std::string& named, const ContentWriter& write)
   const std::string tmp =
       temporary_beside(path, ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls.fetch_add(1)));
   Fd f;
-  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // 0666 less the umask, as torch.save's plain open makes a new file.
+  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (f.fd < 0) fail(Status::IO, "checkpoint " + named + ": cannot create " + tmp + ": " + why_errno());
   try {
+    // A file saved over keeps its mode and owners, as one rewritten in
+    // place (torch.save) does: a checkpoint made private (0600) stays so.
+    struct stat old {};
+    if (::stat(path.c_str(), &old) == 0) {
+      if (::fchmod(f.fd, old.st_mode & 07777) != 0)
+        fail(Status::IO, "checkpoint " + named + ": cannot give " + tmp + " the file's mode: " + why_errno());
+      if (old.st_uid != ::geteuid() || old.st_gid != ::getegid()) (void)::fchown(f.fd, old.st_uid, old.st_gid);
+    }
     write([&](const void* data, size_t n) {
       const char* p = static_cast<const char*>(data);
       while (n > 0) {

@@ -314,6 +314,28 @@ TEST(Checkpoint, ASaveThroughASymbolicLinkWritesTheFileItLeadsToAndKeepsTheLink)
   std::filesystem::remove_all(dir, ec);
 }
 
+// A new file has 0666 less the umask, as torch.save makes it; a file saved
+// over keeps its mode, as one torch.save rewrites in place does (a save
+// once made every file 0644: a checkpoint made private became readable).
+TEST(Checkpoint, ANewFileHasTheUmasksModeAndOneSavedOverKeepsItsOwn) {
+  const std::string path = temp_path("modes");
+  std::remove(path.c_str());
+  const mode_t old_mask = ::umask(002);
+  Checkpoint c = sample();
+  save_checkpoint_file(path, c);
+  ::umask(old_mask);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0664u) << std::oct << (st.st_mode & 07777);
+  for (mode_t mode : {0600u, 0640u, 0444u}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    save_checkpoint_file(path, c);
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, mode) << std::oct << (st.st_mode & 07777);
+  }
+  std::remove(path.c_str());
+}
+
 TEST(Checkpoint, ASaveThatCannotWriteLeavesTheOldFileAndNamesThePath) {
   std::string path = temp_path("nodir") + "/missing/dir/ckpt.bin";
   try {
