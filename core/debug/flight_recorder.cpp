@@ -273,7 +273,12 @@ bool dump(const char* reason) {
     std::memcpy(tmp, path, len);
     std::memcpy(tmp + len, ".tmp", 5);
   }
-  int fd = ::open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // The default prefix is in /tmp, where anyone may have put a link under
+  // this name: a plain open would follow it and overwrite the file it
+  // leads to. So the name is cleared and made anew, never followed (where
+  // another user's file holds it, no dump is written).
+  ::unlink(tmp);
+  int fd = ::open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     g_dumping.store(false);
     return false;

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -245,6 +247,24 @@ TEST(FlightRecorderOptions, SigusrDumpsOnRequestAndTheJobGoesOn) {
     }
   }
   EXPECT_TRUE(has(verdict_text(recs), "the ranks agree")) << verdict_text(recs);
+}
+
+// The dump's temporary name ("<prefix><rank>.tmp", under /tmp by default,
+// where anyone may make a link) already names a link to another file: the
+// dump replaces the link and leaves the file it leads to alone (a plain
+// open followed the link and overwrote that file).
+TEST(FlightRecorderOptions, ALinkUnderTheTemporaryNameIsNotFollowed) {
+  TempDir dir;
+  const std::string victim = dir.path + "/victim";
+  std::ofstream(victim) << "keep me\n";
+  for (int rank : {0, 1})
+    ASSERT_EQ(symlink(victim.c_str(), (dir.prefix() + std::to_string(rank) + ".tmp").c_str()), 0);
+  auto res = run("flight_dump_on_request", dir);
+  for (auto& r : res.ranks) EXPECT_EQ(r.exit_code, 0) << res.summary();
+  std::ifstream in(victim);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "keep me\n");
+  EXPECT_EQ(records(dir).size(), 2u) << res.summary();
 }
 
 TEST(FlightRecorderOptions, TheRingKeepsTheNewestEntries) {
