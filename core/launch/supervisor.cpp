@@ -1,4 +1,5 @@
 #include "launch/supervisor.h"
+#include "launch/waitable_children.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -171,6 +172,9 @@ void drain(int rank, Running& r, const SupervisorOptions& o) {
 
 std::string ChildStatus::describe() const {
   if (!ended) return "still running";
+  if (status_lost)
+    return "an end whose status another waiter took (the program's SIGCHLD handler reaps every child: let it "
+           "wait for its own children by pid)";
   if (signal) return "signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
   return "exit code " + std::to_string(exit_code);
 }
@@ -315,6 +319,7 @@ int listen_socket(const std::string& addr, int port, int* port_out) {
 }
 
 JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& o) {
+  const WaitableChildren waitable;  // from before the first fork to the last wait
   JobResult res;
   std::vector<Running> run(specs.size());
   auto t0 = Clock::now();
@@ -374,10 +379,14 @@ JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& 
       if (st.ended) continue;
       int status = 0;
       pid_t w = waitpid(run[i].pid, &status, WNOHANG);
-      if (w != run[i].pid) continue;
+      // ECHILD: someone else waited for it (a SIGCHLD handler of the
+      // program's that reaps every child): it has ended, and how is lost.
+      const bool lost = w < 0 && errno == ECHILD;
+      if (w != run[i].pid && !lost) continue;
       st.ended = true;
       st.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (WIFSIGNALED(status)) st.signal = WTERMSIG(status);
+      if (lost) st.status_lost = true;
+      else if (WIFSIGNALED(status)) st.signal = WTERMSIG(status);
       else st.exit_code = WEXITSTATUS(status);
       kill(-run[i].pid, SIGKILL);  // anything the worker left behind in its group
       --alive;

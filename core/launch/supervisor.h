@@ -39,6 +39,7 @@ struct ChildStatus {
   int signal = 0;
   bool ended = false;
   bool stopped_by_us = false;  // we signalled it after another failure/stop
+  bool status_lost = false;    // ended, reaped by another waiter: not ok, how unknown
   double seconds = 0;          // from job start to end
   bool ok() const { return ended && signal == 0 && exit_code == 0; }
   std::string describe() const;  // "exit code 3", "signal 9 (SIGKILL)"

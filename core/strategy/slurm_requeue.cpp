@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "launch/waitable_children.h"
 
 extern char** environ;
 
@@ -67,6 +68,7 @@ void slurm_requeue(const std::string& job, Millis timeout) {
   const std::string what = "scontrol requeue " + job;
   std::string arg0 = "scontrol", arg1 = "requeue", arg2 = job;
   char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
+  const launch::WaitableChildren waitable;
   pid_t pid = 0;
   int err = posix_spawnp(&pid, "scontrol", nullptr, nullptr, argv, environ);
   if (err != 0) fail(Status::IO, what + ": cannot run scontrol: " + std::strerror(err));
@@ -75,6 +77,9 @@ void slurm_requeue(const std::string& job, Millis timeout) {
   for (;;) {
     pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
+    if (done < 0 && errno == ECHILD)
+      fail(Status::IO, what + ": its exit status was taken by another waiter (the program's SIGCHLD handler reaps "
+                              "every child: let it wait for its own children by pid)");
     if (done < 0 && errno != EINTR) fail(Status::IO, what + ": waitpid: " + std::strerror(errno));
     if (std::chrono::steady_clock::now() >= deadline) {
       kill(pid, SIGKILL);

@@ -9,12 +9,15 @@
  *   timeout N            : the workers sleep past the job timeout
  *   port PORT N          : use an explicit master_port (maybe in use)
  *   long_timeouts        : timeouts past the longest are refused; the longest works
+ *   sigchld_reaper       : the program's SIGCHLD handler reaps every child (waitpid(-1))
+ * Where SIGCHLD is ignored on entry, "ok" also says whether it still is after the call.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ddp/ddp.h>
@@ -66,6 +69,17 @@ static void *idle_thread(void *p) { (void)p; sleep(600); return NULL; }
 
 static ddp_status st;
 
+static void reap_every_child(int sig) {
+  (void)sig;
+  while (waitpid(-1, NULL, WNOHANG) > 0) {
+  }
+}
+
+static int sigchld_ignored(void) {
+  struct sigaction now;
+  return sigaction(SIGCHLD, NULL, &now) == 0 && now.sa_handler == SIG_IGN;
+}
+
 static int report(ddp_status s, ddp_buffer *result) {
   printf("status=%s\n", ddp_status_string(s));
   if (s != DDP_OK) printf("message=%s\n", ddp_last_error_message());
@@ -88,6 +102,17 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "ok")) {
     if (argc > 2 && !strcmp(argv[2], "fork")) o.start_method = DDP_START_FORK;
     if (argc > 3) o.nprocs = atoi(argv[3]);
+    const int ignored = sigchld_ignored();
+    const int rc = RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
+    if (ignored) printf("sigchld after the call: %s\n", sigchld_ignored() ? "ignored" : "not ignored");
+    return rc;
+  }
+  if (!strcmp(mode, "sigchld_reaper")) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = reap_every_child;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGCHLD, &sa, NULL);
     return RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
   }
   if (!strcmp(mode, "twice")) {

@@ -153,6 +153,19 @@ TEST(Ddprun, AnErrorFileThatIsAFifoOrADeviceIsWrittenIntoAndStays) {
   EXPECT_EQ(rmdir(dir.c_str()), 0) << "something else was left in " << dir;
 }
 
+// Started with SIGCHLD ignored (a parent's SIG_IGN, which exec keeps), the
+// agent never saw its workers end (the kernel reaped them) and waited for
+// good, past SIGTERM too.
+TEST(Ddprun, WorkersEndingUnderAnIgnoredSigchldAreSeen) {
+  for (const char* program : {"/bin/true", "/bin/false"}) {
+    auto res = ddptest::run_program(
+        {"/bin/bash", "-c", "trap '' CHLD; exec " + ddprun() + " --standalone --nproc-per-node 2 " + program},
+        {"DDP_TEST_TAG=" + new_tag()}, 30);
+    ASSERT_FALSE(res.timed_out) << program << ": " << res.summary();
+    EXPECT_EQ(res.ranks[0].exit_code, program == std::string("/bin/true") ? 0 : 1) << res.ranks[0].output;
+  }
+}
+
 // The agent hosts the store, which holds a connection or more per rank: at
 // a low soft limit on descriptors (1024 is usual, and ends a job of some
 // hundreds of ranks) it could not take the ranks' connections, which

@@ -64,6 +64,33 @@ TEST(Spawn, AnArgumentThatCannotBeWrittenIsAnIoErrorAndLeavesNoDirectory) {
   EXPECT_EQ(rmdir(tmpdir.c_str()), 0) << "TMPDIR is not empty";
 }
 
+// SIGCHLD ignored on entry (a parent set SIG_IGN, which exec keeps): the
+// kernel reaped each worker as it ended and waitpid never saw it, so the
+// call waited for good. It now sees every end, and the program's
+// disposition is back after the call.
+TEST(Spawn, WorkersEndingUnderAnIgnoredSigchldAreSeen) {
+  for (const char* method : {"popen", "fork"}) {
+    static int n = 0;
+    const std::string tag = "spawn-" + std::to_string(getpid()) + "-chld" + std::to_string(++n);
+    auto res = ddptest::run_program({"/bin/bash", "-c", "trap '' CHLD; exec " + spawn_prog() + " ok " + method + " 2"},
+                                    {"DDP_TEST_TAG=" + tag}, 30);
+    ASSERT_FALSE(res.timed_out) << method << ": " << res.summary();
+    EXPECT_EQ(res.ranks[0].exit_code, 0) << res.ranks[0].output;
+    EXPECT_TRUE(has(res.ranks[0].output, "result=hello sum=1 world=2")) << res.ranks[0].output;
+    EXPECT_TRUE(has(res.ranks[0].output, "sigchld after the call: ignored")) << res.ranks[0].output;
+    EXPECT_FALSE(ddptest::any_process_tagged(tag));
+  }
+}
+
+// A handler of the program's that reaps every child takes the workers'
+// statuses: the call ends, saying so, where it waited for good.
+TEST(Spawn, AProgramsHandlerThatReapsEveryChildEndsTheCallWithWhatHappened) {
+  auto o = run({"sigchld_reaper"}, 30);
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "status=worker failed")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "another waiter took")) << o.r.output;
+}
+
 TEST(Spawn, ForkReturnsRankZerosResult) {
   auto o = run({"ok", "fork", "4"});
   EXPECT_EQ(o.r.exit_code, 0) << o.r.output;

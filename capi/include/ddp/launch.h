@@ -25,6 +25,14 @@
  * Supervision: the first worker to fail (non-zero return, a signal) is the
  * root cause; the others get SIGTERM, then SIGKILL after a grace period.
  * Workers die with the launcher (PR_SET_PDEATHSIG). Nothing is left running.
+ *
+ * SIGCHLD: where the program ignores it (SIG_IGN or SA_NOCLDWAIT, as a
+ * parent's SIG_IGN survives exec), it has its default action while the call
+ * waits, and the program's is put back after; a child of the program's own
+ * that ends meanwhile stays a zombie until the program waits for it. A
+ * SIGCHLD handler of the program's that reaps every child (waitpid(-1))
+ * takes the workers' statuses: the call then ends with
+ * DDP_E_WORKER_FAILED saying so; have it wait for its own children by pid.
  */
 #ifndef DDP_LAUNCH_H
 #define DDP_LAUNCH_H
