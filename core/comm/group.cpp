@@ -27,6 +27,7 @@
 #include "comm/torch_logging.h"
 #include "common/error.h"
 #include "common/descriptor_limit.h"
+#include "common/standard_streams.h"
 #include "debug/flight_recorder.h"
 #include "launch/supervisor.h"
 
@@ -257,6 +258,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
   check_arg(opts.device.type == DeviceType::CPU || opts.device.type == DeviceType::CUDA,
             "unknown device type " + std::to_string(static_cast<int>(opts.device.type)));
   ignore_sigpipe_if_default();
+  keep_standard_streams_open();
 
   auto impl = std::make_unique<Impl>();
   impl->backend_name = !opts.backend.empty() ? opts.backend
@@ -330,6 +332,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
 
 std::unique_ptr<Group> Group::new_subgroup(int group_size) {
   backend_for("new_subgroups");
+  keep_standard_streams_open();  // the subgroup's connections are new descriptors
   int gs = group_size == 0 ? impl_->local_world_size : group_size;
   check_arg(gs >= 1 && gs <= impl_->size && impl_->size % gs == 0,
             "subgroup size " + std::to_string(gs) + " does not divide the group size " +

@@ -2,6 +2,7 @@
 // need real ranks (a stopped store host, a resumed rank, rejoining after a
 // breakage, reducer layouts, DETAIL mode, mismatched sizes).
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -583,9 +584,51 @@ void scenario_rejoin_while_the_store_host_is_stopped() {
   ddp_group_free(again);
 }
 
+// The process starts with its standard streams closed (a daemon's): the
+// group's connections must not take their numbers, where everything
+// printed would go into a peer's protocol. Each is /dev/null after the
+// join and after a subgroup is made; what the program then prints goes
+// there, and the collectives and the store go on.
+void scenario_closed_standard_streams() {
+  const int report = fcntl(2, F_DUPFD_CLOEXEC, 100);  // this scenario's own stderr, kept aside
+  for (int fd = 0; fd <= 2; ++fd) close(fd);
+  auto streams = [&](const char* when) {
+    std::string found;
+    for (int fd = 0; fd <= 2; ++fd) {
+      char link[64], target[256] = {0};
+      std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+      if (readlink(link, target, sizeof target - 1) <= 0) std::strcpy(target, "(closed)");
+      if (std::strcmp(target, "/dev/null") != 0) found += " " + std::to_string(fd) + " -> " + target;
+    }
+    if (!found.empty()) dprintf(report, "[rank %d] %s, a standard stream is not /dev/null:%s\n", g_rank, when, found.c_str());
+    return found.empty();
+  };
+  ddp_group* g = join(20000);
+  bool ok = streams("after the join");
+  ddp_group* sub = nullptr;
+  ok &= ddp_group_new_subgroups(g, 1, &sub) == DDP_OK;
+  ok &= streams("after a subgroup");
+  std::printf("what a program prints\n");
+  std::fflush(stdout);
+  std::fprintf(stderr, "and its warnings\n");
+  float x[256];
+  for (float& v : x) v = 1;
+  int64_t shape[1] = {256};
+  ddp_tensor* t = nullptr;
+  ok &= ddp_tensor_from_blob(&t, x, DDP_FLOAT32, shape, 1) == DDP_OK;
+  for (int i = 0; i < 20 && ok; ++i) ok &= ddp_all_reduce(g, t, DDP_SUM) == DDP_OK && ddp_barrier(g) == DDP_OK;
+  ok &= x[0] == 1 << 20;  // 20 sums over 2 ranks
+  ddp_tensor_free(t);
+  ddp_group_free(sub);
+  ddp_group_free(g);
+  dup2(report, 2);  // the framework reports to stderr from here
+  WCHECK(ok, "closed standard streams: see the lines above (x[0] = %g)", x[0]);
+}
+
 }  // namespace
 
 WORKER_SCENARIO("shm_gloo_fails_on_one_rank", scenario_shm_gloo_fails_on_one_rank);
+WORKER_SCENARIO("closed_standard_streams", scenario_closed_standard_streams);
 WORKER_SCENARIO("stopped_store_host", scenario_stopped_store_host);
 WORKER_SCENARIO("free_while_the_store_host_is_stopped", scenario_free_while_the_store_host_is_stopped);
 WORKER_SCENARIO("stopped_store_host_timeout_set_after_join", scenario_stopped_store_host_timeout_set_after_join);

@@ -31,6 +31,13 @@ void expect_ok(const ddptest::RunResult& res, int except = -1) {
   }
 }
 
+// Ranks started with their standard streams closed: their connections
+// took descriptors 0 to 2, and what the program printed went into them.
+TEST(Hardening, ClosedStandardStreamsAreNotTakenByConnections) {
+  for (const char* backend : {"WORKER_BACKEND=gloo", "WORKER_BACKEND=shm"})
+    expect_ok(run(2, "closed_standard_streams", 60, {backend}));
+}
+
 TEST(Hardening, StoppedStoreHostGivesTimeoutWithinTheTimeout) {
   auto res = run(2, "stopped_store_host", 40);
   EXPECT_EQ(res.ranks[0].signal, 9) << res.summary();

@@ -6,9 +6,13 @@
 #include <vector>
 
 #include "agent.h"
+#include "common/standard_streams.h"
 #include "args.h"
 
 int main(int argc, char** argv) {
+  // The agent's store and its workers' pipes must not take the numbers of
+  // closed standard streams, where its own messages would go into them.
+  ddp::core::keep_standard_streams_open();
   std::vector<std::string> args(argv + 1, argv + argc);
   for (auto& s : args)
     if (s == "-h" || s == "--help") {

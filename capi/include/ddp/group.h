@@ -24,6 +24,11 @@
  * Signals: the first ddp_group_init ignores SIGPIPE if its disposition is
  * still the default, so that a write to a dead peer's socket cannot kill the
  * process (Python does the same).
+ * Descriptors: ddp_group_init and ddp_group_new_subgroups open a closed
+ * standard stream (0, 1, 2) onto /dev/null before opening anything, so that
+ * no connection takes its number and what the program prints never goes
+ * into a peer's protocol; the descriptors of a group's Gloo connections are
+ * close-on-exec, so that a program the rank starts does not hold them open.
  */
 #ifndef DDP_GROUP_H
 #define DDP_GROUP_H
