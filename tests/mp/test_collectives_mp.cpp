@@ -359,10 +359,20 @@ TEST(StoreHost, TakesTheDescriptorsItsRanksConnectionsNeed) {
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &r), 0);
   if (r.rlim_max < 256) GTEST_SKIP() << "skipped: the hard limit on descriptors is " << r.rlim_max;
   const std::string tag = unique_tag();
+  // The failure took the ranks' 60 s timeout: the run's limit and the
+  // bound stay below it. The reducer scenario's loops are several times
+  // slower under the sanitizers: 25.8, 28.1 and 31.2 s under ASan on 2 busy
+  // cores in fresh-clone CI runs (the last failed a 30 s bound), 1.4-2.8 s
+  // natively.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  const double bound = 50;
+#else
+  const double bound = 30;
+#endif
   auto res = run_ranks(4, {"/bin/bash", "-c", "ulimit -Sn 16 && exec " + worker_path() + " reducer"},
-                       {"DDP_TEST_TAG=" + tag}, 45);
+                       {"DDP_TEST_TAG=" + tag}, 55);
   EXPECT_FALSE(res.timed_out) << res.summary();
   EXPECT_FALSE(ddptest::any_process_tagged(tag)) << "a worker outlived the test";
   expect_all_ok(res);
-  EXPECT_LT(res.seconds, 30) << res.summary();
+  EXPECT_LT(res.seconds, bound) << res.summary();
 }
