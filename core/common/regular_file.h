@@ -55,11 +55,10 @@ inline std::string file_to_replace(const std::string& path, std::string* what) {
   if (S_ISLNK(st.st_mode)) {
     if (::stat(path.c_str(), &st) != 0) return path;
     char* real = ::realpath(path.c_str(), nullptr);
-    if (real) {
-      target = real;
-      std::free(real);
-    }
-    if (S_ISREG(st.st_mode) && real) return target;
+    const bool resolved = real != nullptr;
+    if (resolved) target = real;
+    std::free(real);
+    if (S_ISREG(st.st_mode) && resolved) return target;
   }
   switch (st.st_mode & S_IFMT) {
     case S_IFDIR: *what = "a directory"; break;
