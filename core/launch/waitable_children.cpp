@@ -1,5 +1,7 @@
 #include "launch/waitable_children.h"
 
+#include <sys/wait.h>
+
 #include <mutex>
 
 namespace ddp::core::launch {
@@ -30,6 +32,12 @@ WaitableChildren::~WaitableChildren() {
   if (--g_holders > 0 || !g_changed) return;
   sigaction(SIGCHLD, &g_program_action, nullptr);
   g_changed = false;
+  // Children of the program's own that ended meanwhile are zombies the
+  // kernel would have reaped, and that a program ignoring SIGCHLD never
+  // waits for. No launch's workers are among them: the last holder is gone,
+  // and each holder waited for its own.
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
 }
 
 }  // namespace ddp::core::launch

@@ -6,8 +6,9 @@
 // reports it: a launcher polling for its workers' ends waited for good, and
 // SIGTERM could not end it either (it forwarded the signal and waited on).
 // While one of these lives, SIGCHLD has its default action; the last to go
-// puts the program's disposition back. A child of the program's own that
-// ends meanwhile stays a zombie until the program waits for it or exits.
+// puts the program's disposition back, and reaps what the kernel would have
+// reaped meanwhile: the program's own children that ended (it ignores
+// SIGCHLD, so it never waits for them).
 #pragma once
 
 #include <signal.h>

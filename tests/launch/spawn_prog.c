@@ -10,6 +10,8 @@
  *   port PORT N          : use an explicit master_port (maybe in use)
  *   long_timeouts        : timeouts past the longest are refused; the longest works
  *   sigchld_reaper       : the program's SIGCHLD handler reaps every child (waitpid(-1))
+ *   own_child METHOD     : under an ignored SIGCHLD, a child of the program's own ends
+ *                          while the call waits; says whether it is a zombie after
  * Where SIGCHLD is ignored on entry, "ok" also says whether it still is after the call.
  */
 #include <pthread.h>
@@ -80,6 +82,42 @@ static int sigchld_ignored(void) {
   return sigaction(SIGCHLD, NULL, &now) == 0 && now.sa_handler == SIG_IGN;
 }
 
+/* Whether SIGCHLD is blocked-by-ignoring in process `pid`, from the
+ * SigIgn mask of /proc/PID/status (1 yes, 0 no, -1 unreadable). */
+static int sigchld_ignored_in(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int ignored = -1;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long mask;
+    if (sscanf(line, "SigIgn: %llx", &mask) == 1) ignored = (mask >> (SIGCHLD - 1)) & 1;
+  }
+  fclose(f);
+  return ignored;
+}
+
+/* A child of the program's own that ends while ddp_spawn holds SIGCHLD at
+ * its default action (it watches its parent's mask), so that it ends where
+ * the kernel does not reap it; it gives up after 20 s, saying so. */
+static pid_t start_own_child(void) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  for (int i = 0; i < 20000; ++i) {
+    if (sigchld_ignored_in(parent) == 0) {
+      printf("own child: ended while sigchld had its default action\n");
+      fflush(stdout);
+      _exit(0);
+    }
+    usleep(1000);
+  }
+  printf("own child: gave up waiting\n");
+  fflush(stdout);
+  _exit(0);
+}
+
 static int report(ddp_status s, ddp_buffer *result) {
   printf("status=%s\n", ddp_status_string(s));
   if (s != DDP_OK) printf("message=%s\n", ddp_last_error_message());
@@ -105,6 +143,18 @@ int main(int argc, char **argv) {
     const int ignored = sigchld_ignored();
     const int rc = RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
     if (ignored) printf("sigchld after the call: %s\n", sigchld_ignored() ? "ignored" : "not ignored");
+    return rc;
+  }
+  if (!strcmp(mode, "own_child")) {
+    if (argc > 2 && !strcmp(argv[2], "fork")) o.start_method = DDP_START_FORK;
+    /* Popen workers run main again; SIGCHLD has its default action there. */
+    const pid_t own = sigchld_ignored() ? start_own_child() : -1;
+    const int rc = RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
+    if (own > 0) {
+      int status = 0;
+      const pid_t got = waitpid(own, &status, WNOHANG);
+      printf("own child after the call: %s\n", got == own ? "a zombie" : got == 0 ? "still running" : "reaped");
+    }
     return rc;
   }
   if (!strcmp(mode, "sigchld_reaper")) {

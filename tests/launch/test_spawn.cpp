@@ -82,6 +82,24 @@ TEST(Spawn, WorkersEndingUnderAnIgnoredSigchldAreSeen) {
   }
 }
 
+// Under an ignored SIGCHLD the program's own children are reaped by the
+// kernel: one that ends while the call holds SIGCHLD at its default action
+// must not be left a zombie, which nothing in such a program would wait for.
+TEST(Spawn, AProgramsOwnChildEndingUnderTheCallIsNotLeftAZombie) {
+  for (const char* method : {"popen", "fork"}) {
+    static int n = 0;
+    const std::string tag = "spawn-" + std::to_string(getpid()) + "-own" + std::to_string(++n);
+    auto res = ddptest::run_program({"/bin/bash", "-c", "trap '' CHLD; exec " + spawn_prog() + " own_child " + method},
+                                    {"DDP_TEST_TAG=" + tag}, 30);
+    ASSERT_FALSE(res.timed_out) << method << ": " << res.summary();
+    const std::string& out = res.ranks[0].output;
+    EXPECT_EQ(res.ranks[0].exit_code, 0) << out;
+    EXPECT_TRUE(has(out, "own child: ended while sigchld had its default action")) << method << ": " << out;
+    EXPECT_TRUE(has(out, "own child after the call: reaped")) << method << ": " << out;
+    EXPECT_FALSE(ddptest::any_process_tagged(tag));
+  }
+}
+
 // A handler of the program's that reaps every child takes the workers'
 // statuses: the call ends, saying so, where it waited for good.
 TEST(Spawn, AProgramsHandlerThatReapsEveryChildEndsTheCallWithWhatHappened) {

@@ -28,8 +28,8 @@
  *
  * SIGCHLD: where the program ignores it (SIG_IGN or SA_NOCLDWAIT, as a
  * parent's SIG_IGN survives exec), it has its default action while the call
- * waits, and the program's is put back after; a child of the program's own
- * that ends meanwhile stays a zombie until the program waits for it. A
+ * waits, and the program's is put back after, with the program's own
+ * children that ended meanwhile reaped as the kernel would have. A
  * SIGCHLD handler of the program's that reaps every child (waitpid(-1))
  * takes the workers' statuses: the call then ends with
  * DDP_E_WORKER_FAILED saying so; have it wait for its own children by pid.
