@@ -1,6 +1,7 @@
 #include "debug/flight_recorder.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -44,7 +45,9 @@ uint64_t g_mask = 0;
 std::atomic<uint64_t> g_next{0};
 std::atomic<int> g_rank{0}, g_world{1};
 std::atomic<bool> g_dumping{false};
-char g_prefix[512];
+// The dumps' path up to the rank, as long as a path may be; empty where the
+// one given is longer (no dump then: a cut one would land somewhere else).
+char g_prefix[PATH_MAX];
 char g_host[128];
 // The cycle counter is turned into wall-clock time at dump time from two
 // (counter, clock) pairs: the one taken at configure() and one at the dump.
@@ -155,7 +158,13 @@ void configure_once() {
   }
   const char* f = std::getenv("DDP_FLIGHT_RECORDER_FILE");
   if (f && *f) {
-    std::snprintf(g_prefix, sizeof(g_prefix), "%s", f);
+    // Room for the rank and ".tmp" after it.
+    if (std::strlen(f) + 24 <= sizeof(g_prefix)) {
+      std::snprintf(g_prefix, sizeof(g_prefix), "%s", f);
+    } else {
+      std::fprintf(stderr, "libddp: DDP_FLIGHT_RECORDER_FILE is %zu bytes, more than a path may be (%d): "
+                   "no flight record will be dumped\n", std::strlen(f), PATH_MAX);
+    }
   } else {
     const char* tmp = std::getenv("TMPDIR");
     std::snprintf(g_prefix, sizeof(g_prefix), "%s/libddp_flight_rank_", tmp && *tmp ? tmp : "/tmp");
@@ -259,9 +268,9 @@ void finish(Ticket t, State st) {
 std::string dump_path() { return std::string(g_prefix) + std::to_string(g_rank.load()); }
 
 bool dump(const char* reason) {
-  if (!g_ring) return false;
+  if (!g_ring || !g_prefix[0]) return false;
   if (g_dumping.exchange(true)) return false;  // one dump at a time; the other's file stands
-  char path[600], tmp[640];
+  char path[sizeof(g_prefix) + 24], tmp[sizeof(path) + 8];
   {
     // snprintf is not async-signal-safe: the rank is written by hand.
     Writer w(-1);

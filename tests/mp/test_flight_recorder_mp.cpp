@@ -36,7 +36,8 @@ struct TempDir {
     std::string cmd = "rm -rf '" + path + "'";
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path.c_str());
   }
-  std::string prefix() const { return path + "/rank_"; }
+  std::string sub;  // a directory under path for the dumps, where a test made one
+  std::string prefix() const { return path + sub + "/rank_"; }
   int entries() const {
     int n = 0;
     if (DIR* d = opendir(path.c_str())) {
@@ -264,6 +265,20 @@ TEST(FlightRecorderOptions, ALinkUnderTheTemporaryNameIsNotFollowed) {
   std::ifstream in(victim);
   std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(kept, "keep me\n");
+  EXPECT_EQ(records(dir).size(), 2u) << res.summary();
+}
+
+// A prefix of more than 511 bytes (a deep working directory) was cut to
+// 511 and the dumps written under the cut name, where no tool looks.
+TEST(FlightRecorderOptions, ALongPrefixIsUsedWhole) {
+  TempDir dir;
+  for (char c : {'a', 'b', 'c', 'd'}) {
+    dir.sub += "/" + std::string(200, c);
+    ASSERT_EQ(mkdir((dir.path + dir.sub).c_str(), 0700), 0) << dir.path + dir.sub;
+  }
+  ASSERT_GT(dir.prefix().size(), 800u);
+  auto res = run("flight_dump_on_request", dir);
+  for (auto& r : res.ranks) EXPECT_EQ(r.exit_code, 0) << res.summary();
   EXPECT_EQ(records(dir).size(), 2u) << res.summary();
 }
 
