@@ -107,6 +107,22 @@ TEST(Ddprun, AnErrorFileThatCannotBeWrittenIsReportedAndLeavesNoTemporary) {
   EXPECT_NE(access((err + ".tmp").c_str(), F_OK), 0) << "the half-written error file was left";
 }
 
+// An error file path that names a directory is reported, and the directory
+// (with what it holds) stays.
+TEST(Ddprun, AnErrorFileThatIsADirectoryIsReportedAndLeftAsItIs) {
+  const std::string dir = testing::TempDir() + "/ddprun_dir_" + new_tag();
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  std::ofstream(dir + "/kept") << "kept\n";
+  auto o = ddprun_run({"--standalone", "--nproc-per-node", "2", "--error-file", dir, "/bin/false"});
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "cannot write the error file " + dir + " (a directory)")) << o.r.output;
+  struct stat st {};
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(access((dir + "/kept").c_str(), F_OK), 0);
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
 // An error file whose name is as long as the file system allows (255
 // bytes) is written: its temporary's name, which adds ".tmp", is cut short
 // to fit beside it.

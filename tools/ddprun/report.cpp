@@ -100,8 +100,9 @@ void write_error_file(const std::string& path, const std::vector<Failure>& failu
   if (target.empty()) {
     // A device or FIFO (/dev/null, /dev/stderr) is written into, as
     // torchrun does; renaming onto it would replace it (as root, /dev/null
-    // itself). Not blocking: a FIFO nobody reads is ENXIO, not a wait.
-    const int fd = what.rfind("a directory", 0) == 0 ? -1 : ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    // itself). Not blocking: a FIFO nobody reads is ENXIO, not a wait. A
+    // directory or socket fails the open (EISDIR, ENXIO).
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     const std::string text = o.str();
     bool written = fd >= 0;
     for (size_t done = 0; written && done < text.size();) {
