@@ -156,6 +156,12 @@ void write_file_atomically(const std::string& named, const ContentWriter& write)
   if (path.empty())
     fail(Status::IO, "checkpoint " + named + ": not a regular file but " + what +
                          ", which a save (a temporary file renamed onto the path) would replace");
+  // A file the saver may not write (made read-only to keep it) is not
+  // replaced, though the rename needs only the directory: torch.save and
+  // Lightning's atomic_save open it for writing and are refused there.
+  // (Root may write it, as there.)
+  if (::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0 && errno != ENOENT)
+    fail(Status::IO, "checkpoint " + named + ": cannot write it: " + why_errno());
   // One temporary file per call, not per process: two threads saving to
   // one path at once wrote the same temporary file, and the one renamed
   // first was a mix of both. (No O_EXCL: a crashed run's file under the same

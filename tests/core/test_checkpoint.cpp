@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -328,6 +329,7 @@ TEST(Checkpoint, ANewFileHasTheUmasksModeAndOneSavedOverKeepsItsOwn) {
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0664u) << std::oct << (st.st_mode & 07777);
   for (mode_t mode : {0600u, 0640u, 0444u}) {
+    if (mode == 0444u && ::geteuid() != 0) continue;  // only root may write it (as torch.save)
     ASSERT_EQ(::chmod(path.c_str(), mode), 0);
     save_checkpoint_file(path, c);
     ASSERT_EQ(::stat(path.c_str(), &st), 0);
@@ -362,6 +364,49 @@ TEST(Checkpoint, ASaveThatRunsOutOfRoomMidwayLeavesTheOldFileAndNoTemporary) {
   EXPECT_NE(what.find("write failed"), std::string::npos) << what;
   EXPECT_EQ(load_checkpoint_file(path).step, old_one.step);
   std::remove(path.c_str());
+}
+
+// A checkpoint its saver may not write (made read-only to keep it) is
+// refused, as torch.save's and Lightning's open for writing refuse it, and
+// stays as it was: the save once replaced it, the rename needing only the
+// directory. Root writes it, as torch.save does (the test above); here a
+// child that is not root (it drops to nobody where it is) saves.
+TEST(Checkpoint, AFileTheSaverMayNotWriteIsRefusedAndKept) {
+  at::set_num_threads(1);  // the forked child must not need the parent's thread pool
+  const std::string dir = temp_path("readonly_dir");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);  // whoever saves may make and rename files here
+  const std::string path = dir + "/kept.ckpt";
+  Checkpoint old_one = sample();
+  save_checkpoint_file(path, old_one);
+  ASSERT_EQ(::chmod(path.c_str(), 0444), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::geteuid() == 0 && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0)) _exit(77);
+    Checkpoint other = sample();
+    other.step = old_one.step + 1;
+    try {
+      save_checkpoint_file(path, other);
+      _exit(1);  // saved over a file it may not write
+    } catch (const ddp::core::Error& e) {
+      const std::string what = e.what();
+      _exit(e.status() == ddp::core::Status::IO && what.find(path) != std::string::npos &&
+                    what.find("Permission denied") != std::string::npos
+                ? 0
+                : 2);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot become another user to save as one";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the read-only file was replaced; 2: another error";
+  EXPECT_EQ(load_checkpoint_file(path).step, old_one.step);
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1u) << "a temporary file was left beside the checkpoint";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

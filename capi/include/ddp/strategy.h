@@ -427,7 +427,9 @@ typedef struct ddp_checkpoint_info {
  * previous file or the new one; through a symbolic link the file it leads
  * to is written (as torch.save writes), and a path that names or leads to a
  * directory, device or FIFO is DDP_E_IO (the rename would replace it: as
- * root, /dev/null itself). Collective: every rank waits until it is
+ * root, /dev/null itself), and so is a file the caller may not write (a
+ * read-only one, as torch.save refuses it). A file saved over keeps its
+ * mode. Collective: every rank waits until it is
  * written, and when rank 0 cannot write, every rank gets DDP_E_IO with rank
  * 0's reason.
  * @param opts,scheds the optimizers and schedulers in Lightning's order (each
