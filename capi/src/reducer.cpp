@@ -117,6 +117,16 @@ ddp_status ddp_reducer_gradient(const ddp_reducer* r, size_t index, ddp_tensor**
   return fence([&] { hand_out(out, wrap_tensor(require(r, "reducer")->reducer->gradient(index))); });
 }
 
-void ddp_reducer_free(ddp_reducer* r) { release(r); }
+void ddp_reducer_free(ddp_reducer* r) {
+  // From inside its own comm hook the reducer is in use by the call that
+  // runs the hook, which would go on in freed memory: it stays, for a free
+  // after that call.
+  if (const ddp_reducer* h = live(r); h && h->reducer && h->reducer->hook_running()) {
+    set_last_error("ddp_reducer_free: called from the reducer's own comm hook; the reducer is in use until the hook "
+                   "returns, and is not freed (free it after the call that ran the hook)");
+    return;
+  }
+  release(r);
+}
 
 }  // extern "C"

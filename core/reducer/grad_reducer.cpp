@@ -275,6 +275,7 @@ at::Tensor Reducer::current_grad(size_t i) {
 }
 
 void Reducer::set_gradient_source(std::unique_ptr<GradientSource> source) {
+  refuse_from_own_hook("set_gradient_source");
   if (step_in_progress()) fail(Status::State, "set_gradient_source: a step is in progress");
   // grads_ keep zeros of each gradient's shape, for gradients a step lacks
   // (with gradient_as_bucket_view they are the bucket views themselves).
@@ -400,7 +401,31 @@ const BucketView& Reducer::view_of(size_t b) {
   return buckets_[b].view;
 }
 
+void Reducer::refuse_from_own_hook(const char* call) const {
+  if (hook_running_)
+    fail(Status::State, std::string(call) +
+                            ": called from this reducer's own comm hook; a hook reduces its bucket (e.g. all_reduce "
+                            "on the group it is given) and returns, and the reducer is called again once it has");
+}
+
+PendingPtr Reducer::run_hook(size_t b) {
+  struct Running {
+    bool& flag;
+    explicit Running(bool& f) : flag(f) { flag = true; }
+    ~Running() { flag = false; }
+  } running(hook_running_);
+  return hook_->run(group_, view_of(b));
+}
+
+void Reducer::set_sync(bool enabled) {
+  refuse_from_own_hook("set_sync");
+  if (enabled != sync_ && step_in_progress())
+    fail(Status::State, "set_sync: a step is in progress (gradients were marked ready); call it between steps");
+  sync_ = enabled;
+}
+
 void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
+  refuse_from_own_hook("set_comm_hook");
   if (step_in_progress()) fail(Status::State, "set_comm_hook: a step is in progress; call it between steps");
   if (hook == hook_) return;
   if (hook) hook->attach(this);  // a stateful hook serving another reducer is refused here
@@ -425,6 +450,7 @@ void Reducer::begin_step_if_needed() {
 }
 
 bool Reducer::join(const std::function<void()>& each_step) {
+  refuse_from_own_hook("join");
   if (!opts_.join_enabled) fail(Status::State, "join: create the reducer with join_enabled on every rank");
   if (step_in_progress()) fail(Status::State, "join: a step is in progress; finish it first");
   // Shadow the others: each of their steps is one count plus the buckets in order.
@@ -435,7 +461,7 @@ bool Reducer::join(const std::function<void()>& each_step) {
     for (size_t b = 0; b < buckets_.size(); ++b) {
       buckets_[b].flat.zero_();
       if (hook_) {
-        hook_->run(group_, view_of(b))->wait();
+        run_hook(b)->wait();
       } else {
         all_reduce_blocking(group_, buckets_[b].flat, ReduceOp::Sum);
       }
@@ -447,6 +473,7 @@ bool Reducer::join(const std::function<void()>& each_step) {
 void Reducer::mark_ready(size_t i) {
   check_arg(i < grads_.size(), "mark_ready: index " + std::to_string(i) + " >= " + std::to_string(grads_.size()) +
                                    " gradients");
+  refuse_from_own_hook("mark_ready");
   if (!sync_) return;  // no_sync: gradients accumulate locally
   if (opts_.static_graph) return mark_ready_static(i);
   if (ready_[i]) fail(Status::State, "mark_ready: gradient " + std::to_string(i) + " was already marked ready in this step");
@@ -467,7 +494,7 @@ void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
     if (hook_) {
-      b.work = hook_->run(group_, view_of(next_bucket_));
+      b.work = run_hook(next_bucket_);
     } else if (in_place_step()) {
       b.work = all_reduce_parts(group_, b.parts, 1.0 / divisor_);
     } else if (scaled_by_reduce(next_bucket_)) {
@@ -480,6 +507,7 @@ void Reducer::launch_ready_buckets() {
 }
 
 void Reducer::finish() {
+  refuse_from_own_hook("finish");
   if (!sync_) return;
   if (!abandoned_.empty()) {
     std::string why = std::move(abandoned_);

@@ -107,7 +107,9 @@ class Reducer {
   // for a caller that has seen the failure already (autograd: the hook's
   // exception ended the backward pass, whose finish() never runs).
   void drop_step();
-  void set_sync(bool enabled) { sync_ = enabled; }
+  // Between steps: turned off with gradients marked ready, the step would
+  // stay open and the next one would find its marks.
+  void set_sync(bool enabled);
   // nullptr: the built-in path (PyTorch's reducer without a hook).
   void set_comm_hook(std::shared_ptr<CommHook> hook);
   // From now on, gradients come from and go to `source` (owned here, and
@@ -133,6 +135,9 @@ class Reducer {
 
   // Some gradient of the current step is marked ready already.
   bool step_in_progress() const;
+  // Whether this reducer's comm hook is running now: the reducer is inside
+  // the call that runs it, and takes no other call until it returns.
+  bool hook_running() const { return hook_running_; }
 
  private:
   struct Bucket {
@@ -214,6 +219,12 @@ class Reducer {
   int divisor_ = 1;  // ranks averaged over in this step
   std::string abandoned_;  // why the last step was abandoned, until finish() reports it
   std::shared_ptr<CommHook> hook_;
+  bool hook_running_ = false;
+  // Runs the hook on bucket b, marked as running meanwhile.
+  PendingPtr run_hook(size_t b);
+  // A call made from inside the hook (a custom C hook calling back into its
+  // reducer) is refused: the step it would change is the one running it.
+  void refuse_from_own_hook(const char* call) const;
   std::vector<TensorInfo> infos_;  // each gradient's bytes, dtype and device
   bool shared_buckets_ = false;  // assign_buckets asks the backend for shared buckets
   bool parts_possible_ = false;  // every gradient is of a dtype the backend all-reduces in parts

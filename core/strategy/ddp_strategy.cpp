@@ -428,6 +428,11 @@ double DdpStrategy::compute_metric(const LoggedMetric& metric) {
 
 void DdpStrategy::block_backward_sync(bool on) {
   if (wrapped_.empty()) fail(Status::State, "strategy: block_backward_sync before setup_module");
+  // Every reducer is asked before any changes: one refused (a step in
+  // progress) leaves them all as they were.
+  for (auto& w : wrapped_)
+    if (w.reducer->sync() == on && w.reducer->step_in_progress())
+      fail(Status::State, "block_backward_sync: a backward pass is synchronising gradients; call it between steps");
   sync_enabled_ = !on;
   for (auto& w : wrapped_) w.reducer->set_sync(!on);
 }

@@ -230,6 +230,74 @@ TEST(CommHooks, ACustomCHookCanBeWrappedInFp16) {
   ddp_comm_hook_free(w);
 }
 
+// A custom hook that calls back into the reducer running it: each call is
+// DDP_E_STATE naming the hook, a free frees nothing, and the step goes on
+// (finish from the hook was DDP_E_INTERNAL, "bucket 0 was never started",
+// and lost the step; set_sync(0) there left the step open for the next).
+struct CallingBack {
+  ddp_reducer* reducer = nullptr;
+  int call = 0;
+  ddp_status got = DDP_OK;
+  std::string message;
+  bool alive_after_free = false;
+};
+
+ddp_status calling_back_hook(ddp_group* g, const ddp_comm_bucket* bucket, void* user) {
+  auto* c = static_cast<CallingBack*>(user);
+  ddp_tensor* grad = nullptr;
+  switch (c->call) {
+    case 0: c->got = ddp_reducer_finish(c->reducer); break;
+    case 1: c->got = ddp_reducer_mark_ready(c->reducer, 0); break;
+    case 2: c->got = ddp_reducer_set_sync(c->reducer, 0); break;
+    case 3: c->got = ddp_reducer_set_comm_hook(c->reducer, nullptr); break;
+    case 4: c->got = ddp_reducer_join(c->reducer); break;
+    case 5:
+      ddp_reducer_free(c->reducer);
+      c->got = DDP_E_STATE;
+      c->alive_after_free = ddp_reducer_gradient(c->reducer, 0, &grad) == DDP_OK;
+      ddp_tensor_free(grad);
+      break;
+  }
+  c->message = ddp_last_error_message();
+  return ddp_all_reduce(g, bucket->buffer, DDP_SUM);
+}
+
+TEST(CommHooks, AHookCallingBackIntoItsOwnReducerIsRefusedAndTheStepGoesOn) {
+  OneRankModel m;
+  CallingBack c;
+  c.reducer = m.reducer;
+  ddp_comm_hook* h = nullptr;
+  ASSERT_EQ(ddp_comm_hook_custom(&h, calling_back_hook, &c), DDP_OK);
+  ASSERT_EQ(ddp_reducer_set_comm_hook(m.reducer, h), DDP_OK) << last();
+  ddp_comm_hook_free(h);
+  for (int call = 0; call < 6; ++call) {
+    c.call = call;
+    c.got = DDP_OK;
+    ASSERT_EQ(m.step(call), DDP_OK) << "call " << call << ": " << last();
+    EXPECT_EQ(c.got, DDP_E_STATE) << "call " << call << ": " << c.message;
+    EXPECT_NE(c.message.find("own comm hook"), std::string::npos) << "call " << call << ": " << c.message;
+    for (size_t i = 0; i < m.w.size(); ++i) ASSERT_EQ(m.w[i], m.input_w[i]) << "call " << call << ", " << i;
+  }
+  EXPECT_TRUE(c.alive_after_free);
+  ASSERT_EQ(m.step(9), DDP_OK) << last();  // and once more, with nothing called back
+}
+
+// set_sync is for between steps: turned off after a mark, the step stayed
+// open and the next one found its marks ("gradient 1 was already marked
+// ready in this step"). Now it is refused, and the step finishes as begun.
+TEST(CommHooks, SetSyncInsideAStepIsRefusedAndTheStepFinishes) {
+  OneRankModel m;
+  ASSERT_EQ(ddp_reducer_mark_ready(m.reducer, 1), DDP_OK) << last();
+  EXPECT_EQ(ddp_reducer_set_sync(m.reducer, 0), DDP_E_STATE);
+  EXPECT_NE(last().find("set_sync: a step is in progress"), std::string::npos) << last();
+  EXPECT_EQ(ddp_reducer_set_sync(m.reducer, 1), DDP_OK) << "no change is no harm: " << last();
+  ASSERT_EQ(ddp_reducer_mark_ready(m.reducer, 0), DDP_OK) << last();
+  ASSERT_EQ(ddp_reducer_finish(m.reducer), DDP_OK) << last();
+  ASSERT_EQ(ddp_reducer_set_sync(m.reducer, 0), DDP_OK) << last();
+  ASSERT_EQ(ddp_reducer_set_sync(m.reducer, 1), DDP_OK) << last();
+  ASSERT_EQ(m.step(3), DDP_OK) << last();
+}
+
 // Where a GPU is lent: the hooks give the same results on CUDA buffers over
 // NCCL as on host buffers over Gloo.
 TEST(CommHooks, PowerSgdAndFp16OnNcclMatchGloo) {

@@ -153,7 +153,10 @@ typedef struct ddp_comm_bucket {
  * status fails the step on every rank with that status (the failure is
  * published to the other ranks, whose waits stop instead of hanging), and
  * the group is unusable afterwards; any other non-zero value does the same
- * as DDP_E_BACKEND, the message naming the value.
+ * as DDP_E_BACKEND, the message naming the value. The hook runs inside a
+ * call on its reducer: a call back into that reducer from the hook
+ * (mark_ready, finish, set_sync, set_comm_hook, join) is DDP_E_STATE, and
+ * ddp_reducer_free does nothing there.
  */
 typedef ddp_status (*ddp_comm_hook_fn)(struct ddp_group *group, const ddp_comm_bucket *bucket, void *user_data);
 

@@ -135,7 +135,9 @@ DDP_API ddp_status ddp_reducer_finish(ddp_reducer *r);
 /**
  * no_sync / block_backward_sync: with @p enabled = 0, steps neither mark nor
  * reduce; gradients accumulate in the caller's buffers, and the next
- * synchronised step reduces the accumulated sum (PyTorch's no_sync).
+ * synchronised step reduces the accumulated sum (PyTorch's no_sync). Call
+ * it between steps: a change after gradients were marked ready in this step
+ * is DDP_E_STATE, and nothing changes.
  */
 DDP_API ddp_status ddp_reducer_set_sync(ddp_reducer *r, int enabled);
 
@@ -177,7 +179,11 @@ DDP_API ddp_status ddp_reducer_bucket_indices(const ddp_reducer *r, size_t bucke
  */
 DDP_API ddp_status ddp_reducer_gradient(const ddp_reducer *r, size_t index, ddp_tensor **out);
 
-/** Frees @p r; NULL is accepted. Buckets still in flight are waited for. */
+/**
+ * Frees @p r; NULL is accepted. Buckets still in flight are waited for.
+ * Called from the reducer's own comm hook, it frees nothing (the reducer is
+ * in use until the hook returns) and says so in ddp_last_error_message().
+ */
 DDP_API void ddp_reducer_free(ddp_reducer *r);
 
 DDP_EXTERN_C_END
