@@ -149,6 +149,7 @@ void DdpStrategy::requeue() {
 
 template <typename F>
 auto DdpStrategy::naming_failed_rank(F&& step) -> decltype(step()) {
+  Running running(running_);
   try {
     return step();
   } catch (const Error& e) {
@@ -440,6 +441,7 @@ void DdpStrategy::block_backward_sync(bool on) {
 void DdpStrategy::on_rank_zero(const std::string& what, const std::string& verb, const std::function<void()>& io) {
   // Rank 0's outcome ("" or why it failed) reaches every rank in place of
   // a barrier, so a failure is a status everywhere.
+  Running running(running_);
   std::string failure;
   if (is_global_zero()) {
     try {
@@ -591,6 +593,7 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
                                             const TrainingObjects& objects) {
   require_setup("load_checkpoint");
   check_prefixes(modules, "load_checkpoint");
+  Running running(running_);  // the checkpoint_io's load callback
   // Every rank reads and checks; only when all of them can does any rank
   // change its model (a rank left behind would train apart from the rest).
   LightningCheckpoint c;
@@ -665,6 +668,9 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
 }
 
 void DdpStrategy::teardown() {
+  if (running_ > 0)
+    fail(Status::State, "teardown: called from code that a call of this strategy runs (a comm hook, an optimizer "
+                        "closure, a checkpoint_io callback); tear it down once that call has returned");
   release_group();
   if (launcher_) {
     auto launcher = std::move(launcher_);

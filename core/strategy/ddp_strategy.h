@@ -267,6 +267,11 @@ class DdpStrategy {
   // to end; Status::WorkerFailed names one that failed. A later
   // setup_environment starts again.
   void teardown();
+  // Whether a call of this strategy is running now, one that may run the
+  // caller's code (a comm hook in backward, an optimizer closure, a
+  // checkpoint_io callback): that code may not tear the strategy down or
+  // destroy it, which the running call would outlive.
+  bool running_a_call() const { return running_ > 0; }
 
  private:
   // Drops the group and everything built on it (DDP wrappers, sync
@@ -301,6 +306,14 @@ class DdpStrategy {
   void run_collective(const std::function<void()>& step);
   // devices "auto" for `env`, checked against it.
   int devices_for(const ClusterEnv& env, bool launched) const;
+
+  // Calls running now (running_a_call), counted by Running.
+  int running_ = 0;
+  struct Running {
+    int& count;
+    explicit Running(int& c) : count(c) { ++count; }
+    ~Running() { --count; }
+  };
 
   StrategyOptions opts_;
   int devices_ = 0;

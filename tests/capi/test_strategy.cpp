@@ -741,6 +741,61 @@ TEST(Strategy, ACheckpointWhoseRandomStreamTorchRefusesIsPassedOverWithNothingCh
   ddp_strategy_free(s);
   std::system(("rm -rf " + data).c_str());
 }
+// A checkpoint_io callback that tears down or frees the strategy whose
+// call runs it: the teardown is DDP_E_STATE and the free frees nothing,
+// since the running call goes on using the strategy (it went on in freed
+// memory); the save and the load finish as usual.
+struct TearingStore {
+  ddp_strategy* s = nullptr;
+  MemoryStore files;
+  int calls = 0;
+  std::vector<std::string> problems;
+  void tear(const char* in) {
+    ++calls;
+    if (ddp_strategy_teardown(s) != DDP_E_STATE || !has(last(), "called from code that a call of this strategy runs"))
+      problems.push_back(std::string(in) + ": teardown: " + last());
+    ddp_strategy_free(s);
+    if (!has(last(), "ddp_strategy_free: called from code")) problems.push_back(std::string(in) + ": free: " + last());
+    if (ddp_strategy_world_size(s) != 1) problems.push_back(std::string(in) + ": the strategy is gone");
+  }
+};
+int tearing_save(void* u, const char* path, const void* data, size_t len) {
+  auto* t = static_cast<TearingStore*>(u);
+  t->tear("save");
+  return store_save(&t->files, path, data, len);
+}
+int tearing_load(void* u, const char* path, ddp_byte_sink* sink) {
+  auto* t = static_cast<TearingStore*>(u);
+  t->tear("load");
+  return store_load(&t->files, path, sink);
+}
+
+TEST(Strategy, ACallbackThatTearsDownOrFreesItsStrategyIsRefused) {
+  std::string why;
+  const std::string dir = export_digits("strategy_tearing", &why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  TearingStore t;
+  ddp_checkpoint_io io = {&t, tearing_save, tearing_load, store_remove};
+  ddp_strategy_options o = DDP_STRATEGY_OPTIONS_INIT;
+  o.checkpoint_io = &io;
+  ASSERT_EQ(ddp_strategy_new(&t.s, &o), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_environment(t.s), DDP_OK) << last();
+  ddp_module* m = nullptr;
+  ASSERT_EQ(ddp_module_load(&m, (dir + "/mlp.pt").c_str()), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_setup_module(t.s, m), DDP_OK) << last();
+  ASSERT_EQ(ddp_strategy_save_checkpoint(t.s, "a.ckpt", m, nullptr, 12, 3, nullptr, 0), DDP_OK) << last();
+  int64_t step = 0;
+  ASSERT_EQ(ddp_strategy_load_checkpoint(t.s, "a.ckpt", m, nullptr, &step, nullptr, nullptr), DDP_OK) << last();
+  EXPECT_EQ(step, 12);
+  EXPECT_EQ(t.calls, 2);
+  for (const auto& p : t.problems) ADD_FAILURE() << p;
+  // Outside any call, both work.
+  ASSERT_EQ(ddp_strategy_teardown(t.s), DDP_OK) << last();
+  ddp_module_free(m);
+  ddp_strategy_free(t.s);
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(Strategy, CheckpointsGoThroughTheCallersCheckpointIO) {
   std::string why;
   const std::string dir = export_digits("strategy_io", &why);

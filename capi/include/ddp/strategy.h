@@ -604,14 +604,21 @@ DDP_API ddp_status ddp_strategy_requeue_requested(ddp_strategy *s, int *out);
  */
 DDP_API ddp_status ddp_strategy_requeue(ddp_strategy *s);
 
-/** Undoes setup (the engine, the group, the host cache); a later setup_environment starts again. */
+/**
+ * Undoes setup (the engine, the group, the host cache); a later
+ * setup_environment starts again. From code that a call of this strategy
+ * runs (a comm hook, an optimizer closure, a checkpoint_io callback) it is
+ * DDP_E_STATE: that call still uses what it would undo.
+ */
 DDP_API ddp_status ddp_strategy_teardown(ddp_strategy *s);
 
 /**
  * Frees @p s, tearing it down; NULL is accepted. As ddp_strategy_teardown
  * does, a rank 0 whose strategy started the other ranks (the popen launcher)
  * waits up to the strategy's timeout for them to end before it stops them;
- * a failure among them is printed, as there is no status to return.
+ * a failure among them is printed, as there is no status to return. From
+ * code that a call of this strategy runs (see ddp_strategy_teardown) it
+ * frees nothing and says so in ddp_last_error_message().
  */
 DDP_API void ddp_strategy_free(ddp_strategy *s);
 
