@@ -98,6 +98,7 @@ const char* kind_name(Kind k) {
     case Kind::LrScheduler: return "ddp_lr_scheduler";
     case Kind::Outputs: return "ddp_outputs";
     case Kind::Metric: return "ddp_metric";
+    case Kind::ByteSink: return "ddp_byte_sink (one is live only during the load callback it was given to)";
   }
   return "handle";
 }

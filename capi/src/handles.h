@@ -102,7 +102,7 @@ namespace ddp::capi {
 
 enum class Kind {
   Tensor, Buffer, Env, Group, Work, Reducer, CommHook, ModelAverager, Module, Optimizer, Strategy, LrScheduler,
-  Outputs, Metric
+  Outputs, Metric, ByteSink
 };
 
 // A handle is a token, not an address: each one handed out is a number this
@@ -127,6 +127,7 @@ template <> constexpr Kind kind_of<ddp_strategy>() { return Kind::Strategy; }
 template <> constexpr Kind kind_of<ddp_lr_scheduler>() { return Kind::LrScheduler; }
 template <> constexpr Kind kind_of<ddp_outputs>() { return Kind::Outputs; }
 template <> constexpr Kind kind_of<ddp_metric>() { return Kind::Metric; }
+template <> constexpr Kind kind_of<ddp_byte_sink>() { return Kind::ByteSink; }
 
 const char* kind_name(Kind k);
 

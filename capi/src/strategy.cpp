@@ -81,7 +81,14 @@ class CallbackCheckpointIO : public ddp::core::CheckpointIO {
   }
   std::vector<uint8_t> load(const std::string& path) override {
     ddp_byte_sink sink;
-    check(io_.load(io_.user_data, path.c_str(), &sink), "load", path);
+    // The callback gets a handle that is live during the call only: a sink
+    // kept and written to afterwards is refused, not a write into this
+    // frame once it is gone.
+    struct Lent {
+      ddp_byte_sink* token;
+      ~Lent() { registry_take(token, Kind::ByteSink); }
+    } lent{static_cast<ddp_byte_sink*>(registry_add(&sink, Kind::ByteSink))};
+    check(io_.load(io_.user_data, path.c_str(), lent.token), "load", path);
     return std::move(sink.bytes);
   }
   void remove(const std::string& path) override { check(io_.remove(io_.user_data, path.c_str()), "remove", path); }
@@ -195,11 +202,11 @@ ddp_status group_for(ddp_strategy* s, const char* fn, ddp_group** g) {
 extern "C" {
 
 ddp_status ddp_byte_sink_write(ddp_byte_sink* sink, const void* data, size_t len) {
-  if (!sink) return invalid("ddp_byte_sink_write: sink is NULL");
   if (!data && len > 0) return invalid("ddp_byte_sink_write: data is NULL with len > 0");
   return fence([&] {
+    auto* s = require(sink, "ddp_byte_sink_write: sink");
     auto* p = static_cast<const uint8_t*>(data);
-    sink->bytes.insert(sink->bytes.end(), p, p + len);
+    s->bytes.insert(s->bytes.end(), p, p + len);
   });
 }
 
@@ -602,6 +609,7 @@ ddp_status ddp_strategy_remove_checkpoint(ddp_strategy* s, const char* path) {
 ddp_status ddp_strategy_teardown(ddp_strategy* s) {
   return fence([&] {
     auto* h = require(s, "strategy");
+    h->strategy->refuse_while_running("teardown");  // before the group's handle goes
     release(h->group);
     h->group = nullptr;
     h->strategy->teardown();

@@ -667,10 +667,15 @@ CheckpointInfo DdpStrategy::load_checkpoint(const std::string& path, const std::
   return {c.global_step, c.epoch, c.batches_in_epoch, std::move(c.user), c.samples_in_epoch, c.world_size, rng_state};
 }
 
-void DdpStrategy::teardown() {
+void DdpStrategy::refuse_while_running(const char* call) const {
   if (running_ > 0)
-    fail(Status::State, "teardown: called from code that a call of this strategy runs (a comm hook, an optimizer "
-                        "closure, a checkpoint_io callback); tear it down once that call has returned");
+    fail(Status::State, std::string(call) +
+                            ": called from code that a call of this strategy runs (a comm hook, an optimizer "
+                            "closure, a checkpoint_io callback); call it once that call has returned");
+}
+
+void DdpStrategy::teardown() {
+  refuse_while_running("teardown");
   release_group();
   if (launcher_) {
     auto launcher = std::move(launcher_);

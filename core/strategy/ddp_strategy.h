@@ -272,6 +272,9 @@ class DdpStrategy {
   // checkpoint_io callback): that code may not tear the strategy down or
   // destroy it, which the running call would outlive.
   bool running_a_call() const { return running_ > 0; }
+  // Status::State naming `call` while one runs (for teardown, and for the C
+  // layer before it lets go of what teardown would).
+  void refuse_while_running(const char* call) const;
 
  private:
   // Drops the group and everything built on it (DDP wrappers, sync

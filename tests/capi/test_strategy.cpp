@@ -507,6 +507,7 @@ struct MemoryStore {
   std::map<std::string, std::string> files;
   int fail_save = 0;
   int removed = 0;
+  ddp_byte_sink* last_sink = nullptr;  // the sink of the latest load, kept past its call
 };
 int store_save(void* u, const char* path, const void* data, size_t len) {
   auto* m = static_cast<MemoryStore*>(u);
@@ -516,6 +517,7 @@ int store_save(void* u, const char* path, const void* data, size_t len) {
 }
 int store_load(void* u, const char* path, ddp_byte_sink* sink) {
   auto* m = static_cast<MemoryStore*>(u);
+  m->last_sink = sink;
   auto it = m->files.find(path);
   if (it == m->files.end()) return 2;
   // In two pieces, as a reader of a stream would.
@@ -747,6 +749,7 @@ TEST(Strategy, ACheckpointWhoseRandomStreamTorchRefusesIsPassedOverWithNothingCh
 // memory); the save and the load finish as usual.
 struct TearingStore {
   ddp_strategy* s = nullptr;
+  ddp_group* group = nullptr;  // the strategy's, borrowed
   MemoryStore files;
   int calls = 0;
   std::vector<std::string> problems;
@@ -757,6 +760,8 @@ struct TearingStore {
     ddp_strategy_free(s);
     if (!has(last(), "ddp_strategy_free: called from code")) problems.push_back(std::string(in) + ": free: " + last());
     if (ddp_strategy_world_size(s) != 1) problems.push_back(std::string(in) + ": the strategy is gone");
+    if (ddp_strategy_group(s) != group || ddp_group_size(group) != 1)
+      problems.push_back(std::string(in) + ": the strategy's group handle is gone");
   }
 };
 int tearing_save(void* u, const char* path, const void* data, size_t len) {
@@ -780,6 +785,8 @@ TEST(Strategy, ACallbackThatTearsDownOrFreesItsStrategyIsRefused) {
   o.checkpoint_io = &io;
   ASSERT_EQ(ddp_strategy_new(&t.s, &o), DDP_OK) << last();
   ASSERT_EQ(ddp_strategy_setup_environment(t.s), DDP_OK) << last();
+  t.group = ddp_strategy_group(t.s);
+  ASSERT_NE(t.group, nullptr);
   ddp_module* m = nullptr;
   ASSERT_EQ(ddp_module_load(&m, (dir + "/mlp.pt").c_str()), DDP_OK) << last();
   ASSERT_EQ(ddp_strategy_setup_module(t.s, m), DDP_OK) << last();
@@ -824,6 +831,10 @@ TEST(Strategy, CheckpointsGoThroughTheCallersCheckpointIO) {
   EXPECT_EQ(std::string(static_cast<const char*>(ddp_buffer_data(back)), ddp_buffer_size(back)),
             std::string(user, sizeof user));
   ddp_buffer_free(back);
+  // A sink kept past its load callback is refused (it wrote into the
+  // callback's frame, gone by then).
+  EXPECT_EQ(ddp_byte_sink_write(store.last_sink, "x", 1), DDP_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(last(), "live only during the load callback")) << last();
   // Damaged bytes from the storage are refused as a damaged file is.
   store.files["bucket/b.ckpt"] = store.files["bucket/a.ckpt"].substr(0, 200);
   EXPECT_EQ(ddp_strategy_load_checkpoint(s, "bucket/b.ckpt", m, nullptr, nullptr, nullptr, nullptr), DDP_E_IO);

@@ -91,7 +91,10 @@ typedef struct ddp_cluster_callbacks {
 /** Where a load callback of ddp_checkpoint_io writes the bytes it fetched. */
 typedef struct ddp_byte_sink ddp_byte_sink;
 
-/** Appends @p len bytes to @p sink (valid only during the load callback it was given to). */
+/**
+ * Appends @p len bytes to @p sink (valid only during the load callback it was
+ * given to: a sink kept and written to afterwards is DDP_E_INVALID_ARGUMENT).
+ */
 DDP_API ddp_status ddp_byte_sink_write(ddp_byte_sink *sink, const void *data, size_t len);
 
 /**
