@@ -283,79 +283,95 @@ bool in_shm_memfd(const void* p) {
 // DDP_TEST_STATIC_GRAPH=1: with static_graph, every gradient marked in every
 // step (its first step only counts, and reduces everything in finish). The
 // caller's views keep their buckets: no rebuild moves them (reducer.h).
-void scenario_reducer_shm_matches_gloo() {
+// The gradients of reducer_steps(): their sizes; the last two are float64.
+const std::vector<size_t> kStepSizes = {300000, 5, 70000, 262144, 1, 1000, 500000, 17, 3000};
+
+// The gradients of a few reducer steps on `backend` (the caller's buffers,
+// or with DDP_TEST_BUCKET_VIEW=1 their bucket views), step after step.
+std::vector<std::vector<uint8_t>> reducer_steps(const char* backend, const std::string& setting) {
   const bool bucket_view = env_int("DDP_TEST_BUCKET_VIEW", 0) == 1;
   const bool static_graph = env_int("DDP_TEST_STATIC_GRAPH", 0) == 1;
+  const bool on_shm = std::string(backend) == "shm";
   // DDP_SHM_SHARED_BUCKETS=0 (the switch for measuring) keeps them private.
-  const bool shared_expected = bucket_view && env_int("DDP_SHM_SHARED_BUCKETS", 1) == 1;
-  const std::vector<size_t> sizes = {300000, 5, 70000, 262144, 1, 1000, 500000, 17, 3000};
-  const size_t n = sizes.size(), n_double = 2;  // the last two are float64
-  const char* names[2] = {"shm", "gloo"};
-  std::vector<std::vector<uint8_t>> by[2];
-  for (int k = 0; k < 2; ++k) {
-    if (k == 1 && g_rank != 0) usleep(500 * 1000);  // rank 0's first store is surely gone
-    ddp_group* g = join(60000, names[k]);
-    const int rank = ddp_group_rank(g);
-    WCHECK(std::string(ddp_group_backend(g)) == names[k], "asked for %s, got %s", names[k], ddp_group_backend(g));
-    std::vector<std::vector<uint8_t>> bufs(n);
-    std::vector<ddp_tensor*> grads(n, nullptr);
+  const bool shared_expected = on_shm && bucket_view && env_int("DDP_SHM_SHARED_BUCKETS", 1) == 1;
+  const std::vector<size_t>& sizes = kStepSizes;
+  const size_t n = sizes.size(), n_double = 2;
+  std::vector<std::vector<uint8_t>> out;
+  ddp_group* g = join(60000, backend);
+  const int rank = ddp_group_rank(g);
+  WCHECK(std::string(ddp_group_backend(g)) == backend, "[%s] asked for %s, got %s", setting.c_str(), backend,
+         ddp_group_backend(g));
+  std::vector<std::vector<uint8_t>> bufs(n);
+  std::vector<ddp_tensor*> grads(n, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    const bool dbl = i >= n - n_double;
+    bufs[i].assign(sizes[i] * (dbl ? 8 : 4), 0);
+    int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
+    WOK(ddp_tensor_from_blob(&grads[i], bufs[i].data(), dbl ? DDP_FLOAT64 : DDP_FLOAT32, shape, 1));
+  }
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.first_bucket_mb = 0.01;
+  o.bucket_cap_mb = 1.0;
+  o.find_unused_parameters = !static_graph;
+  o.static_graph = static_graph;
+  o.broadcast_parameters = 0;
+  o.gradient_as_bucket_view = bucket_view;
+  ddp_reducer* red = nullptr;
+  WOK(ddp_reducer_new(&red, g, nullptr, grads.data(), n, &o));
+  // Where each gradient lives: the caller's buffer, or its bucket view.
+  std::vector<ddp_tensor*> views(n, nullptr);
+  std::vector<uint8_t*> data(n);
+  for (int step = 0; step < (static_graph ? 4 : 3); ++step) {
+    for (size_t i = 0; i < n; ++i) {
+      data[i] = bufs[i].data();
+      if (!bucket_view) continue;
+      ddp_tensor_free(views[i]);
+      WOK(ddp_reducer_gradient(red, i, &views[i]));
+      data[i] = static_cast<uint8_t*>(ddp_tensor_data(views[i]));
+      WCHECK(in_shm_memfd(data[i]) == shared_expected, "[%s] on %s, step %d: gradient %zu's bucket is %sin shared memory",
+             setting.c_str(), backend, step, i, shared_expected ? "not " : "");
+    }
+    std::mt19937 gen(static_cast<uint32_t>(1000 * step + 7 * rank + 1));
+    std::uniform_real_distribution<double> value(-3.0, 3.0);
     for (size_t i = 0; i < n; ++i) {
       const bool dbl = i >= n - n_double;
-      bufs[i].assign(sizes[i] * (dbl ? 8 : 4), 0);
-      int64_t shape[1] = {static_cast<int64_t>(sizes[i])};
-      WOK(ddp_tensor_from_blob(&grads[i], bufs[i].data(), dbl ? DDP_FLOAT64 : DDP_FLOAT32, shape, 1));
-    }
-    ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
-    o.first_bucket_mb = 0.01;
-    o.bucket_cap_mb = 1.0;
-    o.find_unused_parameters = !static_graph;
-    o.static_graph = static_graph;
-    o.broadcast_parameters = 0;
-    o.gradient_as_bucket_view = bucket_view;
-    ddp_reducer* red = nullptr;
-    WOK(ddp_reducer_new(&red, g, nullptr, grads.data(), n, &o));
-    // Where each gradient lives: the caller's buffer, or its bucket view.
-    std::vector<ddp_tensor*> views(n, nullptr);
-    std::vector<uint8_t*> data(n);
-    for (int step = 0; step < (static_graph ? 4 : 3); ++step) {
-      for (size_t i = 0; i < n; ++i) {
-        data[i] = bufs[i].data();
-        if (!bucket_view) continue;
-        ddp_tensor_free(views[i]);
-        WOK(ddp_reducer_gradient(red, i, &views[i]));
-        data[i] = static_cast<uint8_t*>(ddp_tensor_data(views[i]));
-        const bool expected = k == 0 && shared_expected;
-        WCHECK(in_shm_memfd(data[i]) == expected, "on %s, step %d: gradient %zu's bucket is %sin shared memory",
-               names[k], step, i, expected ? "not " : "");
+      for (size_t e = 0; e < sizes[i]; ++e) {
+        if (dbl) reinterpret_cast<double*>(data[i])[e] = value(gen);
+        else reinterpret_cast<float*>(data[i])[e] = static_cast<float>(value(gen));
       }
-      std::mt19937 gen(static_cast<uint32_t>(1000 * step + 7 * rank + 1));
-      std::uniform_real_distribution<double> value(-3.0, 3.0);
-      for (size_t i = 0; i < n; ++i) {
-        const bool dbl = i >= n - n_double;
-        for (size_t e = 0; e < sizes[i]; ++e) {
-          if (dbl) reinterpret_cast<double*>(data[i])[e] = value(gen);
-          else reinterpret_cast<float*>(data[i])[e] = static_cast<float>(value(gen));
-        }
-      }
-      for (size_t i = n; i-- > 0;)
-        if (static_graph || step != 1 || rank % 2 == 0 || (i != 2 && i != 5)) WOK(ddp_reducer_mark_ready(red, i));
-      WOK(ddp_reducer_finish(red));
-      for (size_t i = 0; i < n; ++i) by[k].emplace_back(data[i], data[i] + bufs[i].size());
     }
-    for (auto* v : views) ddp_tensor_free(v);
-    ddp_reducer_free(red);
-    for (auto* t : grads) ddp_tensor_free(t);
-    ddp_group_free(g);
+    for (size_t i = n; i-- > 0;)
+      if (static_graph || step != 1 || rank % 2 == 0 || (i != 2 && i != 5)) WOK(ddp_reducer_mark_ready(red, i));
+    WOK(ddp_reducer_finish(red));
+    for (size_t i = 0; i < n; ++i) out.emplace_back(data[i], data[i] + bufs[i].size());
   }
-  WCHECK(by[0].size() == by[1].size(), "%zu results on shm, %zu on gloo", by[0].size(), by[1].size());
-  int reported = 0;
-  for (size_t c = 0; c < std::min(by[0].size(), by[1].size()) && reported < 5; ++c) {
-    if (by[0][c] == by[1][c]) continue;
-    size_t at = 0;
-    while (at < by[0][c].size() && by[0][c][at] == by[1][c][at]) ++at;
-    ++reported;
-    WCHECK(false, "step %zu, gradient %zu: shm and gloo differ from byte %zu of %zu", c / n, c % n, at,
-           by[0][c].size());
+  for (auto* v : views) ddp_tensor_free(v);
+  ddp_reducer_free(red);
+  for (auto* t : grads) ddp_tensor_free(t);
+  ddp_group_free(g);
+  return out;
+}
+
+// The reducer's steps once on Gloo, then on shm under each of
+// shm_settings() (each a fresh group on the same port): the same bits.
+void scenario_reducer_shm_matches_gloo() {
+  const auto on_gloo = reducer_steps("gloo", "gloo");
+  const size_t n = kStepSizes.size();  // gradients per step
+  for (const std::string& setting : shm_settings()) {
+    if (g_rank != 0) usleep(500 * 1000);  // rank 0's last store is surely gone
+    ScopedSetting in_env(setting);
+    const auto shm = reducer_steps("shm", setting);
+    WCHECK(shm.size() == on_gloo.size(), "[%s] %zu results on shm, %zu on gloo", setting.c_str(), shm.size(),
+           on_gloo.size());
+    int reported = 0;
+    for (size_t c = 0; c < std::min(shm.size(), on_gloo.size()) && reported < 5; ++c) {
+      if (shm[c] == on_gloo[c]) continue;
+      size_t at = 0;
+      while (at < shm[c].size() && shm[c][at] == on_gloo[c][at]) ++at;
+      ++reported;
+      WCHECK(false, "[%s] step %zu, gradient %zu: shm and gloo differ from byte %zu of %zu", setting.c_str(), c / n,
+             c % n, at, shm[c].size());
+    }
   }
 }
 

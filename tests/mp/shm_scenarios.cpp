@@ -254,39 +254,38 @@ double tolerance(ddp_dtype d) {
 }
 
 // DDP_TEST_ONE_CPU_RANK=r: rank r runs on one CPU only (as under taskset),
-// so that it alone finds the host crowded.
-void pin_if_asked() {
-  if (env_int("DDP_TEST_ONE_CPU_RANK", -1) != g_rank) return;
-  cpu_set_t mine, one;
-  WCHECK(sched_getaffinity(0, sizeof mine, &mine) == 0, "sched_getaffinity failed");
-  CPU_ZERO(&one);
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &mine)) {
-      CPU_SET(c, &one);
-      break;
-    }
-  WCHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity failed");
-}
-
-void scenario_shm_matches_gloo() {
-  pin_if_asked();
-  std::vector<Result> by[2];
-  const char* names[2] = {"shm", "gloo"};
-  int world = 0;
-  for (int k = 0; k < 2; ++k) {
-    // Rank 0 hosts the store: the others come back once its first server
-    // is surely gone (a client that reaches the old one loses it mid-join).
-    if (k == 1 && g_rank != 0) usleep(500 * 1000);
-    ddp_group* g = join(60000, names[k]);
-    world = ddp_group_size(g);
-    WCHECK(std::string(ddp_group_backend(g)) == names[k], "asked for %s, got %s", names[k], ddp_group_backend(g));
-    by[k] = run_all(g);
-    ddp_group_free(g);
+// so that it alone finds the host crowded, while this lives.
+class OneCpuIfAsked {
+ public:
+  OneCpuIfAsked() {
+    if (env_int("DDP_TEST_ONE_CPU_RANK", -1) != g_rank) return;
+    WCHECK(sched_getaffinity(0, sizeof mine_, &mine_) == 0, "sched_getaffinity failed");
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &mine_)) {
+        CPU_SET(c, &one);
+        break;
+      }
+    pinned_ = sched_setaffinity(0, sizeof one, &one) == 0;
+    WCHECK(pinned_, "sched_setaffinity failed");
   }
-  WCHECK(by[0].size() == by[1].size(), "%zu results on shm, %zu on gloo", by[0].size(), by[1].size());
+  ~OneCpuIfAsked() {
+    if (pinned_) WCHECK(sched_setaffinity(0, sizeof mine_, &mine_) == 0, "sched_setaffinity (back) failed");
+  }
+
+ private:
+  cpu_set_t mine_{};
+  bool pinned_ = false;
+};
+
+// Where shm's results under `setting` differ from Gloo's (at most 10 reported).
+void compare_with_gloo(const std::string& setting, const std::vector<Result>& shm, const std::vector<Result>& gloo,
+                       int world) {
+  WCHECK(shm.size() == gloo.size(), "[%s] %zu results on shm, %zu on gloo", setting.c_str(), shm.size(), gloo.size());
   int reported = 0;
-  for (size_t c = 0; c < std::min(by[0].size(), by[1].size()) && reported < 10; ++c) {
-    const Result &s = by[0][c], &x = by[1][c];
+  for (size_t c = 0; c < std::min(shm.size(), gloo.size()) && reported < 10; ++c) {
+    const Result &s = shm[c], &x = gloo[c];
     if (s.bytes == x.bytes) continue;
     const bool one_node = env_int("LOCAL_WORLD_SIZE", world) == world;
     const bool order_may_differ = s.what.find("] reduce") != std::string::npos || !one_node;
@@ -297,7 +296,36 @@ void scenario_shm_matches_gloo() {
       close = std::fabs(a - b) <= tolerance(s.dtype) * std::max(1.0, std::fabs(b));
     }
     ++reported;
-    WCHECK(close, "%s differs between shm and gloo", s.what.c_str());
+    WCHECK(close, "[%s] %s differs between shm and gloo", setting.c_str(), s.what.c_str());
+  }
+}
+
+// Every collective once on Gloo, then on shm under each of shm_settings()
+// (each a fresh group on the same port): the same results. Each setting's
+// are compared and let go before the next (they take hundreds of MiB).
+void scenario_shm_matches_gloo() {
+  // Rank 0 hosts each group's store: the others join a new group once the
+  // last one's server is surely gone (a client that reaches the old one
+  // loses it mid-join).
+  bool first = true;
+  auto join_next = [&first](const char* backend) {
+    if (!first && g_rank != 0) usleep(500 * 1000);
+    first = false;
+    return join(60000, backend);
+  };
+  ddp_group* g = join_next("gloo");
+  WCHECK(std::string(ddp_group_backend(g)) == "gloo", "asked for gloo, got %s", ddp_group_backend(g));
+  const int world = ddp_group_size(g);
+  const std::vector<Result> on_gloo = run_all(g);
+  ddp_group_free(g);
+  for (const std::string& setting : shm_settings()) {
+    ScopedSetting in_env(setting);
+    OneCpuIfAsked pinned;
+    g = join_next("shm");
+    WCHECK(std::string(ddp_group_backend(g)) == "shm", "[%s] asked for shm, got %s", setting.c_str(),
+           ddp_group_backend(g));
+    compare_with_gloo(setting, run_all(g), on_gloo, world);
+    ddp_group_free(g);
   }
 }
 

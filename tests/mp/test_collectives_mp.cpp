@@ -106,34 +106,37 @@ class ShmWorlds : public ::testing::TestWithParam<int> {
   }
 };
 
-TEST_P(ShmWorlds, EveryCollectiveDtypeAndOpGivesGloosResult) {
-  expect_all_ok(run(GetParam(), "shm_matches_gloo", {}, 300));
+// Each setting below makes shm take other paths; Gloo's results do not
+// depend on them, so each scenario runs Gloo once and shm under each
+// (DDP_TEST_SHM_SETTINGS, tests/mp/worker_scenarios.h):
+//  - as shm chooses on this host;
+//  - DDP_SHM_CMA=0: broadcasts of more than 32 KiB up to a slot read the
+//    root's tensor from its process where the host allows it and has a core
+//    for each rank (2 ranks here); this keeps them in the slots, as elsewhere;
+//  - DDP_SHM_STREAMING=1 and =0: a reduce writes what its peers read either
+//    through its caches or streamed past them, as local rank 0 measures
+//    faster (shm/write_mode.h), so a run may take either; each is forced;
+//  - DDP_TEST_ONE_CPU_RANK=1: one rank on one CPU finds the host crowded
+//    where its peers may not: the ranks agree on it when the segment opens,
+//    so each call takes one path on all of them (a 9 KiB or 18 KiB
+//    all-reduce took one barrier on the pinned rank and two on the others);
+//  - DDP_SHM_INLINE=0: where the host's ranks leave no core to spare (this
+//    test machine), shm performs every collective on the caller's thread;
+//    this puts those over 4 MiB on its worker thread again, as on a larger
+//    host.
+const char* const kShmSettings =
+    "DDP_TEST_SHM_SETTINGS=default;DDP_SHM_CMA=0;DDP_SHM_STREAMING=1;DDP_SHM_STREAMING=0;"
+    "DDP_TEST_ONE_CPU_RANK=1;DDP_SHM_INLINE=0";
+
+TEST_P(ShmWorlds, EveryCollectiveDtypeAndOpGivesGloosResultUnderEachSetting) {
+  expect_all_ok(run(GetParam(), "shm_matches_gloo", {kShmSettings}, 600));
 }
 
-// Broadcasts of more than 32 KiB up to a slot read the root's tensor from
-// its process where the host allows it and has a core for each rank (2
-// ranks here); DDP_SHM_CMA=0 keeps them in the slots, as elsewhere.
-TEST_P(ShmWorlds, WithoutReadsFromTheRootToo) {
-  expect_all_ok(run(GetParam(), "shm_matches_gloo", {"DDP_SHM_CMA=0"}, 300));
-}
-
-// A reduce writes what its peers read either through its caches or
-// streamed past them, as local rank 0 measures faster (shm/write_mode.h),
-// so a run may take either; DDP_SHM_STREAMING forces one: each gives Gloo's
-// results, the reducer's scaled gradient parts included.
-TEST_P(ShmWorlds, StreamedAndCachedWritesEachGiveGloosResults) {
-  for (const char* forced : {"DDP_SHM_STREAMING=1", "DDP_SHM_STREAMING=0"}) {
-    expect_all_ok(run(GetParam(), "shm_matches_gloo", {forced}, 300));
-    expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {forced}, 120));
-  }
-}
-
-// One rank on one CPU finds the host crowded where its peers may not: the
-// ranks agree on it when the segment opens, so each call takes one path on
-// all of them (a 9 KiB or 18 KiB all-reduce took one barrier on the pinned
-// rank and two on the others).
-TEST_P(ShmWorlds, ARankOnOneCpuStillGivesGloosResults) {
-  expect_all_ok(run(GetParam(), "shm_matches_gloo", {"DDP_TEST_ONE_CPU_RANK=1"}, 300));
+// The reducer on shm reduces gradients where they lie, the scaled gradient
+// parts included; Gloo through buckets: the same bits under each setting.
+TEST_P(ShmWorlds, ReducerInPlaceGivesTheBucketsBitsUnderEachSetting) {
+  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo",
+                    {"DDP_TEST_SHM_SETTINGS=default;DDP_SHM_STREAMING=1;DDP_SHM_STREAMING=0;DDP_SHM_INLINE=0"}, 300));
 }
 
 TEST_P(ShmWorlds, RootKilledWhileItsBroadcastsAreReadGivesPeerFailed) {
@@ -162,14 +165,6 @@ TEST_P(ShmWorlds, KilledRankGivesPeerFailedAndLeavesNoSharedMemory) {
   EXPECT_EQ(dev_shm_entries(), before) << "a shared-memory object outlived the job";
 }
 
-// Where the host's ranks leave no core to spare (this test machine), shm
-// performs every collective on the caller's thread; DDP_SHM_INLINE=0 puts
-// those over 4 MiB on its worker thread again, as on a larger host.
-TEST_P(ShmWorlds, OnAWorkerThreadTooGivesGloosResults) {
-  expect_all_ok(run(GetParam(), "shm_matches_gloo", {"DDP_SHM_INLINE=0"}, 300));
-  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_SHM_INLINE=0"}, 120));
-}
-
 // An async collective on caller memory that shm performs itself works on
 // that memory as it is: a small one is done when the call returns; one
 // queued behind the worker's is right after its wait, or waited for by
@@ -179,19 +174,15 @@ TEST_P(ShmWorlds, AsyncCollectivesOnCallerMemoryWorkInPlaceAndAFreedOneIsWaitedF
   expect_all_ok(run(GetParam(), "shm_async_at_once", {"DDP_SHM_INLINE=0"}, 60));
 }
 
-// The reducer on shm reduces gradients where they lie; Gloo through buckets.
-TEST_P(ShmWorlds, ReducerInPlaceGivesTheBucketsBits) {
-  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {}, 120));
-}
-
 // With gradient_as_bucket_view the buckets live in memory every rank maps,
 // reduced where they lie: still the bits Gloo's buckets get.
+// The switch for measuring (DDP_SHM_SHARED_BUCKETS=0) keeps them in private
+// memory, with the same bits.
 TEST_P(ShmWorlds, ReducerWithSharedBucketViewsGivesGloosBits) {
-  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1"}, 120));
+  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo",
+                    {"DDP_TEST_BUCKET_VIEW=1", "DDP_TEST_SHM_SETTINGS=default;DDP_SHM_SHARED_BUCKETS=0"}, 180));
   // static_graph, whose first step reduces every bucket inside finish.
   expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1", "DDP_TEST_STATIC_GRAPH=1"}, 120));
-  // The switch for measuring keeps them in private memory, with the same bits.
-  expect_all_ok(run(GetParam(), "reducer_shm_matches_gloo", {"DDP_TEST_BUCKET_VIEW=1", "DDP_SHM_SHARED_BUCKETS=0"}, 120));
 }
 
 // A gradient view reduced on its own, a shared bucket against an ordinary

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "worker_scenarios.h"
@@ -26,6 +27,38 @@ RegisterScenario::RegisterScenario(const char* name, Scenario fn) { scenarios()[
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : fallback;
+}
+
+std::vector<std::string> shm_settings() {
+  const char* v = std::getenv("DDP_TEST_SHM_SETTINGS");
+  if (!v) return {"default"};
+  std::vector<std::string> out;
+  std::stringstream all(v);
+  for (std::string one; std::getline(all, one, ';');) out.push_back(one);
+  return out;
+}
+
+ScopedSetting::ScopedSetting(const std::string& setting) {
+  if (setting == "default") return;
+  std::stringstream words(setting);
+  for (std::string word; words >> word;) {
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "[rank %d] DDP_TEST_SHM_SETTINGS: '%s' is not NAME=VALUE\n", g_rank, word.c_str());
+      std::exit(3);
+    }
+    const std::string name = word.substr(0, eq);
+    const char* old = std::getenv(name.c_str());
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    setenv(name.c_str(), word.c_str() + eq + 1, 1);
+  }
+}
+
+ScopedSetting::~ScopedSetting() {
+  for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+    if (it->second) setenv(it->first.c_str(), it->second->c_str(), 1);
+    else unsetenv(it->first.c_str());
+  }
 }
 
 ddp_group* join(int64_t timeout_ms, const char* backend) {

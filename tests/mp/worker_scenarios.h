@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "worker_util.h"
 
@@ -39,6 +42,26 @@ ddp_group* join_then_set_timeout(int64_t timeout_ms, const char* backend = nullp
 // that call took, and logs both.
 std::pair<ddp_status, double> all_reduce_until_failure(ddp_group* g, ddp_tensor* t, int limit,
                                                        const std::function<void(int)>& before);
+
+// The settings of the shm backend that a scenario comparing shm with Gloo
+// runs one after another against a single Gloo run (Gloo's results do not
+// depend on them), from DDP_TEST_SHM_SETTINGS: settings separated by ';',
+// each a list of NAME=VALUE separated by spaces ("default": none). Unset:
+// one setting, the environment as it is.
+std::vector<std::string> shm_settings();
+
+// Puts a setting's variables into the environment for its lifetime, and
+// the values they had (or their absence) back after.
+class ScopedSetting {
+ public:
+  explicit ScopedSetting(const std::string& setting);
+  ~ScopedSetting();
+  ScopedSetting(const ScopedSetting&) = delete;
+  ScopedSetting& operator=(const ScopedSetting&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
 
 // Gradient i, element k of rank r: small integers, so that g * (1/world)
 // and the sums over ranks are exact and the average can be checked exactly
