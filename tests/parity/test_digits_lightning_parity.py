@@ -15,6 +15,7 @@ first layer frozen (requires_grad=False: not the DDP engine's, as in
 PyTorch's DDP)."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -29,6 +30,25 @@ def run(cmd, env_extra):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """exported(dest, flags): examples/digits/export_digits.py's job with
+    `flags` copied into a new directory `dest` (each run writes its
+    checkpoint there); each set of flags is exported once (about 5 s)."""
+    made = {}
+
+    def copy(dest, flags=()):
+        if tuple(flags) not in made:
+            d = str(tmp_path_factory.mktemp("export"))
+            subprocess.run([sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), d] + list(flags),
+                           check=True, capture_output=True)
+            made[tuple(flags)] = d
+        shutil.copytree(made[tuple(flags)], dest)
+        return dest
+
+    return copy
 
 
 def steps(path):
@@ -52,11 +72,9 @@ def accuracy(out):
                          ids=["plain", "find_unused_parameters", "accumulate_grad_batches_2", "fp16_compress_hook",
                               "gradient_as_bucket_view", "bf16_mixed", "16_mixed_on_cpu", "clip_norm", "clip_value",
                               "static_graph", "static_graph_with_an_unused_layer", "frozen_first_layer"])
-def test_per_step_losses_match_lightning(tmp_path, variant):
-    data = str(tmp_path / "digits")
-    export = [sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), data]
-    subprocess.run(export + (["--unused"] if "--find-unused" in variant else [])
-                   + (["--frozen"] if "--frozen" in variant else []), check=True, capture_output=True)
+def test_per_step_losses_match_lightning(tmp_path, exported, variant):
+    data = exported(str(tmp_path / "digits"), (["--unused"] if "--find-unused" in variant else [])
+                    + (["--frozen"] if "--frozen" in variant else []))
     train_digits = os.path.join(os.environ["DDP_BUILD"], "examples", "train_digits")
     # A frozen layer is the exported model's (train_digits takes no flag for it).
     ours = run([train_digits, data, "--world", "2", "--epochs", str(EPOCHS)] + [a for a in variant if a != "--frozen"],
@@ -99,7 +117,7 @@ def two_nodes(cmd, env_extra):
 
 @pytest.mark.skipif(subprocess.run([sys.executable, "-c", "import sklearn"]).returncode != 0,
                     reason="scikit-learn is not installed (scripts/bootstrap.sh installs it)")
-def test_post_local_sgd_with_model_averaging_matches_lightning_on_two_nodes(tmp_path):
+def test_post_local_sgd_with_model_averaging_matches_lightning_on_two_nodes(tmp_path, exported):
     """Post-local SGD from step 10, the parameters averaged every 4 steps, on
     two nodes of one process each, so that each node's subgroup (libddp's
     hook with no subgroup given; PostLocalSGDState's per-node default) is
@@ -107,9 +125,7 @@ def test_post_local_sgd_with_model_averaging_matches_lightning_on_two_nodes(tmp_
     Lightning makes the averager itself (model_averaging_period) and would
     register the hook on CUDA only: the test registers PyTorch's hook on
     Lightning's DDP module (digits_lightning.py's PostLocalSgdHook)."""
-    data = str(tmp_path / "digits")
-    subprocess.run([sys.executable, os.path.join(SRC, "examples", "digits", "export_digits.py"), data], check=True,
-                   capture_output=True)
+    data = exported(str(tmp_path / "digits"))
     train_digits = os.path.join(os.environ["DDP_BUILD"], "examples", "train_digits")
     common = ["--world", "1", "--epochs", str(EPOCHS)]
     localsgd = ["--post-localsgd", "10", "--averaging-period", "4"]
