@@ -162,6 +162,19 @@ void release(T* p) {
   delete static_cast<Object*>(registry_take(p, kind_of<Object>()));
 }
 
+// release(p), unless `in_use(object)` says that a call of the object is
+// running (the free comes from a callback that call runs, which would go on
+// in freed memory): then the object stays, for a free after that call, and
+// `why` becomes this thread's last error message.
+template <typename T, typename InUse>
+void release_unless_in_use(T* p, InUse in_use, const char* why) {
+  if (const T* h = live(p); h && in_use(*h)) {
+    set_last_error(why);
+    return;
+  }
+  release(p);
+}
+
 std::unique_ptr<ddp_tensor> wrap_tensor(at::Tensor t);
 std::unique_ptr<ddp_outputs> wrap_outputs(ddp::core::ModuleOutputs o);
 // The tensors behind `n` handles (each live; NULL `handles` only with n 0).

@@ -119,14 +119,11 @@ ddp_status ddp_reducer_gradient(const ddp_reducer* r, size_t index, ddp_tensor**
 
 void ddp_reducer_free(ddp_reducer* r) {
   // From inside its own comm hook the reducer is in use by the call that
-  // runs the hook, which would go on in freed memory: it stays, for a free
-  // after that call.
-  if (const ddp_reducer* h = live(r); h && h->reducer && h->reducer->hook_running()) {
-    set_last_error("ddp_reducer_free: called from the reducer's own comm hook; the reducer is in use until the hook "
-                   "returns, and is not freed (free it after the call that ran the hook)");
-    return;
-  }
-  release(r);
+  // runs the hook.
+  release_unless_in_use(
+      r, [](const ddp_reducer& h) { return h.reducer && h.reducer->hook_running(); },
+      "ddp_reducer_free: called from the reducer's own comm hook; the reducer is in use until the hook returns, and "
+      "is not freed (free it after the call that ran the hook)");
 }
 
 }  // extern "C"

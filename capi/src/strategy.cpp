@@ -618,15 +618,11 @@ ddp_status ddp_strategy_teardown(ddp_strategy* s) {
 
 void ddp_strategy_free(ddp_strategy* s) {
   // From code that one of its calls runs (a comm hook, an optimizer
-  // closure, a checkpoint_io callback), the strategy is in use by that call,
-  // which would go on in freed memory: it stays, for a free after.
-  if (const ddp_strategy* h = live(s); h && h->strategy && h->strategy->running_a_call()) {
-    set_last_error("ddp_strategy_free: called from code that a call of this strategy runs (a comm hook, an optimizer "
-                   "closure, a checkpoint_io callback); the strategy is in use until that call returns, and is not "
-                   "freed (free it after)");
-    return;
-  }
-  release(s);
+  // closure, a checkpoint_io callback), the strategy is in use by that call.
+  release_unless_in_use(
+      s, [](const ddp_strategy& h) { return h.strategy && h.strategy->running_a_call(); },
+      "ddp_strategy_free: called from code that a call of this strategy runs (a comm hook, an optimizer closure, a "
+      "checkpoint_io callback); the strategy is in use until that call returns, and is not freed (free it after)");
 }
 
 }  // extern "C"

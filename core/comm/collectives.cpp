@@ -10,6 +10,8 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "comm/caller_memory.h"
 #include "comm/direct_collectives.h"
@@ -111,9 +113,21 @@ bool in_place(Group& g, const char* op, bool on_caller_memory, Asks&& asks) {
   return direct && asks(*direct);
 }
 
+thread_local const SoloSection* t_solo = nullptr;  // the innermost open on this thread
+
+// SoloSection's refusal, for `op` about to start on `g`.
+void refuse_inside_solo_section(Group& g, const char* op) {
+  if (!t_solo || g.size() <= 1) return;
+  fail(Status::State, std::string(op) + " on rank " + std::to_string(g.rank()) + ": called from " + t_solo->what() +
+                          ", which this rank runs alone: the group's other ranks never join this call, which would "
+                          "wait for them until the timeout (make collective calls outside it)");
+}
+
 // The flight recorder's entry for a collective about to start on `g`: on
-// `t`, or on a 1-D tensor of `numel` elements of `type`.
+// `t`, or on a 1-D tensor of `numel` elements of `type`. Every collective
+// starts here, so SoloSection's refusal is made here, before anything else.
 flight::Ticket record(Group& g, const char* op, const char* reduce, const at::Tensor* t, int root = -1) {
+  refuse_inside_solo_section(g, op);
   if (!flight::enabled()) return 0;
   flight::Call c;
   c.op = op;
@@ -128,6 +142,7 @@ flight::Ticket record(Group& g, const char* op, const char* reduce, const at::Te
   return flight::record(g.flight_label(), g.next_flight_seq(), c);
 }
 flight::Ticket record(Group& g, const char* op, const char* reduce, at::ScalarType type, int64_t numel) {
+  refuse_inside_solo_section(g, op);
   if (!flight::enabled()) return 0;
   flight::Call c;
   c.op = op;
@@ -339,6 +354,9 @@ PendingPtr start_all_reduce(Group& g, const at::Tensor& t, ReduceOp op, flight::
   return make(g, "all_reduce", ticket, w, mem, std::move(then));
 }
 }  // namespace
+
+SoloSection::SoloSection(std::string what) : what_(std::move(what)), outer_(t_solo) { t_solo = this; }
+SoloSection::~SoloSection() { t_solo = outer_; }
 
 PendingPtr barrier(Group& g) {
   verify_same_call(g, {kBarrier});

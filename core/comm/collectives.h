@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "comm/group.h"
@@ -83,6 +84,27 @@ class Pending {
 };
 
 using PendingPtr = std::unique_ptr<Pending>;
+
+// Code that one rank runs while its peers wait elsewhere (the strategy's
+// writes on global rank 0, a checkpoint_io callback among them) runs inside
+// a SoloSection on its thread. A collective started on that thread
+// meanwhile, on a group of more than one rank, could only end in the
+// group's timeout (the peers never join it, or join it as another call):
+// it is refused at once, Status::State naming the section, before any
+// communication, and the group stays usable. Sections nest.
+class SoloSection {
+ public:
+  // `what`: the code, for the message ("save_checkpoint's write on global rank 0").
+  explicit SoloSection(std::string what);
+  ~SoloSection();
+  SoloSection(const SoloSection&) = delete;
+  SoloSection& operator=(const SoloSection&) = delete;
+  const std::string& what() const { return what_; }
+
+ private:
+  std::string what_;
+  const SoloSection* outer_;
+};
 
 PendingPtr barrier(Group& g);
 PendingPtr broadcast(Group& g, const at::Tensor& t, int src);

@@ -445,6 +445,7 @@ void DdpStrategy::on_rank_zero(const std::string& what, const std::string& verb,
   std::string failure;
   if (is_global_zero()) {
     try {
+      SoloSection alone(what + "'s work on global rank 0 (a checkpoint_io callback, a file written or removed)");
       io();
     } catch (const std::exception& e) {
       failure = e.what();

@@ -625,10 +625,95 @@ void scenario_closed_standard_streams() {
   WCHECK(ok, "closed standard streams: see the lines above (x[0] = %g)", x[0]);
 }
 
+
+// A checkpoint_io save callback, which global rank 0 runs alone while its
+// peers wait for the outcome, makes collective calls: the strategy's
+// barrier and reduce, and a barrier on the strategy's group. Each is
+// DDP_E_STATE at once (each waited out the group's 30 s timeout on rank 0,
+// the peers never joining it); the save finishes on every rank within
+// seconds, and the group works after. DDP_TEST_FAIL_SAVE=1: the callback
+// then fails the save, which every rank reports (DDP_E_IO) as promptly.
+struct SoloStore {
+  ddp_strategy* s = nullptr;
+  std::string saved;
+  int calls = 0;
+  bool fail = false;
+};
+
+int solo_save(void* user, const char* path, const void* data, size_t len) {
+  auto* st = static_cast<SoloStore*>(user);
+  ++st->calls;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused = [&](ddp_status got, const char* what) {
+    WCHECK(got == DDP_E_STATE && std::strstr(ddp_last_error_message(), "which this rank runs alone"),
+           "%s inside the save callback of %s: %s: %s", what, path, ddp_status_string(got), ddp_last_error_message());
+  };
+  refused(ddp_strategy_barrier(st->s, "inside the save"), "the strategy's barrier");
+  float x[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  ddp_tensor* t = nullptr;
+  WOK(ddp_tensor_from_blob(&t, x, DDP_FLOAT32, shape, 1));
+  refused(ddp_strategy_reduce(st->s, t, DDP_SUM), "the strategy's reduce");
+  refused(ddp_barrier(ddp_strategy_group(st->s)), "a barrier on the strategy's group");
+  ddp_tensor_free(t);
+  WCHECK(x[0] == 1 && x[3] == 4, "a refused reduce changed its tensor (%g %g)", x[0], x[3]);
+  WCHECK(seconds_since(t0) < 2.0, "the refusals took %.2f s", seconds_since(t0));
+  if (st->fail) return 7;
+  st->saved.assign(static_cast<const char*>(data), len);
+  return 0;
+}
+
+int solo_load(void*, const char*, ddp_byte_sink*) { return 2; }
+int solo_remove(void*, const char*) { return 0; }
+
+void scenario_collectives_in_a_rank_zero_callback() {
+  SoloStore store;
+  store.fail = env_int("DDP_TEST_FAIL_SAVE", 0) == 1;
+  ddp_checkpoint_io io = {&store, solo_save, solo_load, solo_remove};
+  ddp_strategy_options so = DDP_STRATEGY_OPTIONS_INIT;
+  so.timeout_ms = 30000;
+  so.devices = env_int("WORLD_SIZE", 1);
+  so.checkpoint_io = &io;
+  const char* backend = std::getenv("WORKER_BACKEND");
+  so.backend = backend && *backend ? backend : nullptr;
+  WOK(ddp_strategy_new(&store.s, &so));
+  WOK(ddp_strategy_setup_environment(store.s));
+  WCHECK(!so.backend || std::string(ddp_group_backend(ddp_strategy_group(store.s))) == so.backend,
+         "asked for %s, got %s", so.backend, ddp_group_backend(ddp_strategy_group(store.s)));
+  const int rank = ddp_strategy_global_rank(store.s);
+  float w0[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  int64_t shape[1] = {8};
+  ddp_tensor* w = nullptr;
+  WOK(ddp_tensor_from_blob(&w, w0, DDP_FLOAT32, shape, 1));
+  WOK(ddp_tensor_set_requires_grad(w, 1));
+  const char* names[] = {"weight"};
+  ddp_module* m = nullptr;
+  WOK(ddp_module_from_tensors(&m, names, &w, nullptr, 1));
+  WOK(ddp_strategy_setup_module(store.s, m));
+  const auto t0 = std::chrono::steady_clock::now();
+  const ddp_status st = ddp_strategy_save_checkpoint(store.s, "solo.ckpt", m, nullptr, 5, 1, nullptr, 0);
+  const double took = seconds_since(t0);
+  if (store.fail) {
+    WCHECK(st == DDP_E_IO && std::strstr(ddp_last_error_message(), "save callback returned 7"),
+           "a failed save gave %s: %s", ddp_status_string(st), ddp_last_error_message());
+  } else {
+    WOK(st);
+    if (rank == 0) WCHECK(store.saved.size() > 100, "rank 0 saved %zu bytes", store.saved.size());
+  }
+  WCHECK(store.calls == (rank == 0 ? 1 : 0), "the save callback ran %d times on rank %d", store.calls, rank);
+  WCHECK(took < 5.0, "the save took %.2f s on rank %d", took, rank);
+  WOK(ddp_strategy_barrier(store.s, "after the save"));
+  ddp_tensor_free(w);
+  WOK(ddp_strategy_teardown(store.s));
+  ddp_module_free(m);
+  ddp_strategy_free(store.s);
+}
+
 }  // namespace
 
 WORKER_SCENARIO("shm_gloo_fails_on_one_rank", scenario_shm_gloo_fails_on_one_rank);
 WORKER_SCENARIO("closed_standard_streams", scenario_closed_standard_streams);
+WORKER_SCENARIO("collectives_in_a_rank_zero_callback", scenario_collectives_in_a_rank_zero_callback);
 WORKER_SCENARIO("stopped_store_host", scenario_stopped_store_host);
 WORKER_SCENARIO("free_while_the_store_host_is_stopped", scenario_free_while_the_store_host_is_stopped);
 WORKER_SCENARIO("stopped_store_host_timeout_set_after_join", scenario_stopped_store_host_timeout_set_after_join);

@@ -103,6 +103,18 @@ TEST(Hardening, NoBackendTouchesTheCallersMemoryAfterItsWorkIsFreed) {
   expect_ok(res, 1);
 }
 
+// Collective calls from a checkpoint_io save callback, which global rank 0
+// runs alone: refused at once instead of waiting out the timeout, on Gloo
+// and shm; the save then succeeds, or fails on every rank if the callback
+// fails it.
+TEST(Hardening, CollectivesFromACallbackThatRankZeroRunsAloneAreRefusedAtOnce) {
+  for (const char* backend : {"WORKER_BACKEND=gloo", "WORKER_BACKEND=shm"})
+    for (const char* fail : {"DDP_TEST_FAIL_SAVE=0", "DDP_TEST_FAIL_SAVE=1"}) {
+      SCOPED_TRACE(std::string(backend) + " " + fail);
+      expect_ok(run(2, "collectives_in_a_rank_zero_callback", 60, {backend, fail}));
+    }
+}
+
 TEST(Hardening, ABrokenGroupIsRejoinedOnTheSamePort) { expect_ok(run(2, "rejoin_after_breakage", 90)); }
 
 TEST(Hardening, DifferentReducerLayoutsAreRefusedOnEveryRank) { expect_ok(run(2, "reducer_layouts_differ", 60)); }

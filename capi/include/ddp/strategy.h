@@ -99,7 +99,10 @@ DDP_API ddp_status ddp_byte_sink_write(ddp_byte_sink *sink, const void *data, si
 
 /**
  * Lightning's CheckpointIO: where the strategy's checkpoint bytes are stored.
- * save and remove run on global rank 0 only, load on every rank. Each
+ * save and remove run on global rank 0 only, load on every rank: a
+ * collective call from save or remove (the strategy's barrier, any
+ * collective on a group of more than one rank) is DDP_E_STATE at once,
+ * since the other ranks never join it; the group stays usable. Each
  * returns 0 on success; any other value fails the call with DDP_E_IO on
  * every rank, naming the callback, the path and the value. Every callback
  * is required; the callbacks run on the calling thread.
