@@ -258,6 +258,9 @@ std::string describe(const int64_t* row) {
 }
 
 void verify_same_call(Group& g, const CallSignature& sig) {
+  // The comparison itself communicates: a call that SoloSection refuses
+  // must not get that far.
+  refuse_inside_solo_section(g, kind_name(sig.kind));
   if (!g.detail_checks()) return;
   std::vector<int64_t> mine(kSigWidth, -1);
   mine[0] = g.next_check();

@@ -113,6 +113,10 @@ TEST(Hardening, CollectivesFromACallbackThatRankZeroRunsAloneAreRefusedAtOnce) {
       SCOPED_TRACE(std::string(backend) + " " + fail);
       expect_ok(run(2, "collectives_in_a_rank_zero_callback", 60, {backend, fail}));
     }
+  // With the cross-rank call checks on, which compare each call with the
+  // peers' before it starts: refused before that comparison too.
+  SCOPED_TRACE("DDP_DEBUG=DETAIL");
+  expect_ok(run(2, "collectives_in_a_rank_zero_callback", 60, {"WORKER_BACKEND=gloo", "DDP_DEBUG=DETAIL"}));
 }
 
 TEST(Hardening, ABrokenGroupIsRejoinedOnTheSamePort) { expect_ok(run(2, "rejoin_after_breakage", 90)); }
