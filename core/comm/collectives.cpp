@@ -125,7 +125,9 @@ void refuse_inside_solo_section(Group& g, const char* op) {
 
 // The flight recorder's entry for a collective about to start on `g`: on
 // `t`, or on a 1-D tensor of `numel` elements of `type`. Every collective
-// starts here, so SoloSection's refusal is made here, before anything else.
+// starts here (after verify_same_call where it has one, which refuses the
+// same way first), so SoloSection's refusal is made here, before anything
+// else.
 flight::Ticket record(Group& g, const char* op, const char* reduce, const at::Tensor* t, int root = -1) {
   refuse_inside_solo_section(g, op);
   if (!flight::enabled()) return 0;

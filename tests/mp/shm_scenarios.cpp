@@ -304,16 +304,7 @@ void compare_with_gloo(const std::string& setting, const std::vector<Result>& sh
 // (each a fresh group on the same port): the same results. Each setting's
 // are compared and let go before the next (they take hundreds of MiB).
 void scenario_shm_matches_gloo() {
-  // Rank 0 hosts each group's store: the others join a new group once the
-  // last one's server is surely gone (a client that reaches the old one
-  // loses it mid-join).
-  bool first = true;
-  auto join_next = [&first](const char* backend) {
-    if (!first && g_rank != 0) usleep(500 * 1000);
-    first = false;
-    return join(60000, backend);
-  };
-  ddp_group* g = join_next("gloo");
+  ddp_group* g = join(60000, "gloo");
   WCHECK(std::string(ddp_group_backend(g)) == "gloo", "asked for gloo, got %s", ddp_group_backend(g));
   const int world = ddp_group_size(g);
   const std::vector<Result> on_gloo = run_all(g);
@@ -321,7 +312,11 @@ void scenario_shm_matches_gloo() {
   for (const std::string& setting : shm_settings()) {
     ScopedSetting in_env(setting);
     OneCpuIfAsked pinned;
-    g = join_next("shm");
+    // Rank 0 hosts each group's store: the others join a new group once
+    // the last one's server is surely gone (a client that reaches the old
+    // one loses it mid-join).
+    if (g_rank != 0) usleep(500 * 1000);
+    g = join(60000, "shm");
     WCHECK(std::string(ddp_group_backend(g)) == "shm", "[%s] asked for shm, got %s", setting.c_str(),
            ddp_group_backend(g));
     compare_with_gloo(setting, run_all(g), on_gloo, world);
