@@ -83,6 +83,14 @@ grep -q "^\[rank0\]: .*node 1 is lost: its agent's heartbeat stopped for 3 s" "$
   fail "node 0's rank did not get the lost node as its status"
 wait_for "$work/node0.out" "resumed from .*(by 2 ranks; now 1)" 30
 alone=$(($(mono_ms) - cut))
+# Node 1 comes back once the world of 1 has written a checkpoint of its own
+# (every 10 steps), which the world of 2 must resume from: admitted sooner
+# (a loaded host once let it in within a second), the world of 2 resumed
+# the world of 2's. Temporaries (".tmp.") are not checkpoints yet.
+checkpoints() { ls "$work/ckpts" | grep '\.ckpt$' || true; }
+before=$(checkpoints)
+for _ in $(seq 300); do [ "$(checkpoints)" != "$before" ] && break; sleep 0.1; done
+[ "$(checkpoints)" != "$before" ] || fail "the world of 1 wrote no checkpoint within 30 s"
 ip -n $ns1 link set $v1 up
 node $ns1 1 1:2 >"$work/node1b.out" 2>&1 & n1=$!
 wait_for "$work/node1b.out" "had closed; this node waits to join the next" 60
