@@ -10,6 +10,13 @@
 // tensor made before the timing, ddp_all_gather_into_tensor, as MPI_Allgather
 // reuses its receive buffer) times the other collectives the DDP path uses
 // (C API only), as bench_mpi_allreduce does under the same variable.
+// BENCH_OP=reducer times DDP's bucket path instead: a ddp_reducer over one
+// gradient of `bytes` in one bucket, each call marking it ready and
+// finishing the step (an average, where allreduce sums); BENCH_OP=
+// reducer_view the same with gradient_as_bucket_view, whose bucket on the
+// shm backend is memory every rank maps, reduced where it lies (issue 28:
+// what DDP's buckets cost where the caller-memory all-reduce is bound by
+// the bytes it moves).
 // BENCH_DUMP=<prefix> writes every timed call's microseconds, one per line,
 // to <prefix>.<bytes>.<rank> on every rank: where a p90 stands apart from
 // the p50, it shows which calls are slow and whether the ranks go in step.
@@ -45,6 +52,26 @@ double pct(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
 }
+// A reducer whose one bucket is the one gradient of `bytes` (the parameter
+// `param`): with `view` the gradient lives in the bucket storage.
+ddp_reducer* one_bucket_reducer(ddp_group* g, ddp_tensor* param, size_t bytes, bool view) {
+  ddp_reducer_options o = DDP_REDUCER_OPTIONS_INIT;
+  o.bucket_cap_mb = o.first_bucket_mb = static_cast<double>(bytes >> 20) + 1;
+  o.broadcast_parameters = 0;
+  o.gradient_as_bucket_view = view;
+  ddp_tensor* const grads[1] = {view ? nullptr : param};  // without the view the parameter's memory serves as its gradient
+  ddp_reducer* r = nullptr;
+  if (ddp_reducer_new(&r, g, &param, grads, 1, &o) != DDP_OK) {
+    std::fprintf(stderr, "ddp_reducer_new: %s\n", ddp_last_error_message());
+    std::exit(1);
+  }
+  return r;
+}
+
+ddp_status one_step(ddp_reducer* r) {
+  ddp_status s = ddp_reducer_mark_ready(r, 0);
+  return s == DDP_OK ? ddp_reducer_finish(r) : s;
+}
 }  // namespace
 
 // One implementation per process (BENCH_IMPL): each contender holds exactly
@@ -63,8 +90,11 @@ int main() {
   }
   std::string label = which;
   const std::string op = std::getenv("BENCH_OP") ? std::getenv("BENCH_OP") : "allreduce";
-  if (op != "allreduce" && (!capi || (op != "broadcast" && op != "all_gather"))) {
-    std::fprintf(stderr, "BENCH_OP must be allreduce, or broadcast or all_gather with BENCH_IMPL=capi, not %s\n",
+  const bool reducer = op == "reducer" || op == "reducer_view";
+  if (op != "allreduce" && (!capi || (op != "broadcast" && op != "all_gather" && !reducer))) {
+    std::fprintf(stderr,
+                 "BENCH_OP must be allreduce, or broadcast, all_gather, reducer or reducer_view with BENCH_IMPL=capi, "
+                 "not %s\n",
                  op.c_str());
     return 2;
   }
@@ -130,14 +160,16 @@ int main() {
     std::vector<at::Tensor> raw_vec{raw};
     if (capi) ddp_tensor_from_blob(&t, buf.data(), DDP_FLOAT32, shape, 1);
     if (capi && op == "all_gather") ddp_tensor_from_blob(&gathered_t, gathered.data(), DDP_FLOAT32, gathered_shape, 1);
+    ddp_reducer* red = reducer ? one_bucket_reducer(g, t, bytes, op == "reducer_view") : nullptr;
     auto call = [&] {
       if (copy_only) {
         std::memcpy(copy.data(), buf.data(), bytes);
         buf[0] = copy[n - 1];  // keeps the copy from being optimised away
       } else if (capi) {
-        ddp_status s = bcast    ? ddp_broadcast(g, t, 0)
-                       : gather ? ddp_all_gather_into_tensor(g, t, gathered_t)
-                                : ddp_all_reduce(g, t, DDP_SUM);
+        ddp_status s = bcast     ? ddp_broadcast(g, t, 0)
+                       : gather  ? ddp_all_gather_into_tensor(g, t, gathered_t)
+                       : reducer ? one_step(red)
+                                 : ddp_all_reduce(g, t, DDP_SUM);
         if (s != DDP_OK) {
           std::fprintf(stderr, "%s: %s\n", op.c_str(), ddp_last_error_message());
           std::exit(1);
@@ -173,6 +205,7 @@ int main() {
                   us.size());
       std::fflush(stdout);
     }
+    ddp_reducer_free(red);
     ddp_tensor_free(t);
     ddp_tensor_free(gathered_t);
   }

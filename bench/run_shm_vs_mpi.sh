@@ -11,7 +11,9 @@
 # BENCH_OP=broadcast or all_gather times that collective instead (shm, gloo
 # and mpich only). BENCH_INTERLEAVE=size runs one size per process, the
 # contenders in turn for each size (slower to run, fairer where the
-# machine's speed drifts within a sweep).
+# machine's speed drifts within a sweep). BENCH_OP=reducer_view (or reducer)
+# times DDP's bucket path on shm and Gloo (bench_allreduce.cpp) against
+# MPICH's MPI_Allreduce of the same bytes.
 #   bench/run_shm_vs_mpi.sh [results.jsonl]   (the JSON lines are kept there)
 source "$(dirname "$0")/common.sh"
 results=${1:-$(mktemp)}
@@ -38,6 +40,9 @@ run_ranks() {  # run_ranks <world> <cmd...>: one process per rank; rank 0's JSON
   done
   for p in "${pids[@]}"; do wait "$p" || echo "{\"world\": $world, \"impl\": \"$label\", \"failed\": true}" >>"$results"; done
 }
+mpi_op() {  # what MPICH times for BENCH_OP: a bucket's reduction is an all-reduce of its bytes there
+  case ${BENCH_OP:-allreduce} in reducer | reducer_view) echo allreduce ;; *) echo "${BENCH_OP:-allreduce}" ;; esac
+}
 contender() {  # contender <name> <world>
   label=$1
   case $1 in
@@ -47,7 +52,7 @@ contender() {  # contender <name> <world>
     mpich)
       if [ ! -x "$mpi" ] || ! command -v mpiexec >/dev/null; then
         echo "{\"world\": $2, \"impl\": \"mpich\", \"failed\": true, \"why\": \"no MPICH (apt-get install mpich libmpich-dev)\"}" >>"$results"
-      elif ! mpiexec -n "$2" "$mpi" | sed "s/^{/{\"world\": $2, /" >>"$results"; then
+      elif ! BENCH_OP=$(mpi_op) mpiexec -n "$2" "$mpi" | sed "s/^{/{\"world\": $2, /" >>"$results"; then
         echo "{\"world\": $2, \"impl\": \"mpich\", \"failed\": true}" >>"$results"
       fi ;;
     *) echo "unknown contender $1" >&2; exit 2 ;;
