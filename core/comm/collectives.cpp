@@ -537,6 +537,9 @@ PendingPtr all_reduce_parts(Group& g, std::vector<at::Tensor> parts, double scal
 at::Tensor shared_bucket(Group& g, at::ScalarType type, int64_t numel) {
   DirectCollectives* direct = g.direct_for("shared bucket");
   if (!direct) return at::Tensor();
+  // Made together through the store, like a collective, but past record():
+  // refused the same way (a reducer's layout check, a collective, refuses first).
+  refuse_inside_solo_section(g, "shared bucket");
   try {
     return direct->shared_bucket(type, numel);
   } catch (const std::exception& e) {

@@ -628,7 +628,8 @@ void scenario_closed_standard_streams() {
 
 // A checkpoint_io save callback, which global rank 0 runs alone while its
 // peers wait for the outcome, makes collective calls: the strategy's
-// barrier and reduce, and a barrier on the strategy's group. Each is
+// barrier and reduce, a barrier on the strategy's group, and a reducer
+// (which agrees on its buckets with its peers). Each is
 // DDP_E_STATE at once (each waited out the group's 30 s timeout on rank 0,
 // the peers never joining it); the save finishes on every rank within
 // seconds, and the group works after. DDP_TEST_FAIL_SAVE=1: the callback
@@ -655,6 +656,14 @@ int solo_save(void* user, const char* path, const void* data, size_t len) {
   WOK(ddp_tensor_from_blob(&t, x, DDP_FLOAT32, shape, 1));
   refused(ddp_strategy_reduce(st->s, t, DDP_SUM), "the strategy's reduce");
   refused(ddp_barrier(ddp_strategy_group(st->s)), "a barrier on the strategy's group");
+  // A reducer agrees on its layout, and on shm on its shared buckets, with its peers.
+  ddp_reducer_options ro = DDP_REDUCER_OPTIONS_INIT;
+  ro.broadcast_parameters = 0;
+  ro.gradient_as_bucket_view = 1;
+  ddp_tensor* const no_grads[1] = {nullptr};
+  ddp_reducer* r = nullptr;
+  refused(ddp_reducer_new(&r, ddp_strategy_group(st->s), &t, no_grads, 1, &ro), "a reducer with bucket views");
+  WCHECK(r == nullptr, "a refused ddp_reducer_new handed out a reducer");
   ddp_tensor_free(t);
   WCHECK(x[0] == 1 && x[3] == 4, "a refused reduce changed its tensor (%g %g)", x[0], x[3]);
   WCHECK(seconds_since(t0) < 2.0, "the refusals took %.2f s", seconds_since(t0));
