@@ -218,19 +218,9 @@ std::vector<uint8_t> read_whole_file(const std::string& path) {
   std::string why;
   f.fd = open_regular_file(path, &why);
   if (f.fd < 0) fail(Status::IO, "checkpoint " + path + ": " + why);
-  struct stat st {};
-  if (::fstat(f.fd, &st) != 0) fail(Status::IO, "checkpoint " + path + ": cannot stat: " + why_errno());
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
-  size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t r = ::read(f.fd, bytes.data() + got, bytes.size() - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) fail(Status::IO, "checkpoint " + path + ": read failed: " + why_errno());
-    if (r == 0) break;  // it shrank meanwhile: decoding names what is missing
-    got += static_cast<size_t>(r);
-  }
-  bytes.resize(got);
-  return bytes;
+  std::vector<uint8_t> bytes;
+  if (!read_to_end(f.fd, &bytes, &why)) fail(Status::IO, "checkpoint " + path + ": " + why);
+  return bytes;  // cut short where it shrank meanwhile: decoding names what is missing
 }
 
 void save_checkpoint_file(const std::string& path, const Checkpoint& c) {

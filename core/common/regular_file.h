@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -72,27 +73,41 @@ inline std::string file_to_replace(const std::string& path, std::string* what) {
   return "";
 }
 
+// Reads `fd` from where it stands to its end into *bytes (a contiguous byte
+// container: std::string, std::vector<uint8_t>), sized once from fstat, so
+// that a large file is read straight into place, and grown or cut to what
+// was read (a file that changes size meanwhile); false with *why on a read
+// error.
+template <typename Bytes>
+bool read_to_end(int fd, Bytes* bytes, std::string* why) {
+  struct stat st {};
+  const size_t expected = ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
+  bytes->resize(expected + 1);  // the extra byte finds the end without a second, empty read of a file that kept its size
+  size_t got = 0;
+  for (;;) {
+    if (got == bytes->size()) bytes->resize(got + std::max<size_t>(got / 2, 65536));
+    const ssize_t r = ::read(fd, &(*bytes)[got], bytes->size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      *why = std::string("read failed: ") + std::strerror(errno);
+      return false;
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  bytes->resize(got);
+  return true;
+}
+
 // The whole of the regular file at `path`, read through the descriptor that
 // was checked (a second open by path would let the file be swapped for a
 // FIFO in between); false with *why as above, or the read's errno words.
 inline bool read_regular_file(const std::string& path, std::string* bytes, std::string* why) {
   const int fd = open_regular_file(path, why);
   if (fd < 0) return false;
-  bytes->clear();
-  char chunk[65536];
-  for (;;) {
-    const ssize_t r = ::read(fd, chunk, sizeof chunk);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      *why = std::string("read failed: ") + std::strerror(errno);
-      ::close(fd);
-      return false;
-    }
-    if (r == 0) break;
-    bytes->append(chunk, static_cast<size_t>(r));
-  }
+  const bool read = read_to_end(fd, bytes, why);
   ::close(fd);
-  return true;
+  return read;
 }
 
 }  // namespace ddp::core

@@ -2,6 +2,7 @@
 // truncated, damaged, foreign or hostile, each refused with DDP_E_IO before
 // anything large is allocated; a save killed midway leaves a loadable file.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -12,6 +13,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <cstdio>
@@ -27,6 +29,7 @@
 #include "file_bytes.h"
 #include "full_disk_save.h"
 #include "common/error.h"
+#include "common/regular_file.h"
 
 using ddp::core::Checkpoint;
 using ddp::core::load_checkpoint_file;
@@ -407,6 +410,38 @@ TEST(Checkpoint, AFileTheSaverMayNotWriteIsRefusedAndKept) {
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
   EXPECT_EQ(entries, 1u) << "a temporary file was left beside the checkpoint";
   std::filesystem::remove_all(dir);
+}
+
+// The reading every loader shares (checkpoints, flight-recorder dumps,
+// ddprun's reports): the whole file however its size compares with what
+// fstat said when the reading began: a pipe says 0 and brings up to 300 KiB
+// (the buffer grows several times), a file says its size (read in place).
+TEST(Checkpoint, ReadingToTheEndGetsEveryByteWhateverTheSizeSaidFirst) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  // Filled before the reading: a pipe of 1 MiB where the system allows (else its 64 KiB).
+  const int capacity = std::max(::fcntl(fds[1], F_SETPIPE_SZ, 1 << 20), 65536);
+  std::string expected(std::min<size_t>(300 * 1024 + 7, static_cast<size_t>(capacity)), '\0');
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<char>(i * 131 + i / 997);
+  ASSERT_EQ(::write(fds[1], expected.data(), expected.size()), static_cast<ssize_t>(expected.size()));
+  ::close(fds[1]);
+  std::vector<uint8_t> from_pipe;
+  std::string why;
+  const bool read = ddp::core::read_to_end(fds[0], &from_pipe, &why);
+  ::close(fds[0]);
+  ASSERT_TRUE(read) << why;
+  ASSERT_EQ(from_pipe.size(), expected.size());
+  EXPECT_EQ(std::memcmp(from_pipe.data(), expected.data(), expected.size()), 0);
+
+  const std::string path = temp_path("read_to_end");
+  std::ofstream(path, std::ios::binary).write(expected.data(), static_cast<std::streamsize>(expected.size()));
+  std::string from_file;
+  ASSERT_TRUE(ddp::core::read_regular_file(path, &from_file, &why)) << why;
+  EXPECT_EQ(from_file, expected);
+  std::ofstream(path, std::ios::binary | std::ios::trunc);
+  ASSERT_TRUE(ddp::core::read_regular_file(path, &from_file, &why)) << why;
+  EXPECT_TRUE(from_file.empty()) << from_file.size() << " bytes from an empty file";
+  std::remove(path.c_str());
 }
 
 }  // namespace
