@@ -13,7 +13,7 @@
 #include "comm/backend_factory.h"
 #include "comm/gloo_guard.h"
 #include "common/error.h"
-#include "common/close_on_exec.h"
+#include "common/kept_from_children.h"
 #include "common/descriptor_limit.h"
 
 namespace ddp::core {
@@ -82,7 +82,7 @@ c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const BackendSpec& spec) {
   // The device (its listener and loop) and the full mesh, which it
   // connects before it returns (libddp's devices are made eager), are all
   // the descriptors Gloo opens: none goes to a program this rank starts.
-  return close_on_exec_what([&] {
+  return kept_from_children([&] {
     auto options = c10d::ProcessGroupGloo::Options::create(spec.timeout);
     options->devices.push_back(pick_device(spec.master_addr));
     return c10::make_intrusive<c10d::ProcessGroupGloo>(spec.store, spec.rank, spec.size, options);

@@ -46,17 +46,27 @@ void scenario_timeout() {
 }
 
 
-// A process the victim starts after joining (posix_spawn, as system() and
-// Rust's Command start one: every descriptor not marked close-on-exec goes
-// with it) and that outlives the victim; 0 where there is none. Its pid
-// reaches every rank through the group, so rank 0 can end it.
-int64_t start_child_that_outlives(ddp_group* g, int victim) {
+// A process the victim starts after joining and that outlives the victim;
+// 0 where there is none. `how` 1: posix_spawn, as system() and Rust's
+// Command start one (every descriptor not marked close-on-exec goes with
+// it); 2: fork alone, a child that never execs (every descriptor goes with
+// it). Its pid reaches every rank through the group, so rank 0 can end it.
+int64_t start_child_that_outlives(ddp_group* g, int victim, int how) {
   int64_t pid = 0;
   if (ddp_group_rank(g) == victim) {
     pid_t child = 0;
-    char arg0[] = "sleep", arg1[] = "60";
-    char* argv[] = {arg0, arg1, nullptr};
-    WCHECK(posix_spawnp(&child, "sleep", nullptr, nullptr, argv, environ) == 0, "posix_spawnp sleep");
+    if (how == 2) {
+      child = fork();
+      if (child == 0) {  // only async-signal-safe calls in the child of a threaded process
+        sleep(60);
+        _exit(0);
+      }
+      WCHECK(child > 0, "fork");
+    } else {
+      char arg0[] = "sleep", arg1[] = "60";
+      char* argv[] = {arg0, arg1, nullptr};
+      WCHECK(posix_spawnp(&child, "sleep", nullptr, nullptr, argv, environ) == 0, "posix_spawnp sleep");
+    }
     pid = child;
   }
   ddp_tensor* pt = nullptr;
@@ -68,14 +78,16 @@ int64_t start_child_that_outlives(ddp_group* g, int victim) {
 
 // DDP_TEST_VICTIM SIGKILLs itself with an all_reduce in flight; the others
 // must get DDP_E_PEER_FAILED within seconds (the group timeout is 120 s).
-// With DDP_TEST_CHILD=1 the victim has started a process that outlives it
-// and holds whatever descriptors it inherited: the victim's connections
-// must not be among them, or its peers would wait out the timeout.
+// With DDP_TEST_CHILD=1 (posix_spawn) or 2 (fork alone) the victim has
+// started a process that outlives it and holds whatever descriptors it
+// inherited: the victim's connections must not be among them, or its peers
+// would wait out the timeout.
 void scenario_peer_death() {
   ddp_group* g = join(120000);
   int rank = ddp_group_rank(g);
   int victim = env_int("DDP_TEST_VICTIM", 1);
-  const int64_t child = env_int("DDP_TEST_CHILD", 0) ? start_child_that_outlives(g, victim) : 0;
+  const int how = env_int("DDP_TEST_CHILD", 0);
+  const int64_t child = how ? start_child_that_outlives(g, victim, how) : 0;
   std::vector<float> x(1 << 20, 1.0f);
   int64_t s[1] = {static_cast<int64_t>(x.size())};
   ddp_tensor* t = nullptr;

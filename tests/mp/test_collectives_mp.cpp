@@ -63,15 +63,16 @@ TEST_P(Worlds, PeerKilledMidAllReduceGivesPeerFailed) {
 }
 
 // The same with the victim's own child alive past it (started after the
-// join, as system() or a Command would start one): the connections it
-// inherited would keep the victim's end open, and every peer would wait out
-// the 120 s timeout instead of seeing the death.
+// join, as system() or a Command would start one, or made by fork alone):
+// the connections it inherited would keep the victim's end open, and every
+// peer would wait out the 120 s timeout instead of seeing the death.
 TEST_P(Worlds, PeerKilledWithAChildOutlivingItGivesPeerFailed) {
-  for (const char* backend : {"WORKER_BACKEND=gloo", "WORKER_BACKEND=shm"}) {
-    auto res = run(GetParam(), "peer_death", {"DDP_TEST_VICTIM=1", "DDP_TEST_CHILD=1", backend}, 60);
-    EXPECT_EQ(res.ranks[1].signal, 9) << backend << "\n" << res.summary();
-    expect_all_ok(res, {1});
-  }
+  for (const char* backend : {"WORKER_BACKEND=gloo", "WORKER_BACKEND=shm"})
+    for (const char* child : {"DDP_TEST_CHILD=1", "DDP_TEST_CHILD=2"}) {
+      auto res = run(GetParam(), "peer_death", {"DDP_TEST_VICTIM=1", child, backend}, 60);
+      EXPECT_EQ(res.ranks[1].signal, 9) << backend << " " << child << "\n" << res.summary();
+      expect_all_ok(res, {1});
+    }
 }
 
 TEST_P(Worlds, ReducerAveragesCallerOwnedGradients) { expect_all_ok(run(GetParam(), "reducer")); }
