@@ -23,11 +23,13 @@ set(DDP_LAUNCH_SOURCES
   ${_core}/launch/spawn.cpp
   ${_core}/launch/worker_env.cpp)
 
-# The store: the meeting protocol, c10d TCPStore's wire server and client.
+# The store: the meeting protocol, c10d TCPStore's wire server and client,
+# and what keeps their sockets (and Gloo's) from the ranks' children.
 set(DDP_STORE_SOURCES
   ${_core}/store/meeting.cpp
   ${_core}/store/wire_server.cpp
-  ${_core}/store/wire_client.cpp)
+  ${_core}/store/wire_client.cpp
+  ${_core}/common/kept_from_children.cpp)
 
 # The flight recorder and the reading of its dumps.
 set(DDP_DEBUG_SOURCES

@@ -9,6 +9,7 @@
 #include "comm/failure.h"
 #include "common/descriptor_limit.h"
 #include "common/error.h"
+#include "common/kept_from_children.h"
 #include "launch/supervisor.h"
 
 namespace ddp::core {
@@ -30,6 +31,9 @@ c10::intrusive_ptr<c10d::TCPStore> host_store(const std::string& addr, int port,
   so.timeout = timeout;
   int bound = port;
   if (listen_fd < 0) listen_fd = launch::listen_socket(addr, port, &bound);
+  // A child this rank forks without exec would keep the port taken after
+  // the store is gone, and a store set up on it again would find it in use.
+  drop_in_forked_children(listen_fd);
   so.masterListenFd = listen_fd;
   so.port = static_cast<uint16_t>(bound);
   try {

@@ -51,6 +51,7 @@ bool is_connection_kind(int fd) {
 struct ChildDrops {
   std::mutex mu;
   std::vector<NewDescriptors::Open> sockets;
+  size_t prune_at = 64;  // the size at which those closed since are looked for again
 };
 ChildDrops& child_drops() {
   static ChildDrops* drops = new ChildDrops;  // never destroyed: a fork may come while the process exits
@@ -83,16 +84,21 @@ bool still_open(const NewDescriptors::Open& o) {
   return fstat(o.fd, &st) == 0 && st.st_dev == o.dev && st.st_ino == o.ino;
 }
 
-void drop_in_forked_children(const std::vector<NewDescriptors::Open>& sockets) {
+void drop_all_in_forked_children(const std::vector<NewDescriptors::Open>& sockets) {
   static std::once_flag registered;
   std::call_once(registered, [] {
     pthread_atfork([] { child_drops().mu.lock(); }, [] { child_drops().mu.unlock(); }, drop_sockets_in_child);
   });
   ChildDrops& d = child_drops();
   std::lock_guard<std::mutex> lock(d.mu);
-  // Those closed since (a group freed) go: the list stays as long as what is open.
-  d.sockets.erase(std::remove_if(d.sockets.begin(), d.sockets.end(), [](const auto& o) { return !still_open(o); }),
-                  d.sockets.end());
+  // Those closed since (a group freed, a store connection ended) go once
+  // the list has doubled: it stays about as long as what is open, at a
+  // look at each entry per entry added.
+  if (d.sockets.size() >= d.prune_at) {
+    d.sockets.erase(std::remove_if(d.sockets.begin(), d.sockets.end(), [](const auto& o) { return !still_open(o); }),
+                    d.sockets.end());
+    d.prune_at = std::max<size_t>(64, 2 * d.sockets.size());
+  }
   d.sockets.insert(d.sockets.end(), sockets.begin(), sockets.end());
 }
 
@@ -113,7 +119,12 @@ void NewDescriptors::keep_from_children() const {
     if (flags < 0 || (flags & FD_CLOEXEC) || !is_connection_kind(fd)) continue;
     fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
   }
-  if (!sockets.empty()) drop_in_forked_children(sockets);
+  if (!sockets.empty()) drop_all_in_forked_children(sockets);
+}
+
+void drop_in_forked_children(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) == 0) drop_all_in_forked_children({NewDescriptors::Open{fd, st.st_dev, st.st_ino}});
 }
 
 }  // namespace ddp::core

@@ -48,6 +48,12 @@ class NewDescriptors {
   bool known_ = false;       // whether /proc/self/fd could be listed
 };
 
+// Has every child that fork makes from now on drop its copy of socket `fd`
+// (opened close-on-exec by its owner), as above: for libddp's own sockets
+// (the store's listener and connections), which a child would otherwise
+// hold open, keeping a port taken or a dead rank's end of a connection up.
+void drop_in_forked_children(int fd);
+
 // f(), with what it opened kept from child processes once it returns.
 template <typename F>
 auto kept_from_children(F&& f) {

@@ -14,6 +14,7 @@
 
 #include "common/descriptor_limit.h"
 #include "common/error.h"
+#include "common/kept_from_children.h"
 #include "store/wire_protocol.h"
 
 namespace ddp::core {
@@ -50,6 +51,7 @@ int try_connect(const addrinfo* ai, std::chrono::steady_clock::time_point deadli
   }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  drop_in_forked_children(fd);  // a forked child holding it would hide this rank's death from the store
   *fd_out = fd;
   return 0;
 }

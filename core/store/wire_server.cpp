@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/kept_from_children.h"
 #include "store/answer_queue.h"
 #include "store/key_store.h"
 #include "store/wire_protocol.h"
@@ -167,12 +168,14 @@ WireStoreServer::WireStoreServer(int listen_fd, uint64_t max_held, uint64_t max_
   if (max_held) s_->max_held = max_held;
   if (max_buffered) s_->max_buffered = max_buffered;
   // The agent forks workers: neither the listening socket nor a connection
-  // may leak into them.
+  // may leak into them, nor into a child the rank forks without exec (which
+  // would keep the port taken for the next store on it).
   if (!set_flags(listen_fd) || pipe2(s_->stop_pipe, O_CLOEXEC) != 0) {
     int err = errno;
     close(listen_fd);
     fail(Status::IO, std::string("cannot set up the store's socket: ") + std::strerror(err));
   }
+  drop_in_forked_children(listen_fd);
   s_->port = port_of(listen_fd);
   State* s = s_.get();
   s_->thread = std::thread([s] { s->run(); });
@@ -327,6 +330,7 @@ void WireStoreServer::State::accept_new() {
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    drop_in_forked_children(fd);  // a forked child holding it would hide this host's death from the client
     conns[next_id++].fd = fd;
   }
 }

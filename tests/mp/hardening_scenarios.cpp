@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -584,6 +585,46 @@ void scenario_rejoin_while_the_store_host_is_stopped() {
   ddp_group_free(again);
 }
 
+// Each rank forks a child that never execs and lives on (a helper, a data
+// worker), then frees its group and joins a new one on the same port. The
+// child's copy of rank 0's listening socket kept the port taken: the
+// second join failed on rank 0 ("port ... is already in use") and waited
+// out its timeout on the others. Both joins must work, and the new group
+// with them.
+void scenario_rejoin_with_a_forked_child() {
+  const char* backend = std::getenv("WORKER_BACKEND");
+  ddp_group* g = join(20000, backend && *backend ? backend : nullptr);
+  const int rank = ddp_group_rank(g);
+  const pid_t child = fork();
+  if (child == 0) {  // only async-signal-safe calls in the child of a threaded process
+    sleep(60);
+    _exit(0);
+  }
+  WCHECK(child > 0, "fork");
+  WOK(ddp_barrier(g));
+  ddp_group_free(g);
+  ddp_group_options o = DDP_GROUP_OPTIONS_INIT;
+  o.timeout_ms = 20000;
+  o.backend = backend && *backend ? backend : nullptr;
+  ddp_group* again = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  const ddp_status st = ddp_group_init(&again, nullptr, &o);
+  WCHECK(st == DDP_OK, "rank %d: the second join with a forked child alive -> %s after %.2f s: %s", rank,
+         ddp_status_string(st), seconds_since(t0), ddp_last_error_message());
+  if (again) {
+    float x = static_cast<float>(rank + 1);
+    ddp_tensor* t = nullptr;
+    WOK(ddp_tensor_from_blob(&t, &x, DDP_FLOAT32, nullptr, 0));
+    WOK(ddp_all_reduce(again, t, DDP_SUM));
+    const int n = ddp_group_size(again);
+    WCHECK(x == n * (n + 1) / 2.0f, "rank %d: the new group's sum is %g", rank, x);
+    ddp_tensor_free(t);
+    ddp_group_free(again);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
 // The process starts with its standard streams closed (a daemon's): the
 // group's connections must not take their numbers, where everything
 // printed would go into a peer's protocol. Each is /dev/null after the
@@ -722,6 +763,7 @@ void scenario_collectives_in_a_rank_zero_callback() {
 
 WORKER_SCENARIO("shm_gloo_fails_on_one_rank", scenario_shm_gloo_fails_on_one_rank);
 WORKER_SCENARIO("closed_standard_streams", scenario_closed_standard_streams);
+WORKER_SCENARIO("rejoin_with_a_forked_child", scenario_rejoin_with_a_forked_child);
 WORKER_SCENARIO("collectives_in_a_rank_zero_callback", scenario_collectives_in_a_rank_zero_callback);
 WORKER_SCENARIO("stopped_store_host", scenario_stopped_store_host);
 WORKER_SCENARIO("free_while_the_store_host_is_stopped", scenario_free_while_the_store_host_is_stopped);

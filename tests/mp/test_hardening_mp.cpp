@@ -121,6 +121,16 @@ TEST(Hardening, CollectivesFromACallbackThatRankZeroRunsAloneAreRefusedAtOnce) {
 
 TEST(Hardening, ABrokenGroupIsRejoinedOnTheSamePort) { expect_ok(run(2, "rejoin_after_breakage", 90)); }
 
+// A child each rank forked without exec lives on while the group is set up
+// again on the same port (its copy of rank 0's listening socket kept the
+// port taken), on Gloo and shm.
+TEST(Hardening, AGroupIsSetUpAgainOnTheSamePortWhileAForkedChildLives) {
+  for (const char* backend : {"WORKER_BACKEND=gloo", "WORKER_BACKEND=shm"}) {
+    SCOPED_TRACE(backend);
+    expect_ok(run(2, "rejoin_with_a_forked_child", 60, {backend}));
+  }
+}
+
 TEST(Hardening, DifferentReducerLayoutsAreRefusedOnEveryRank) { expect_ok(run(2, "reducer_layouts_differ", 60)); }
 
 TEST(Hardening, FreeingAReducerWaitsForItsBucketInFlight) {
