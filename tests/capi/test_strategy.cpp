@@ -574,6 +574,7 @@ TEST(Strategy, AStatefulHookInTheOptionsServesOneStrategyAtATime) {
   ddp_strategy_free(first);
   ddp_module_free(a);
   ddp_module_free(b);
+  std::system(("rm -rf " + data).c_str());
 }
 
 TEST(Strategy, ACheckpointDirectoryKeepsTheNewestAndResumesFromTheNewestThatLoads) {
