@@ -22,8 +22,49 @@ namespace {
 // worker body, earlier calls return at once.
 std::atomic<int> g_calls{0};
 
+// Whether this process runs a worker body now (popen or fork): a ddp_spawn
+// from inside it starts a job of its own, and cannot use popen (below).
+std::atomic<bool> g_in_worker_body{false};
+
 constexpr const char* kCallVar = "DDP_SPAWN_CALL";
 constexpr const char* kDirVar = "DDP_SPAWN_DIR";
+// The pid of the process whose ddp_spawn started the worker. The variables
+// are inherited by whatever a worker starts (a `system()` of another
+// libddp program, a helper that spawns a job of its own): without this
+// such a program took itself for a worker of the outer job, ran its body
+// with the outer job's rank and files, and never ran its own job.
+constexpr const char* kParentVar = "DDP_SPAWN_PARENT";
+
+// A whole non-negative base-10 integer, or -1.
+long long whole_number(const char* s) {
+  if (!s || *s < '0' || *s > '9') return -1;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s, &end, 10);
+  return errno == 0 && *end == '\0' ? v : -1;
+}
+
+// The ddp_spawn call this process is a popen worker of, or -1: the
+// variables count only in the process the call's own launch started (its
+// parent is the caller; a worker dies with it, PR_SET_PDEATHSIG), and
+// not inside a worker body (a nested call is a job of its own).
+long long popen_worker_of_call() {
+  if (g_in_worker_body.load()) return -1;
+  const long long parent = whole_number(std::getenv(kParentVar));
+  if (parent <= 0 || parent != static_cast<long long>(getppid())) return -1;
+  return whole_number(std::getenv(kCallVar));
+}
+
+// A worker variable's value, which the launch set: a message naming it
+// where the program changed it since.
+int worker_var(const char* name) {
+  const long long v = whole_number(std::getenv(name));
+  if (v < 0 || v > 1 << 20)
+    fail(Status::State, std::string("ddp_spawn worker: ") + name + " is " +
+                            (std::getenv(name) ? "'" + std::string(std::getenv(name)) + "'" : "not set") +
+                            ", where the launch set the worker's rank; the program changed it before this call");
+  return static_cast<int>(v);
+}
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -61,19 +102,21 @@ std::vector<std::string> spawn_worker_env(const SpawnOptions& o, int rank, int p
   w.master_addr = o.master_addr;
   w.master_port = port;
   w.job_id = job_id;
-  std::vector<std::pair<std::string, std::string>> extra = {{kCallVar, std::to_string(call)}, {kDirVar, dir}};
+  std::vector<std::pair<std::string, std::string>> extra = {
+      {kCallVar, std::to_string(call)}, {kDirVar, dir}, {kParentVar, std::to_string(getpid())}};
   if (rank == 0) extra.push_back({"DDP_MASTER_LISTEN_FD", std::to_string(listen_fd)});
   return worker_env(w, extra);
 }
 
 [[noreturn]] void run_worker_and_exit(const WorkerBody& body, const std::string& dir) {
+  g_in_worker_body = true;
   WorkerContext ctx;
-  ctx.rank = std::atoi(std::getenv("RANK"));
-  ctx.world_size = std::atoi(std::getenv("WORLD_SIZE"));
-  ctx.local_rank = std::atoi(std::getenv("LOCAL_RANK"));
-  auto arg = read_file(dir + "/arg.bin");
   int rc = 1;
   try {
+    ctx.rank = worker_var("RANK");
+    ctx.world_size = worker_var("WORLD_SIZE");
+    ctx.local_rank = worker_var("LOCAL_RANK");
+    auto arg = read_file(dir + "/arg.bin");
     rc = body(ctx, arg);
     if (ctx.rank == 0 && ctx.has_result) write_file_atomically(dir + "/result.bin", ctx.result);
   } catch (const std::exception& e) {
@@ -94,14 +137,20 @@ void remove_dir(const std::string& dir) {
 
 SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* arg, size_t arg_len) {
   int call = g_calls.fetch_add(1);
-  if (const char* want = std::getenv(kCallVar)) {
-    // We are a popen worker of call `want`.
-    int target = std::atoi(want);
+  if (const long long target = popen_worker_of_call(); target >= 0) {
     if (call == target) run_worker_and_exit(body, std::getenv(kDirVar) ? std::getenv(kDirVar) : "");
     SpawnOutcome skipped;
     skipped.ran_here = false;
     return skipped;
   }
+  // A popen worker runs the program's main again, and main does not reach
+  // a call made inside a worker body: the nested job's workers would skip
+  // to the end of main and "succeed" without running anything.
+  if (g_in_worker_body.load() && o.method == StartMethod::Popen)
+    fail(Status::State,
+         "ddp_spawn inside a worker of ddp_spawn: with DDP_START_POPEN its workers would run the "
+         "program's main again, which never reaches a call made inside a worker; start the nested job "
+         "with DDP_START_FORK, or from main");
   check_arg(o.nprocs >= 1 && o.nprocs <= 4096, "nprocs " + std::to_string(o.nprocs) + " is outside [1, 4096]");
   check_arg(arg != nullptr || arg_len == 0, "arg is NULL with arg_len " + std::to_string(arg_len));
   check_arg(o.master_port >= 0 && o.master_port <= 65535,
@@ -155,12 +204,12 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
       if (c.argv.empty()) c.argv.push_back(exe);
       c.exe = exe;
     } else {
-      c.body = [&body, &arg_bytes, &dir, r, listen_fd]() -> int {
+      c.body = [&body, &arg_bytes, &dir, r, listen_fd, nprocs = o.nprocs]() -> int {
         if (r != 0) close(listen_fd);
+        g_in_worker_body = true;
         WorkerContext ctx;
-        ctx.rank = std::atoi(std::getenv("RANK"));
-        ctx.world_size = std::atoi(std::getenv("WORLD_SIZE"));
-        ctx.local_rank = ctx.rank;
+        ctx.rank = ctx.local_rank = r;  // what the child's RANK and LOCAL_RANK say: one host
+        ctx.world_size = nprocs;
         int rc = body(ctx, arg_bytes);
         if (ctx.rank == 0 && ctx.has_result) write_file_atomically(dir + "/result.bin", ctx.result);
         return rc;

@@ -12,6 +12,10 @@
  *   sigchld_reaper       : the program's SIGCHLD handler reaps every child (waitpid(-1))
  *   own_child METHOD     : under an ignored SIGCHLD, a child of the program's own ends
  *                          while the call waits; says whether it is a zombie after
+ *   nested_program       : rank 0's worker runs this program again ("ok popen 2") with
+ *                          system(); its result carries what that program printed
+ *   nested_call OUTER INNER : rank 0's worker calls ddp_spawn itself (methods popen|fork)
+ *   unset_rank           : the workers unset RANK before their ddp_spawn call
  * Where SIGCHLD is ignored on entry, "ok" also says whether it still is after the call.
  */
 #include <pthread.h>
@@ -118,6 +122,55 @@ static pid_t start_own_child(void) {
   _exit(0);
 }
 
+static char self_path[4096];
+
+/* What a command printed, lines joined by '|', into out. */
+static void run_and_read(const char *cmd, char *out, size_t cap) {
+  FILE *p = popen(cmd, "r");
+  size_t used = 0;
+  out[0] = 0;
+  if (!p) return;
+  char line[512];
+  while (fgets(line, sizeof line, p)) {
+    line[strcspn(line, "\n")] = '|';
+    used += (size_t)snprintf(out + used, used < cap ? cap - used : 0, "%s", line);
+  }
+  pclose(p);
+}
+
+/* Rank 0 runs this program again, as a helper it starts would be: the
+ * helper inherits the worker's environment. */
+static int nested_program(ddp_worker *w, const void *arg, size_t len) {
+  (void)arg; (void)len;
+  if (ddp_worker_rank(w) != 0) return 0;
+  char cmd[4200], said[2048], msg[2200];
+  snprintf(cmd, sizeof cmd, "%s ok popen 2 2>&1", self_path);
+  run_and_read(cmd, said, sizeof said);
+  snprintf(msg, sizeof msg, "nested program said [%s]", said);
+  ddp_worker_set_result(w, msg, strlen(msg));
+  return 0;
+}
+
+static ddp_start_method inner_method;
+
+/* Rank 0 calls ddp_spawn from inside its worker body. */
+static int nested_call(ddp_worker *w, const void *arg, size_t len) {
+  (void)arg; (void)len;
+  if (ddp_worker_rank(w) != 0) return 0;
+  ddp_spawn_options inner = DDP_SPAWN_OPTIONS_INIT;
+  inner.nprocs = 2;
+  inner.start_method = inner_method;
+  ddp_buffer *got = NULL;
+  const ddp_status s = ddp_spawn(&inner, sum_ranks, "inner", 5, &got);
+  char msg[1024];
+  snprintf(msg, sizeof msg, "inner status=%s [%s] result=[%.*s]", ddp_status_string(s),
+           s == DDP_OK ? "" : ddp_last_error_message(), got ? (int)ddp_buffer_size(got) : 0,
+           got ? (const char *)ddp_buffer_data(got) : "");
+  ddp_buffer_free(got);
+  ddp_worker_set_result(w, msg, strlen(msg));
+  return 0;
+}
+
 static int report(ddp_status s, ddp_buffer *result) {
   printf("status=%s\n", ddp_status_string(s));
   if (s != DDP_OK) printf("message=%s\n", ddp_last_error_message());
@@ -199,6 +252,20 @@ int main(int argc, char **argv) {
     o.timeout_ms = 3000000000000LL; /* the longest: about 95 years */
     o.grace_ms = 2147483647;
     return rc | RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result)) << 1;
+  }
+  if (!strcmp(mode, "nested_program")) {
+    const ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    self_path[n > 0 ? n : 0] = 0;
+    return RUN(ddp_spawn(&o, nested_program, NULL, 0, &result));
+  }
+  if (!strcmp(mode, "nested_call") && argc > 3) {
+    if (!strcmp(argv[2], "fork")) o.start_method = DDP_START_FORK;
+    inner_method = !strcmp(argv[3], "fork") ? DDP_START_FORK : DDP_START_POPEN;
+    return RUN(ddp_spawn(&o, nested_call, NULL, 0, &result));
+  }
+  if (!strcmp(mode, "unset_rank")) {
+    if (getenv("DDP_SPAWN_CALL")) unsetenv("RANK");
+    return RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
   }
   if (!strcmp(mode, "port")) {
     o.master_port = atoi(argv[2]);

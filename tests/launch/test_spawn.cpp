@@ -109,6 +109,61 @@ TEST(Spawn, AProgramsHandlerThatReapsEveryChildEndsTheCallWithWhatHappened) {
   EXPECT_TRUE(has(o.r.output, "another waiter took")) << o.r.output;
 }
 
+// A worker's environment names the job it belongs to, and whatever the
+// worker starts inherits it. A libddp program that a worker runs (a
+// helper, an evaluation job) took itself for a worker of the outer job: it
+// ran the outer body with the outer job's rank, port and files ("port ...
+// is already in use") and never ran its own job.
+TEST(Spawn, AProgramThatAWorkerRunsStartsAJobOfItsOwn) {
+  auto o = run({"nested_program"});
+  EXPECT_EQ(o.r.exit_code, 0) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "nested program said [status=ok|result=hello sum=1 world=2|]")) << o.r.output;
+}
+
+// Variables that look like a worker's, left in the environment by another
+// job (or set by hand), make no worker of a process that no ddp_spawn
+// started: without DDP_SPAWN_PARENT the program crashed reading RANK.
+TEST(Spawn, AStrayWorkerMarkerInTheEnvironmentIsIgnored) {
+  for (const std::vector<std::string>& env : std::vector<std::vector<std::string>>{
+           {"DDP_SPAWN_CALL=0"}, {"DDP_SPAWN_CALL=0", "DDP_SPAWN_PARENT=1", "RANK=1"}}) {
+    static int n = 0;
+    const std::string tag = "spawn-" + std::to_string(getpid()) + "-stray" + std::to_string(++n);
+    std::vector<std::string> with_tag = env;
+    with_tag.push_back("DDP_TEST_TAG=" + tag);
+    auto res = ddptest::run_program({spawn_prog(), "ok", "popen", "2"}, with_tag, 30);
+    ASSERT_FALSE(res.timed_out) << res.summary();
+    EXPECT_EQ(res.ranks[0].exit_code, 0) << env.back() << ": " << res.ranks[0].output;
+    EXPECT_TRUE(has(res.ranks[0].output, "result=hello sum=1 world=2")) << env.back() << ": " << res.ranks[0].output;
+    EXPECT_FALSE(ddptest::any_process_tagged(tag));
+  }
+}
+
+// ddp_spawn from inside a worker body: with fork it is a job of its own;
+// with popen its workers would run main again, which never reaches the
+// call, so it is refused by name (it "succeeded" with no result, running
+// nothing, where the outer job used fork).
+TEST(Spawn, ASpawnInsideAWorkerIsAJobOfItsOwnOrRefusedByName) {
+  for (const char* outer : {"popen", "fork"}) {
+    auto forked = run({"nested_call", outer, "fork"});
+    EXPECT_EQ(forked.r.exit_code, 0) << outer << ": " << forked.r.output;
+    EXPECT_TRUE(has(forked.r.output, "inner status=ok [] result=[inner sum=1 world=2]")) << outer << ": " << forked.r.output;
+    auto popen = run({"nested_call", outer, "popen"});
+    EXPECT_EQ(popen.r.exit_code, 0) << outer << ": " << popen.r.output;
+    EXPECT_TRUE(has(popen.r.output, "inner status=invalid state [ddp_spawn inside a worker of ddp_spawn: with "
+                                    "DDP_START_POPEN"))
+        << outer << ": " << popen.r.output;
+  }
+}
+
+// A worker reads its rank from the variables its launch set; a program
+// that removed one before its ddp_spawn call gets a message naming it.
+TEST(Spawn, AWorkerWhoseRankVariableIsGoneFailsNamingIt) {
+  auto o = run({"unset_rank"});
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "status=worker failed")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "ddp_spawn worker: RANK is not set")) << o.r.output;
+}
+
 TEST(Spawn, ForkReturnsRankZerosResult) {
   auto o = run({"ok", "fork", "4"});
   EXPECT_EQ(o.r.exit_code, 0) << o.r.output;

@@ -93,12 +93,19 @@ DDP_API ddp_status ddp_spawn_options_init(ddp_spawn_options *opts, unsigned int 
  * The argument and rank 0's result pass through files in a directory of
  * the call's own under ${TMPDIR:-/tmp}, removed before the call returns.
  *
+ * A popen worker runs the program's main again; the call it belongs to
+ * runs fn there and does not return, the program's earlier calls return
+ * DDP_OK at once. Only the processes a call started are its workers: a
+ * program that a worker runs (and so inherits its environment) starts a
+ * job of its own. Inside fn, ddp_spawn starts a nested job with
+ * DDP_START_FORK; with DDP_START_POPEN it is DDP_E_STATE, as its workers
+ * would run main again and never reach the call.
+ *
  * @return DDP_OK; DDP_E_WORKER_FAILED (the message lists every rank's exit
  *         code or signal and the root cause); DDP_E_TIMEOUT; DDP_E_STATE (fork
- *         with threads); DDP_E_IO (cannot bind master_port, e.g. in use, or
- *         cannot write the call's files: the message names them);
- *         DDP_E_INVALID_ARGUMENT.
- *         In a popen worker, the matching call does not return.
+ *         with threads, popen inside a worker); DDP_E_IO (cannot bind
+ *         master_port, e.g. in use, or cannot write the call's files: the
+ *         message names them); DDP_E_INVALID_ARGUMENT.
  */
 DDP_API ddp_status ddp_spawn(const ddp_spawn_options *opts, ddp_worker_fn fn, const void *arg,
                              size_t arg_len, ddp_buffer **rank0_result);
