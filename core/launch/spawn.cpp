@@ -203,6 +203,7 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
       c.argv = argv;
       if (c.argv.empty()) c.argv.push_back(exe);
       c.exe = exe;
+      c.cwd = program_start_dir();
     } else {
       c.body = [&body, &arg_bytes, &dir, r, listen_fd, nprocs = o.nprocs]() -> int {
         if (r != 0) close(listen_fd);

@@ -47,10 +47,11 @@ struct Running {
 // async-signal-safe calls are made on the exec path.
 struct ExecArgs {
   std::vector<std::string> storage_argv, storage_env;
-  std::string path;
+  std::string path, cwd;
   std::vector<char*> argv, envp;
   explicit ExecArgs(const ChildSpec& c)
-      : storage_argv(c.argv), storage_env(c.env), path(c.exe.empty() && !c.argv.empty() ? c.argv[0] : c.exe) {
+      : storage_argv(c.argv), storage_env(c.env), path(c.exe.empty() && !c.argv.empty() ? c.argv[0] : c.exe),
+        cwd(c.cwd) {
     for (auto& a : storage_argv) argv.push_back(a.data());
     argv.push_back(nullptr);
     for (auto& e : storage_env) envp.push_back(e.data());
@@ -112,11 +113,14 @@ pid_t start_child(const ChildSpec& c, int* out_read_fd) {
       fflush(nullptr);
       _exit(rc);
     }
-    execve(args.path.c_str(), args.argv.data(), args.envp.data());
     // Only async-signal-safe calls here: write(2) of pieces, no formatting.
+    const bool entered = args.cwd.empty() || chdir(args.cwd.c_str()) == 0;
+    if (entered) execve(args.path.c_str(), args.argv.data(), args.envp.data());
     int err = errno;
-    const char* parts[] = {"ddp launcher: cannot execute '", args.path.c_str(), "': ", strerrorname_np(err), " (",
-                           strerror(err), ")\n"};
+    const char* parts[] = {entered ? "ddp launcher: cannot execute '" : "ddp launcher: cannot enter the directory '",
+                           entered ? args.path.c_str() : args.cwd.c_str(),
+                           entered ? "': " : "' where the program started: ",
+                           strerrorname_np(err), " (", strerror(err), ")\n"};
     for (const char* p : parts) {
       if (!p) continue;
       ssize_t ignored = write(2, p, std::strlen(p));
@@ -246,6 +250,22 @@ std::vector<std::string> own_command_line() {
     }
   return argv;
 }
+
+namespace {
+std::string current_dir() {
+  std::vector<char> buf(4096);
+  while (getcwd(buf.data(), buf.size()) == nullptr) {
+    if (errno != ERANGE || buf.size() >= (1u << 20)) return "";  // removed, or not readable
+    buf.resize(buf.size() * 2);
+  }
+  return buf.data();
+}
+// Read when the library is loaded: before main() for a program linked
+// with it.
+const std::string g_start_dir = current_dir();
+}  // namespace
+
+const std::string& program_start_dir() { return g_start_dir; }
 
 std::string own_executable() {
   char buf[4096];

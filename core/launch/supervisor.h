@@ -26,6 +26,7 @@ struct ChildSpec {
   std::vector<std::string> env;       // full environment, "K=V"
   std::vector<std::string> argv;      // exec this (argv[0] is the path unless `exe` is set) ...
   std::string exe;                    // the file to exec, keeping argv[0] as given
+  std::string cwd;                    // where an exec'd child starts; empty: the parent's directory now
   std::function<int()> body;          // ... or run this in a forked child
   std::vector<int> keep_fds;          // fds the child inherits (others close-on-exec)
   bool capture_output = false;        // pipe stdout+stderr to on_line
@@ -93,6 +94,12 @@ std::string signal_name(int sig);
 // /proc/self/exe): what a launcher that re-runs the program starts again.
 std::vector<std::string> own_command_line();
 std::string own_executable();
+// The directory this process was in when libddp was loaded (before main(),
+// where the program links it; at the import, for an interpreter): where a
+// launcher that runs main again starts it, so that main's relative paths,
+// and its own chdir calls, mean what they meant the first time. Empty when
+// it could not be read then.
+const std::string& program_start_dir();
 
 // Threads of this process (from /proc/self/status); fork is only safe at 1.
 int thread_count();

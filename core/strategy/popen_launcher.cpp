@@ -44,6 +44,7 @@ ClusterEnv PopenLauncher::launch(int nprocs, const std::string& master_addr, Mil
     c.rank = r;
     c.argv = argv.empty() ? std::vector<std::string>{exe} : argv;
     c.exe = exe;
+    c.cwd = launch::program_start_dir();  // main runs again from where it ran first
     c.env = launch::worker_env(w);
     children.push_back(std::move(c));
   }

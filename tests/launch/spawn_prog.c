@@ -16,6 +16,8 @@
  *                          system(); its result carries what that program printed
  *   nested_call OUTER INNER : rank 0's worker calls ddp_spawn itself (methods popen|fork)
  *   unset_rank           : the workers unset RANK before their ddp_spawn call
+ *   chdir_first DIR spawn|strategy : main enters DIR (relative) first, then starts 2 ranks
+ *                          (ddp_spawn, or the strategy's popen launcher); each says its directory
  * Where SIGCHLD is ignored on entry, "ok" also says whether it still is after the call.
  */
 #include <pthread.h>
@@ -171,6 +173,32 @@ static int nested_call(ddp_worker *w, const void *arg, size_t len) {
   return 0;
 }
 
+static int say_cwd(ddp_worker *w, const void *arg, size_t len) {
+  (void)arg; (void)len;
+  char cwd[4096];
+  printf("rank %d cwd=%s\n", ddp_worker_rank(w), getcwd(cwd, sizeof cwd) ? cwd : "?");
+  fflush(stdout);
+  return 0;
+}
+
+/* The strategy's popen launcher: this process is rank 0 and starts rank 1. */
+static int strategy_says_cwd(void) {
+  ddp_strategy_options so = DDP_STRATEGY_OPTIONS_INIT;
+  so.devices = 2;
+  ddp_strategy *s = NULL;
+  if (ddp_strategy_new(&s, &so) != DDP_OK || ddp_strategy_setup_environment(s) != DDP_OK) {
+    printf("strategy: %s\n", ddp_last_error_message());
+    ddp_strategy_free(s);
+    return 1;
+  }
+  char cwd[4096];
+  printf("rank %d cwd=%s\n", ddp_strategy_global_rank(s), getcwd(cwd, sizeof cwd) ? cwd : "?");
+  fflush(stdout);
+  const ddp_status torn = ddp_strategy_teardown(s);
+  ddp_strategy_free(s);
+  return torn == DDP_OK ? 0 : 1;
+}
+
 static int report(ddp_status s, ddp_buffer *result) {
   printf("status=%s\n", ddp_status_string(s));
   if (s != DDP_OK) printf("message=%s\n", ddp_last_error_message());
@@ -266,6 +294,15 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "unset_rank")) {
     if (getenv("DDP_SPAWN_CALL")) unsetenv("RANK");
     return RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
+  }
+  if (!strcmp(mode, "chdir_first") && argc > 3) {
+    /* Relative: a worker started in DIR instead of where main began could not enter it. */
+    if (chdir(argv[2]) != 0) {
+      printf("cannot enter %s\n", argv[2]);
+      return 5;
+    }
+    if (!strcmp(argv[3], "strategy")) return strategy_says_cwd();
+    return RUN(ddp_spawn(&o, say_cwd, NULL, 0, &result));
   }
   if (!strcmp(mode, "port")) {
     o.master_port = atoi(argv[2]);

@@ -164,6 +164,33 @@ TEST(Spawn, AWorkerWhoseRankVariableIsGoneFailsNamingIt) {
   EXPECT_TRUE(has(o.r.output, "ddp_spawn worker: RANK is not set")) << o.r.output;
 }
 
+// A popen worker runs main again, so it starts where main started: a
+// program that changed directory before starting its ranks (an output
+// directory, as Hydra makes; an interpreter's script given by a relative
+// path) had its workers start in the new one, where main's relative paths
+// no longer held ("can't open file" for a Python script).
+TEST(Spawn, PopenWorkersStartWhereTheProgramStarted) {
+  const std::string top = testing::TempDir() + "spawn_cwd_" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(top.c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((top + "/sub").c_str(), 0700), 0);
+  char real[4096];
+  ASSERT_NE(realpath((top + "/sub").c_str(), real), nullptr);
+  for (const char* launcher : {"spawn", "strategy"}) {
+    static int n = 0;
+    const std::string tag = "spawn-" + std::to_string(getpid()) + "-cwd" + std::to_string(++n);
+    auto res = ddptest::run_program({"/bin/bash", "-c", "cd '" + top + "' && exec " + spawn_prog() + " chdir_first sub " + launcher},
+                                    {"DDP_TEST_TAG=" + tag}, 60);
+    ASSERT_FALSE(res.timed_out) << launcher << ": " << res.summary();
+    const std::string& out = res.ranks[0].output;
+    EXPECT_EQ(res.ranks[0].exit_code, 0) << launcher << ": " << out;
+    for (const char* rank : {"0", "1"})
+      EXPECT_TRUE(has(out, std::string("rank ") + rank + " cwd=" + real + "\n")) << launcher << ": " << out;
+    EXPECT_FALSE(ddptest::any_process_tagged(tag));
+  }
+  EXPECT_EQ(rmdir((top + "/sub").c_str()), 0);
+  EXPECT_EQ(rmdir(top.c_str()), 0);
+}
+
 TEST(Spawn, ForkReturnsRankZerosResult) {
   auto o = run({"ok", "fork", "4"});
   EXPECT_EQ(o.r.exit_code, 0) << o.r.output;

@@ -93,9 +93,11 @@ DDP_API ddp_status ddp_spawn_options_init(ddp_spawn_options *opts, unsigned int 
  * The argument and rank 0's result pass through files in a directory of
  * the call's own under ${TMPDIR:-/tmp}, removed before the call returns.
  *
- * A popen worker runs the program's main again; the call it belongs to
- * runs fn there and does not return, the program's earlier calls return
- * DDP_OK at once. Only the processes a call started are its workers: a
+ * A popen worker runs the program's main again, with its arguments and
+ * from the directory the program started in (where libddp was loaded), so
+ * that main's relative paths and chdir calls mean what they meant; the call
+ * it belongs to runs fn there and does not return, the program's earlier
+ * calls return DDP_OK at once. Only the processes a call started are its workers: a
  * program that a worker runs (and so inherits its environment) starts a
  * job of its own. Inside fn, ddp_spawn starts a nested job with
  * DDP_START_FORK; with DDP_START_POPEN it is DDP_E_STATE, as its workers

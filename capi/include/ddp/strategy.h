@@ -27,9 +27,9 @@
  * default), setup_environment reads the environment of a launcher that
  * started the ranks (ddprun, torchrun, SLURM, ...); when there is none and
  * devices > 1, this process becomes local rank 0 and starts the program
- * again, with the same arguments, for local ranks 1..devices-1, which find
- * that environment and start nothing (so the code before setup_environment
- * runs in every rank). Teardown waits for them (at most the timeout) and
+ * again, with the same arguments and from the directory it started in,
+ * for local ranks 1..devices-1, which find that environment and start
+ * nothing (so the code before setup_environment runs in every rank). Teardown waits for them (at most the timeout) and
  * names one that failed (DDP_E_WORKER_FAILED). With DDP_STRATEGY_DDP_SPAWN /
  * _FORK the program runs its training function through ddp_spawn
  * (launch.h), whose workers have a launcher's environment, and rank 0's
