@@ -44,15 +44,14 @@ ddp_status ddp_reducer_new(ddp_reducer** out, ddp_group* group, ddp_tensor* cons
       // A version 1 caller has only that much struct: its later fields keep their defaults.
       ddp_reducer_options in = DDP_REDUCER_OPTIONS_INIT;
       std::memcpy(&in, opts, opts->version == 1 ? kReducerOptionsV1Bytes : sizeof in);
-      opts = &in;
       o.static_graph = in.static_graph != 0;
-      o.bucket_cap_mb = opts->bucket_cap_mb;
-      o.first_bucket_mb = opts->first_bucket_mb;
-      o.find_unused_parameters = opts->find_unused_parameters != 0;
-      o.gradient_as_bucket_view = opts->gradient_as_bucket_view != 0;
-      o.broadcast_parameters = opts->broadcast_parameters != 0;
-      autograd = opts->autograd_hooks != 0;
-      o.join_enabled = opts->join_enabled != 0;
+      o.bucket_cap_mb = in.bucket_cap_mb;
+      o.first_bucket_mb = in.first_bucket_mb;
+      o.find_unused_parameters = in.find_unused_parameters != 0;
+      o.gradient_as_bucket_view = in.gradient_as_bucket_view != 0;
+      o.broadcast_parameters = in.broadcast_parameters != 0;
+      autograd = in.autograd_hooks != 0;
+      o.join_enabled = in.join_enabled != 0;
     }
     ddp::core::check_arg(!autograd || (params && !grads),
                    "ddp_reducer_new: autograd_hooks takes params (LibTorch leaves) and grads = NULL");

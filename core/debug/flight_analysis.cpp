@@ -97,8 +97,7 @@ void behind_findings(const std::string& label, const GroupView& g, int64_t disag
                       describe(*e) + " (" + e->state + "), ";
       auto next = g.by_rank.at(leaders.front()).find(e->seq + 1);
       if (next != g.by_rank.at(leaders.front()).end())
-        s += "it never called " + describe(*next->second) + ", which " + ranks_text(leaders) +
-             (leaders.size() == 1 ? " reached" : " reached");
+        s += "it never called " + describe(*next->second) + ", which " + ranks_text(leaders) + " reached";
       else
         s += ranks_text(leaders) + " reached " + describe(lead);
       s += " (" + lead.state + ")";

@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -87,13 +89,21 @@ void check_alive() {
   send_all(fd, e.out().data(), e.out().size());
   uint32_t nonce = 0;
   size_t have = 0;
+  // A signal (libFuzzer's -timeout alarm) ends poll and recv early with
+  // EINTR: that is no silence of the server's, so the wait goes on to its
+  // deadline.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(9);
   while (have < sizeof nonce) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 9000) <= 0) {
+    const int ready = left.count() > 0 ? poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
       std::fprintf(stderr, "fuzz_store_wire: the server did not answer a ping within 9 s\n");
       std::abort();
     }
     ssize_t r = recv(fd, reinterpret_cast<uint8_t*>(&nonce) + have, sizeof nonce - have, 0);
+    if (r < 0 && errno == EINTR) continue;
     if (r <= 0) std::abort();
     have += static_cast<size_t>(r);
   }
