@@ -301,7 +301,7 @@ std::unique_ptr<Group> Group::init(const ClusterEnv& env, const GroupOptions& op
       client = connect_store(env.master_addr, port, left, who, "rank 0");
       auto job = keys_of(c10::make_intrusive<c10d::PrefixStore>(base, client));
       announce_joining(*job, impl->rank);
-      gen = join_generation(job, impl->size, left, where);
+      gen = join_generation(job, impl->size, left, where, opts.give_up);
       break;
     } catch (const Error& e) {
       // A store that closes moments after this rank joined it was the last

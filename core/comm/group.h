@@ -6,7 +6,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/types.h"
@@ -33,6 +35,9 @@ struct GroupOptions {
   std::string backend;         // "" = auto: "nccl" for a CUDA device, else "gloo"
   Millis timeout{1800 * 1000};  // every collective and the rendezvous
   Device device{DeviceType::CPU, 0};
+  // Asked while init waits for the other ranks (store/meeting.h): the
+  // strategy's popen launcher says when a rank it started has ended.
+  std::function<std::optional<std::string>()> give_up;
 };
 
 class Group {

@@ -108,6 +108,18 @@ std::vector<std::string> spawn_worker_env(const SpawnOptions& o, int rank, int p
   return worker_env(w, extra);
 }
 
+// Where a popen worker says it reached its call (ChildSpec::reached_file):
+// a worker whose main ended before the call ran nothing, and its exit code
+// 0 is no success.
+std::string reached_file(const std::string& dir, int rank) { return dir + "/reached." + std::to_string(rank); }
+
+void mark_reached(const std::string& dir, int rank) {
+  const std::string path = reached_file(dir, rank);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) fail(Status::IO, "cannot write " + path + ": " + std::strerror(errno));
+  close(fd);
+}
+
 [[noreturn]] void run_worker_and_exit(const WorkerBody& body, const std::string& dir) {
   g_in_worker_body = true;
   WorkerContext ctx;
@@ -116,6 +128,7 @@ std::vector<std::string> spawn_worker_env(const SpawnOptions& o, int rank, int p
     ctx.rank = worker_var("RANK");
     ctx.world_size = worker_var("WORLD_SIZE");
     ctx.local_rank = worker_var("LOCAL_RANK");
+    mark_reached(dir, ctx.rank);
     auto arg = read_file(dir + "/arg.bin");
     rc = body(ctx, arg);
     if (ctx.rank == 0 && ctx.has_result) write_file_atomically(dir + "/result.bin", ctx.result);
@@ -128,9 +141,16 @@ std::vector<std::string> spawn_worker_env(const SpawnOptions& o, int rank, int p
   _exit(rc);
 }
 
-void remove_dir(const std::string& dir) {
+void remove_dir(const std::string& dir, int nprocs) {
   for (const char* f : {"/arg.bin", "/result.bin", "/result.bin.tmp"}) unlink((dir + f).c_str());
+  for (int r = 0; r < nprocs; ++r) unlink(reached_file(dir, r).c_str());
   rmdir(dir.c_str());
+}
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
 }
 
 }  // namespace
@@ -184,7 +204,7 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
     write_file_atomically(dir + "/arg.bin", arg_bytes);
     listen_fd = listen_socket(o.master_addr, o.master_port, &port);
   } catch (...) {
-    remove_dir(dir);
+    remove_dir(dir, o.nprocs);
     throw;
   }
 
@@ -196,6 +216,11 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
     c.rank = r;
     c.env = spawn_worker_env(o, r, port, listen_fd, call, dir, job_id);
     if (r == 0) c.keep_fds.push_back(listen_fd);
+    // As Python's multiprocessing gives its workers (and so Lightning's
+    // spawn strategy): the program's input is the program's, and a worker
+    // that runs an interpreter's prompt again ends at once instead of
+    // reading the terminal.
+    c.stdin_from_null = true;
     if (o.method == StartMethod::Popen) {
       // The same binary, whatever argv[0] says; argv[0] itself is kept, as
       // interpreters find their environment from it (a Python venv's
@@ -204,6 +229,7 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
       if (c.argv.empty()) c.argv.push_back(exe);
       c.exe = exe;
       c.cwd = program_start_dir();
+      c.reached_file = reached_file(dir, r);
     } else {
       c.body = [&body, &arg_bytes, &dir, r, listen_fd, nprocs = o.nprocs]() -> int {
         if (r != 0) close(listen_fd);
@@ -227,7 +253,7 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
     job = run_job(children, so);
   } catch (...) {
     close(listen_fd);
-    remove_dir(dir);
+    remove_dir(dir, o.nprocs);
     throw;
   }
   close(listen_fd);
@@ -236,11 +262,22 @@ SpawnOutcome spawn(const SpawnOptions& o, const WorkerBody& body, const void* ar
     std::ifstream f(dir + "/result.bin", std::ios::binary);
     if (f) out.rank0_result = read_file(dir + "/result.bin");
   }
-  remove_dir(dir);
+  remove_dir(dir, o.nprocs);
   if (job.timed_out)
     fail(Status::Timeout, "ddp_spawn: the job ran past its " + std::to_string(o.timeout.count()) +
                             " ms timeout. " + job.summary());
-  if (!job.ok()) fail(Status::WorkerFailed, "ddp_spawn: " + job.summary());
+  if (!job.ok()) {
+    std::string why = "ddp_spawn: " + job.summary();
+    for (const auto& c : job.children)
+      if (c.never_reached) {
+        why += " Rank " + std::to_string(c.rank) + " ran the program again (" + joined(argv) +
+               ") and its main ended before this ddp_spawn call: a popen worker must reach the same call, which "
+               "a program read from standard input or typed at an interpreter's prompt cannot; run it from a "
+               "file, or use DDP_START_FORK";
+        break;
+      }
+    fail(Status::WorkerFailed, why);
+  }
   return out;
 }
 

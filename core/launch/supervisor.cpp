@@ -59,7 +59,8 @@ struct ExecArgs {
   }
 };
 
-void child_common_setup(pid_t parent, int out_fd, const std::vector<int>& keep_fds, rlim_t descriptor_limit) {
+void child_common_setup(pid_t parent, int out_fd, const std::vector<int>& keep_fds, rlim_t descriptor_limit,
+                        bool stdin_from_null) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(125);  // the parent died before prctl
   // Its own process group, so that stopping a worker also reaches whatever
@@ -74,6 +75,13 @@ void child_common_setup(pid_t parent, int out_fd, const std::vector<int>& keep_f
   if (out_fd >= 0) {
     dup2(out_fd, 1);
     dup2(out_fd, 2);
+  }
+  if (stdin_from_null) {
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0 && null_fd != 0) {
+      dup2(null_fd, 0);
+      close(null_fd);
+    }
   }
   for (int fd : keep_fds) {
     int flags = fcntl(fd, F_GETFD);
@@ -99,7 +107,7 @@ pid_t start_child(const ChildSpec& c, int* out_read_fd) {
     fail(Status::IO, std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
-    child_common_setup(parent, p[1], c.keep_fds, c.descriptor_limit);
+    child_common_setup(parent, p[1], c.keep_fds, c.descriptor_limit, c.stdin_from_null);
     if (c.body) {
       // fork start method: the caller guaranteed a single-threaded parent.
       clearenv();
@@ -180,6 +188,7 @@ std::string ChildStatus::describe() const {
     return "an end whose status another waiter took (the program's SIGCHLD handler reaps every child: let it "
            "wait for its own children by pid)";
   if (signal) return "signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
+  if (never_reached) return "exit code 0 without reaching the work it was started for";
   return "exit code " + std::to_string(exit_code);
 }
 
@@ -408,6 +417,7 @@ JobResult run_job(const std::vector<ChildSpec>& specs, const SupervisorOptions& 
       if (lost) st.status_lost = true;
       else if (WIFSIGNALED(status)) st.signal = WTERMSIG(status);
       else st.exit_code = WEXITSTATUS(status);
+      st.never_reached = st.ok() && !specs[i].reached_file.empty() && access(specs[i].reached_file.c_str(), F_OK) != 0;
       kill(-run[i].pid, SIGKILL);  // anything the worker left behind in its group
       --alive;
       if (!st.ok() && res.first_failure < 0 && !st.stopped_by_us) {

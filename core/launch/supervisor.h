@@ -27,6 +27,11 @@ struct ChildSpec {
   std::vector<std::string> argv;      // exec this (argv[0] is the path unless `exe` is set) ...
   std::string exe;                    // the file to exec, keeping argv[0] as given
   std::string cwd;                    // where an exec'd child starts; empty: the parent's directory now
+  // Non-empty: a file the child makes once it has reached the work it was
+  // started for; ending with exit code 0 without it is a failure
+  // (ChildStatus::never_reached), as the work was never done.
+  std::string reached_file;
+  bool stdin_from_null = false;       // the child reads /dev/null, not the parent's standard input
   std::function<int()> body;          // ... or run this in a forked child
   std::vector<int> keep_fds;          // fds the child inherits (others close-on-exec)
   bool capture_output = false;        // pipe stdout+stderr to on_line
@@ -41,8 +46,9 @@ struct ChildStatus {
   bool ended = false;
   bool stopped_by_us = false;  // we signalled it after another failure/stop
   bool status_lost = false;    // ended, reaped by another waiter: not ok, how unknown
+  bool never_reached = false;  // exit code 0 without its ChildSpec::reached_file: not ok
   double seconds = 0;          // from job start to end
-  bool ok() const { return ended && signal == 0 && exit_code == 0; }
+  bool ok() const { return ended && signal == 0 && exit_code == 0 && !never_reached; }
   std::string describe() const;  // "exit code 3", "signal 9 (SIGKILL)"
 };
 

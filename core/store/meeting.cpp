@@ -1,11 +1,44 @@
 // c10d's own TCPStore wait reports nothing about who is missing; count_in does.
 #include "store/meeting.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace ddp::core {
 
-bool count_in(KeyStore& store, int size, std::chrono::milliseconds timeout, const std::string& where) {
+namespace {
+// How often a waiting rank asks its GiveUp.
+constexpr std::chrono::milliseconds kGiveUpPoll{100};
+
+// Waits for `key` up to `timeout`, in slices when there is a GiveUp to ask
+// between them; throws Status::PeerFailed with its reason (*gave_up set).
+void wait_or_give_up(KeyStore& store, const std::string& key, std::chrono::milliseconds timeout,
+                     const std::string& where, const GiveUp& give_up, bool* gave_up) {
+  if (!give_up) {
+    store.wait({key}, timeout);
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    try {
+      store.wait({key}, std::max(std::chrono::milliseconds(1), std::min(left, kGiveUpPoll)));
+      return;
+    } catch (const Error& e) {
+      if (e.status() != Status::Timeout || left <= kGiveUpPoll) throw;
+    }
+    if (auto why = give_up()) {
+      *gave_up = true;
+      fail(Status::PeerFailed, "rendezvous at " + where + ": " + *why);
+    }
+  }
+}
+}  // namespace
+
+bool count_in(KeyStore& store, int size, std::chrono::milliseconds timeout, const std::string& where,
+              const GiveUp& give_up) {
   int64_t arrived = store.add("arrived", 1);
   if (arrived > size)
     fail(Status::State, "rendezvous at " + where + ": " + std::to_string(arrived) +
@@ -15,10 +48,12 @@ bool count_in(KeyStore& store, int size, std::chrono::milliseconds timeout, cons
     store.set("complete", Bytes{1});
     return true;
   }
+  bool gave_up = false;
   try {
-    store.wait({"complete"}, timeout);
+    wait_or_give_up(store, "complete", timeout, where, give_up, &gave_up);
     return false;
   } catch (const Error& e) {
+    if (gave_up) throw;
     if (e.status() == Status::Timeout) {
       int64_t now = -1;
       try {
@@ -59,7 +94,7 @@ bool has_joined(KeyStore& job, int rank) { return job.check({"joined/" + std::to
 int64_t ranks_joining(KeyStore& job) { return job.add("joined", 0); }
 
 int64_t join_generation(const std::shared_ptr<KeyStore>& base, int size, std::chrono::milliseconds timeout,
-                        const std::string& where) {
+                        const std::string& where, const GiveUp& give_up) {
   // Every init of a group on this store meets under the current generation
   // "g<N>". The rank that completes the count advances N for the next init;
   // a rank that times out advances it too (compare-and-set: once), so ranks
@@ -71,7 +106,7 @@ int64_t join_generation(const std::shared_ptr<KeyStore>& base, int size, std::ch
     base->compare_set("gen", Bytes(now.begin(), now.end()), Bytes(next.begin(), next.end()));
   };
   try {
-    if (count_in(at_gen, size, timeout, where)) advance();
+    if (count_in(at_gen, size, timeout, where, give_up)) advance();
   } catch (const Error& e) {
     if (e.status() == Status::Timeout) {
       try {

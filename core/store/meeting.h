@@ -5,7 +5,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "store/key_store.h"
@@ -16,15 +18,21 @@ namespace ddp::core {
 // without one) and the restart round.
 std::string job_key_prefix(const std::string& job_id, int restart);
 
+// Asked while a rank waits for the others to arrive: a reason ends the wait
+// (Status::PeerFailed), e.g. a rank that this process started has ended and
+// will never arrive. Empty: wait for the whole timeout.
+using GiveUp = std::function<std::optional<std::string>()>;
+
 // Every member of `store`'s prefix adds itself to a counter; returns once all
 // `size` have (true on the one that arrived last), or throws Status::Timeout
 // saying how many of how many arrived.
-bool count_in(KeyStore& store, int size, std::chrono::milliseconds timeout, const std::string& where);
+bool count_in(KeyStore& store, int size, std::chrono::milliseconds timeout, const std::string& where,
+              const GiveUp& give_up = {});
 
 // count_in under the store's current generation, which every rank agrees on
 // whatever failed before; returns that generation.
 int64_t join_generation(const std::shared_ptr<KeyStore>& base, int size, std::chrono::milliseconds timeout,
-                        const std::string& where);
+                        const std::string& where, const GiveUp& give_up = {});
 
 // Before its first rendezvous a rank records that it joins ("joined/<rank>"
 // and a count, under the job's prefix). A launcher reads them to tell a rank

@@ -122,6 +122,7 @@ void DdpStrategy::setup_environment(const ClusterEnv& env) {
   g.backend = opts_.backend;
   g.timeout = opts_.timeout;
   g.device = {opts_.accelerator, opts_.accelerator == DeviceType::CUDA ? env.local_rank : 0};
+  if (launcher_) g.give_up = [launcher = launcher_.get()] { return launcher->ended_rank(); };
   group_ = std::shared_ptr<Group>(Group::init(env, g));
   env_ = env;
   host_cache_ = std::make_unique<HostCacheUse>(host_cache_bytes);

@@ -54,6 +54,15 @@ ClusterEnv PopenLauncher::launch(int nprocs, const std::string& master_addr, Mil
   launch::SupervisorOptions so;
   so.grace = grace;
   so.stop_request = &stop_;
+  // A rank that ends before the group is made (a failure in the program
+  // before its setup, or a main that never reaches it) would leave this
+  // process waiting in the rendezvous for its whole timeout (30 minutes by
+  // default): the strategy asks ended_rank() while it waits.
+  so.check_interval = Millis(50);
+  so.should_stop = [this](const std::vector<launch::ChildStatus>& children) {
+    note_ended(children);
+    return false;
+  };
   // The supervising thread is the children's parent thread: they get
   // PDEATHSIG when it ends, so it runs until they have all ended.
   supervisor_ = std::thread([this, children = std::move(children), so] {
@@ -74,6 +83,21 @@ ClusterEnv PopenLauncher::launch(int nprocs, const std::string& master_addr, Mil
   env.master_addr = master_addr;
   env.master_port = port;
   return env;
+}
+
+void PopenLauncher::note_ended(const std::vector<launch::ChildStatus>& children) {
+  std::lock_guard<std::mutex> lock(ended_m_);
+  for (const auto& c : children)
+    if (c.ended && !ended_)
+      ended_ = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) +
+               "), which this process started, ended with " + c.describe() + " before the group was made";
+}
+
+std::optional<std::string> PopenLauncher::ended_rank() {
+  // Once every rank has ended the supervisor is done and asks no more.
+  if (done_.load()) note_ended(result_.children);
+  std::lock_guard<std::mutex> lock(ended_m_);
+  return ended_;
 }
 
 std::string PopenLauncher::failed_rank(Millis wait) {

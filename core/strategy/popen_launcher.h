@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -35,6 +36,11 @@ class PopenLauncher {
   // finish() takes it back.
   ClusterEnv launch(int nprocs, const std::string& master_addr, Millis grace);
 
+  // While this process waits for the group's rendezvous: which rank this
+  // process started has ended and how ("rank 1 (pid 42) ended with exit
+  // code 3"), as such a rank will never arrive; nothing while all run.
+  std::optional<std::string> ended_rank();
+
   // After a collective failed: waits up to `wait` for the ranks this process
   // started to have ended, and says which failed first ("" when none did).
   std::string failed_rank(Millis wait);
@@ -46,12 +52,15 @@ class PopenLauncher {
  private:
   void export_var(const std::string& name, const std::string& value);
   void restore_exported();
+  void note_ended(const std::vector<launch::ChildStatus>& children);
 
   std::thread supervisor_;
   std::atomic<int> stop_{0};
   std::atomic<bool> done_{false};
   launch::JobResult result_;
   std::string start_error_;
+  mutable std::mutex ended_m_;
+  std::optional<std::string> ended_;  // the first rank seen ended, as ended_rank() says it
   std::vector<std::pair<std::string, std::optional<std::string>>> exported_;  // name, previous value
 };
 

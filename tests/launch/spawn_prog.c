@@ -16,6 +16,11 @@
  *                          system(); its result carries what that program printed
  *   nested_call OUTER INNER : rank 0's worker calls ddp_spawn itself (methods popen|fork)
  *   unset_rank           : the workers unset RANK before their ddp_spawn call
+ *   main_ends_early      : in its popen workers main returns before the ddp_spawn call,
+ *                          as an interpreter's prompt or a script read from stdin does
+ *   read_stdin           : each worker reads its standard input to the end and says how much
+ *   strategy_child_ends_early [CODE] : the strategy's popen launcher starts rank 1, whose main
+ *                          returns CODE (default 0) before its setup
  *   chdir_first DIR spawn|strategy : main enters DIR (relative) first, then starts 2 ranks
  *                          (ddp_spawn, or the strategy's popen launcher); each says its directory
  * Where SIGCHLD is ignored on entry, "ok" also says whether it still is after the call.
@@ -173,6 +178,16 @@ static int nested_call(ddp_worker *w, const void *arg, size_t len) {
   return 0;
 }
 
+static int read_stdin(ddp_worker *w, const void *arg, size_t len) {
+  (void)arg; (void)len;
+  char buf[256];
+  size_t total = 0, n;
+  while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) total += n;
+  printf("rank %d read %zu bytes of stdin\n", ddp_worker_rank(w), total);
+  fflush(stdout);
+  return 0;
+}
+
 static int say_cwd(ddp_worker *w, const void *arg, size_t len) {
   (void)arg; (void)len;
   char cwd[4096];
@@ -186,8 +201,10 @@ static int strategy_says_cwd(void) {
   ddp_strategy_options so = DDP_STRATEGY_OPTIONS_INIT;
   so.devices = 2;
   ddp_strategy *s = NULL;
-  if (ddp_strategy_new(&s, &so) != DDP_OK || ddp_strategy_setup_environment(s) != DDP_OK) {
-    printf("strategy: %s\n", ddp_last_error_message());
+  ddp_status st_ = ddp_strategy_new(&s, &so);
+  if (st_ == DDP_OK) st_ = ddp_strategy_setup_environment(s);
+  if (st_ != DDP_OK) {
+    printf("strategy: %s: %s\n", ddp_status_string(st_), ddp_last_error_message());
     ddp_strategy_free(s);
     return 1;
   }
@@ -294,6 +311,18 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "unset_rank")) {
     if (getenv("DDP_SPAWN_CALL")) unsetenv("RANK");
     return RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
+  }
+  if (!strcmp(mode, "main_ends_early")) {
+    if (getenv("DDP_SPAWN_CALL")) return 0;
+    return RUN(ddp_spawn(&o, sum_ranks, greeting, strlen(greeting), &result));
+  }
+  if (!strcmp(mode, "read_stdin")) {
+    if (argc > 2 && !strcmp(argv[2], "fork")) o.start_method = DDP_START_FORK;
+    return RUN(ddp_spawn(&o, read_stdin, NULL, 0, &result));
+  }
+  if (!strcmp(mode, "strategy_child_ends_early")) {
+    if (getenv("LOCAL_RANK") && strcmp(getenv("LOCAL_RANK"), "0") != 0) return argc > 2 ? atoi(argv[2]) : 0;
+    return strategy_says_cwd();
   }
   if (!strcmp(mode, "chdir_first") && argc > 3) {
     /* Relative: a worker started in DIR instead of where main began could not enter it. */

@@ -191,6 +191,54 @@ TEST(Spawn, PopenWorkersStartWhereTheProgramStarted) {
   EXPECT_EQ(rmdir(top.c_str()), 0);
 }
 
+// A popen worker whose main ends before the call (a Python script read
+// from standard input, an interpreter's prompt) ran nothing: the job
+// "succeeded" with no result. Its exit code 0 is now a failure that says
+// why, and the other workers are stopped rather than left to wait for it.
+TEST(Spawn, APopenWorkerWhoseMainEndsBeforeTheCallFailsTheJobSayingWhy) {
+  auto o = run({"main_ends_early"}, 30);
+  EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "status=worker failed")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "exit code 0 without reaching the work it was started for")) << o.r.output;
+  EXPECT_TRUE(has(o.r.output, "its main ended before this ddp_spawn call")) << o.r.output;
+  EXPECT_FALSE(has(o.r.output, "result=")) << o.r.output;
+}
+
+// Workers read /dev/null, as Python's multiprocessing gives its workers:
+// the program's input is the program's (a worker took part of it).
+TEST(Spawn, WorkersReadNothingOfTheProgramsInput) {
+  for (const char* method : {"popen", "fork"}) {
+    static int n = 0;
+    const std::string tag = "spawn-" + std::to_string(getpid()) + "-stdin" + std::to_string(++n);
+    auto res = ddptest::run_program({"/bin/bash", "-c", "head -c 100000 /dev/zero | " + spawn_prog() + " read_stdin " + method},
+                                    {"DDP_TEST_TAG=" + tag}, 30);
+    ASSERT_FALSE(res.timed_out) << method << ": " << res.summary();
+    const std::string& out = res.ranks[0].output;
+    EXPECT_EQ(res.ranks[0].exit_code, 0) << method << ": " << out;
+    EXPECT_TRUE(has(out, "rank 0 read 0 bytes of stdin")) << method << ": " << out;
+    EXPECT_TRUE(has(out, "rank 1 read 0 bytes of stdin")) << method << ": " << out;
+    EXPECT_FALSE(ddptest::any_process_tagged(tag));
+  }
+}
+
+// The strategy's popen launcher: a rank it started that ends before the
+// group is made (its program failed before its setup, or never reached it)
+// will never arrive; rank 0 waited for it in the rendezvous for the whole
+// timeout (30 minutes by default, past the test's 60 s). Now rank 0's
+// setup ends at once with DDP_E_PEER_FAILED naming the rank and its end.
+TEST(StrategyPopen, ARankThatEndsBeforeTheGroupIsMadeEndsRankZerosWaitAtOnce) {
+  for (const char* code : {"3", "0"}) {
+    auto o = run({"strategy_child_ends_early", code}, 60);
+    EXPECT_EQ(o.r.exit_code, 1) << o.r.output;
+    EXPECT_TRUE(has(o.r.output, "strategy: peer failed: rendezvous at ")) << o.r.output;
+    EXPECT_TRUE(has(o.r.output, std::string("rank 1 (pid ")) &&
+                has(o.r.output, std::string("which this process started, ended with exit code ") + code +
+                                    " before the group was made"))
+        << o.r.output;
+    EXPECT_LT(o.seconds, 20) << o.r.output;
+  }
+}
+
 TEST(Spawn, ForkReturnsRankZerosResult) {
   auto o = run({"ok", "fork", "4"});
   EXPECT_EQ(o.r.exit_code, 0) << o.r.output;

@@ -97,7 +97,11 @@ DDP_API ddp_status ddp_spawn_options_init(ddp_spawn_options *opts, unsigned int 
  * from the directory the program started in (where libddp was loaded), so
  * that main's relative paths and chdir calls mean what they meant; the call
  * it belongs to runs fn there and does not return, the program's earlier
- * calls return DDP_OK at once. Only the processes a call started are its workers: a
+ * calls return DDP_OK at once. A popen worker whose main ends before
+ * the call (a program read from standard input or typed at an interpreter's
+ * prompt) fails the job (DDP_E_WORKER_FAILED saying so) rather than
+ * counting as done. Workers read /dev/null, as Python's multiprocessing
+ * gives its workers. Only the processes a call started are its workers: a
  * program that a worker runs (and so inherits its environment) starts a
  * job of its own. Inside fn, ddp_spawn starts a nested job with
  * DDP_START_FORK; with DDP_START_POPEN it is DDP_E_STATE, as its workers

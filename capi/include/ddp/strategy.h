@@ -194,7 +194,10 @@ DDP_API ddp_status ddp_strategy_new(ddp_strategy **out, const ddp_strategy_optio
  * memory for the same activations and gradients again. The environment
  * variable DDP_HOST_CACHE_MB sets how much it may hold (default 2048; 0: no
  * cache, torch's allocator as before).
- * @return DDP_E_INVALID_ARGUMENT naming DDP_HOST_CACHE_MB when it is not a size.
+ * @return DDP_E_INVALID_ARGUMENT naming DDP_HOST_CACHE_MB when it is not a size;
+ *         DDP_E_PEER_FAILED on a rank 0 that started the others (popen) when
+ *         one of them ended before the group was made, naming it and how it
+ *         ended (within about 100 ms, instead of waiting out the timeout).
  */
 DDP_API ddp_status ddp_strategy_setup_environment(ddp_strategy *s);
 
