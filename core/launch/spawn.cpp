@@ -62,7 +62,7 @@ int worker_var(const char* name) {
   if (v < 0 || v > 1 << 20)
     fail(Status::State, std::string("ddp_spawn worker: ") + name + " is " +
                             (std::getenv(name) ? "'" + std::string(std::getenv(name)) + "'" : "not set") +
-                            ", where the launch set the worker's rank; the program changed it before this call");
+                            ", which the launch set for the worker; the program changed it before this call");
   return static_cast<int>(v);
 }
 
@@ -128,6 +128,9 @@ void mark_reached(const std::string& dir, int rank) {
     ctx.rank = worker_var("RANK");
     ctx.world_size = worker_var("WORLD_SIZE");
     ctx.local_rank = worker_var("LOCAL_RANK");
+    if (dir.empty())
+      fail(Status::State, "ddp_spawn worker: DDP_SPAWN_DIR is not set, which the launch set for the worker; the "
+                          "program changed it before this call");
     mark_reached(dir, ctx.rank);
     auto arg = read_file(dir + "/arg.bin");
     rc = body(ctx, arg);

@@ -23,6 +23,7 @@
 #include "common/asymmetric_fence.h"
 #include "common/copy_kernel.h"
 #include "common/error.h"
+#include "common/regular_file.h"
 
 namespace ddp::core::shm {
 namespace {
@@ -147,10 +148,19 @@ void futex_wake_all(std::atomic<uint32_t>* word) {
 }
 
 // Field 22 of /proc/<pid>/stat (start time in clock ticks), or 0 when the
-// process is gone or a zombie.
+// process is gone or a zombie. Read with read(2): a process that ends
+// between the open and the read makes the read fail with ESRCH, which
+// std::ifstream threw as "basic_filebuf::underflow error reading the file",
+// and a peer killed at that moment was reported as a backend error instead
+// of DDP_E_PEER_FAILED (seen once under ASan, in
+// ShmWorlds.PeerKilledWhileTheRootWritesIntoItGivesPeerFailed).
 uint64_t live_start_time(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const int fd = open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  std::string s, why;
+  const bool read = read_to_end(fd, &s, &why);
+  close(fd);
+  if (!read) return 0;
   auto close_paren = s.rfind(')');
   if (close_paren == std::string::npos) return 0;
   std::istringstream rest(s.substr(close_paren + 2));
